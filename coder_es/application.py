@@ -1,0 +1,207 @@
+"""The application layer: sessions stored through eventsourcing, blobs beside them.
+
+``CoderApp`` is an ``eventsourcing.Application`` configured by a ``StoreConfig``. It owns the
+repository of ``Session`` aggregates and the blob store on the same backend. Commands load a
+session, call a method on it and save it; saving is where optimistic concurrency applies (a second
+writer on the same session version gets ``eventsourcing.persistence.IntegrityError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.utils import get_topic
+
+from coder_es.domain.chain import event_hash
+from coder_es.domain.session import Session
+from coder_es.errors import SessionNotFoundError, StoreError
+from coder_es.store.blobs import BlobStore
+from coder_es.store.config import StoreConfig
+from coder_es.store.views import ViewStore
+
+T = TypeVar("T")
+
+SESSION_STARTED_TOPIC = get_topic(Session.Started)
+_BASE_KEYS = ("originator_id", "originator_version", "timestamp")
+
+
+class ChainMapper(Mapper[UUID]):
+    """Keeps the hash chain stable across upcasting.
+
+    An event's chain hash covers the form it was recorded in. When a stored event is upcast to a
+    newer class version on the way out, the hash of its recorded form is attached to it, so the
+    next event appended to the session still links to what is actually in the store.
+    """
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        domain_event = super().to_domain_event(stored_event)
+        if getattr(type(domain_event), "class_version", 1) > 1:
+            state = self.transcoder.decode(self._plain_state(stored_event))
+            if state.get("class_version", 1) < type(domain_event).class_version:
+                domain_event.__dict__["_recorded_hash"] = recorded_chain_hash(
+                    stored_event, state
+                )
+        return domain_event
+
+    def decode_state(self, stored_event: StoredEvent) -> dict[str, Any]:
+        """The event's fields exactly as recorded (no upcasting)."""
+        return dict(self.transcoder.decode(self._plain_state(stored_event)))
+
+    def _plain_state(self, stored_event: StoredEvent) -> bytes:
+        state = stored_event.state
+        if self.cipher:
+            state = self.cipher.decrypt(state)
+        if self.compressor:
+            state = self.compressor.decompress(state)
+        return state
+
+
+def recorded_chain_hash(stored_event: StoredEvent, state: dict[str, Any]) -> str:
+    """The chain hash of a stored event, from its state as recorded."""
+    fields = {k: v for k, v in state.items() if k not in _BASE_KEYS and k != "class_version"}
+    return event_hash(
+        stored_event.originator_id,
+        stored_event.originator_version,
+        stored_event.topic,
+        state["timestamp"],
+        fields,
+    )
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    id: UUID
+    title: str
+    workspace: str
+    agent: str
+    provider: str
+    model: str
+    started_at: datetime
+    parent_session: str | None
+    parent_node: str | None
+
+
+class CoderApp(Application[UUID]):
+    name = "coder_es"
+    snapshotting_intervals = {Session: 500}
+    env = {"AGGREGATE_CACHE_MAXSIZE": "128"}
+
+    def __init__(
+        self, config: StoreConfig | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        self.config = config or StoreConfig(backend="popo", path=Path("."))
+        self.config.prepare()
+        merged = self.config.eventsourcing_env()
+        merged.update(env or {})
+        try:
+            super().__init__(env=merged)
+        except StoreError:
+            raise
+        except Exception as e:  # the persistence modules raise many kinds; name the store
+            msg = f"cannot open the {self.config.backend} store at {self.config.describe()}: {e}"
+            raise StoreError(msg) from e
+        self.blobs: BlobStore = self.config.open_blob_store()
+        self.views: ViewStore = self.config.open_view_store()
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
+
+    def close(self) -> None:
+        self.views.close()
+        self.blobs.close()
+        super().close()
+
+    # ------------------------------------------------------------------ sessions
+
+    def start_session(self, **kwargs: Any) -> Session:
+        session = Session.start(**kwargs)
+        self.save(session)
+        return session
+
+    def get_session(self, session_id: UUID | str) -> Session:
+        sid = session_id if isinstance(session_id, UUID) else self.resolve_session(session_id)
+        try:
+            session = self.repository.get(sid)
+        except AggregateNotFoundError:
+            raise SessionNotFoundError(str(session_id)) from None
+        if not isinstance(session, Session):
+            raise SessionNotFoundError(str(session_id))
+        return session
+
+    def update(self, session_id: UUID | str, command: Callable[[Session], T]) -> T:
+        """Load a session, run ``command`` on it and save what it triggered."""
+        session = self.get_session(session_id)
+        result = command(session)
+        self.save(session)
+        return result
+
+    def session_events(self, session_id: UUID, *, gt: int | None = None) -> list[Any]:
+        return list(self.events.get(session_id, gt=gt))
+
+    def stored_events(self, session_id: UUID) -> list[StoredEvent]:
+        return list(self.recorder.select_events(session_id))
+
+    def iter_session_summaries(self) -> Iterator[SessionSummary]:
+        start = 1
+        while True:
+            batch = self.recorder.select_notifications(
+                start=start, limit=500, topics=[SESSION_STARTED_TOPIC]
+            )
+            for notification in batch:
+                event = self.mapper.to_domain_event(notification)
+                yield SessionSummary(
+                    id=event.originator_id,
+                    title=event.title,
+                    workspace=event.workspace,
+                    agent=event.agent,
+                    provider=event.provider,
+                    model=event.model,
+                    started_at=event.timestamp,
+                    parent_session=event.parent_session,
+                    parent_node=event.parent_node,
+                )
+            if len(batch) < 500:
+                return
+            start = batch[-1].id + 1
+
+    def list_sessions(self) -> list[SessionSummary]:
+        return list(self.iter_session_summaries())
+
+    def resolve_session(self, ref: str) -> UUID:
+        """A full session id or a unique prefix of one."""
+        ref = ref.strip().lower()
+        try:
+            exact = UUID(ref)
+        except ValueError:
+            exact = None
+        if exact is not None:
+            return exact
+        matches = [s.id for s in self.iter_session_summaries() if str(s.id).startswith(ref)]
+        if len(matches) != 1 or not ref:
+            raise SessionNotFoundError(ref, [str(m)[:8] for m in matches[:10]])
+        return matches[0]
+
+
+def chain_breaks(mapper: ChainMapper, stored_events: list[StoredEvent]) -> list[tuple[int, str]]:
+    """(version, what is wrong) for every link of a session's hash chain that does not hold."""
+    problems: list[tuple[int, str]] = []
+    expected_prev = ""
+    expected_version = 1
+    for stored in stored_events:
+        if stored.originator_version != expected_version:
+            problems.append(
+                (stored.originator_version, f"expected version {expected_version} here")
+            )
+        state = mapper.decode_state(stored)
+        if state.get("prev_hash") != expected_prev:
+            problems.append((stored.originator_version, "does not link to the previous event"))
+        expected_prev = recorded_chain_hash(stored, state)
+        expected_version = stored.originator_version + 1
+    return problems

@@ -1,0 +1,56 @@
+"""What every command needs: the workspace, the store configuration, the opened application."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coder_es.application import CoderApp
+from coder_es.domain.chain import canonical_json
+from coder_es.errors import UsageError
+from coder_es.store.config import StoreConfig
+
+
+@dataclass
+class Context:
+    workspace: Path
+    config: StoreConfig
+    _app: CoderApp | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Context:
+        workspace = Path(args.workspace).resolve()
+        config = StoreConfig.resolve(workspace=workspace, store=args.store, backend=args.backend)
+        return cls(workspace=workspace, config=config)
+
+    @property
+    def app(self) -> CoderApp:
+        if self._app is None:
+            self._app = CoderApp(self.config)
+        return self._app
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+            self._app = None
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on one line (stable key order, so scripts can diff outputs)."""
+    sys.stdout.write(canonical_json(value) + "\n")
+
+
+def print_json_pretty(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def require_file(path: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        msg = f"cannot read {path}: no such file"
+        raise UsageError(msg)
+    return p

@@ -1,0 +1,5 @@
+"""Domain errors (re-exported from ``coder_es.errors`` so the domain imports nothing else)."""
+
+from coder_es.errors import UnknownNodeError
+
+__all__ = ["UnknownNodeError"]

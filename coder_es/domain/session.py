@@ -1,0 +1,473 @@
+"""The Session aggregate and its event vocabulary (v1).
+
+One aggregate per session. Conversation nodes (user messages, model responses, tool results,
+compaction summaries) are events that carry the id of their parent node, so a session is a tree;
+``head`` points at the node the next message attaches to. A node's id is the version number of the
+event that created it: deterministic, unique within the session and ordered, which keeps replays
+byte-comparable. Nothing is ever removed: forks and rewinds only move the head.
+
+Event fields are JSON-native (str, int, float, bool, None, lists, dicts) so that every backend
+stores them faithfully and the hash chain (``coder_es.domain.chain``) can be recomputed from any
+copy. Released event classes are never edited; a change is a new ``class_version`` with an
+``upcast_vN_vN+1`` static method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
+
+from coder_es.domain.chain import GENESIS, event_hash
+from coder_es.domain.errors import UnknownNodeError
+
+NodeId = str
+JSON = Any
+
+# Node kinds, as the tree projection names them.
+USER = "user"
+ASSISTANT = "assistant"
+TOOL_RESULT = "tool_result"
+SUMMARY = "summary"
+
+_BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
+
+
+class Session(Aggregate):
+    """A coding-agent session: a tree of conversation nodes plus everything decided on the way."""
+
+    class Event(Aggregate.Event):
+        prev_hash: str
+
+        def chain_fields(self) -> dict[str, Any]:
+            return {k: v for k, v in vars(self).items() if k not in _BASE_FIELDS and k[0] != "_"}
+
+        def chain_hash(self) -> str:
+            # A loaded event that was upcast carries the hash of the form it was recorded in.
+            recorded = self.__dict__.get("_recorded_hash")
+            if recorded is not None:
+                return str(recorded)
+            return event_hash(
+                self.originator_id,
+                self.originator_version,
+                get_topic(type(self)),
+                self.timestamp,
+                self.chain_fields(),
+            )
+
+        def mutate(self, aggregate: Any) -> Any:
+            aggregate = super().mutate(aggregate)
+            aggregate.chain_head = self.chain_hash()
+            aggregate.node_flags += "1" if isinstance(self, Session.NodeEvent) else "0"
+            return aggregate
+
+    class Started(Aggregate.Created, Event):
+        workspace: str
+        agent: str
+        provider: str
+        model: str
+        title: str
+        parent_session: str | None
+        parent_node: NodeId | None
+        settings: dict[str, Any]
+
+    class NodeEvent(Event):
+        """An event that creates a conversation node under ``parent``."""
+
+        parent: NodeId | None
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.head = str(self.originator_version)
+
+    class UserMessageAdded(NodeEvent):
+        content: list[dict[str, Any]]
+
+    class ModelResponded(NodeEvent):
+        blocks: list[dict[str, Any]]
+        stop_reason: str
+        usage: dict[str, Any]
+        provider: str
+        model: str
+        request_id: str | None
+        request_digest: str | None
+        raw_stream_blob: str | None
+
+    class ToolCallRequested(Event):
+        node: NodeId
+        tool_use_id: str
+        name: str
+        input: dict[str, Any]
+
+    class PermissionRequested(Event):
+        tool_use_id: str
+        tool: str
+        subject: str
+        matched_rule: str | None
+
+    class PermissionDecided(Event):
+        tool_use_id: str
+        tool: str
+        subject: str
+        decision: str  # "allow" | "deny"
+        scope: str  # "once" | "always"
+        pattern: str | None  # for "always": what later calls it covers
+        matched_rule: str | None
+        decided_by: str  # "rule" | "user" | "client"
+        reason: str | None
+
+        def apply(self, aggregate: Any) -> None:
+            if self.scope == "always":
+                aggregate.always.append(
+                    {"tool": self.tool, "pattern": self.pattern, "decision": self.decision}
+                )
+
+    class ToolCallCompleted(NodeEvent):
+        tool_use_id: str
+        name: str
+        output: str
+        output_blob: str | None
+        is_error: bool
+        duration_ms: int
+        files_changed: list[dict[str, Any]]  # {path, before, after}: content hashes or None
+
+    class FileObserved(Event):
+        path: str
+        hash: str | None  # None: the file does not exist
+        size: int | None
+        tool_use_id: str | None
+
+    class EditApplied(Event):
+        path: str
+        tool_use_id: str | None
+        base: str | None  # what the agent saw
+        disk: str | None  # what the disk held when the merge ran (the user's side)
+        proposed: str | None  # the agent's result applied to its view
+        result: str | None  # what the file holds now
+        outcome: str  # "direct" | "merged" | "conflict" | "conflict_markers" | "error"
+        conflicts: int
+
+    class HeadMoved(Event):
+        node: NodeId | None
+        previous: NodeId | None
+        reason: str  # "checkout" | "rewind" | "fork"
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.head = self.node
+
+    class WorkspaceRestored(Event):
+        node: NodeId | None
+        entries: list[dict[str, Any]]  # {path, outcome, base, disk, target, result}
+
+    class ContextCompacted(NodeEvent):
+        covers: list[NodeId]
+        summary: str
+        produced_by: str  # "model" | "fallback"
+
+    class NodeLabelled(Event):
+        node: NodeId
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.labels[self.name] = self.node
+
+    class ErrorRecorded(Event):
+        kind: str
+        message: str
+        retryable: bool
+        attempt: int
+
+    class RetryScheduled(Event):
+        attempt: int
+        delay_s: float
+        reason: str
+
+    class TurnCancelled(Event):
+        node: NodeId | None
+        reason: str
+        tool_use_ids: list[str]
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        workspace: str,
+        agent: str = "build",
+        provider: str = "scripted",
+        model: str = "",
+        title: str = "",
+        parent_session: str | None = None,
+        parent_node: NodeId | None = None,
+        settings: dict[str, Any] | None = None,
+        id: UUID | None = None,  # noqa: A002
+    ) -> Session:
+        return cls._create(
+            cls.Started,
+            id=id or uuid4(),
+            prev_hash=GENESIS,
+            workspace=workspace,
+            agent=agent,
+            provider=provider,
+            model=model,
+            title=title,
+            parent_session=parent_session,
+            parent_node=parent_node,
+            settings=dict(settings or {}),
+        )
+
+    def __init__(
+        self,
+        *,
+        workspace: str,
+        agent: str,
+        provider: str,
+        model: str,
+        title: str,
+        parent_session: str | None,
+        parent_node: NodeId | None,
+        settings: dict[str, Any],
+        prev_hash: str,
+    ) -> None:
+        self.workspace = workspace
+        self.agent = agent
+        self.provider = provider
+        self.model = model
+        self.title = title
+        self.parent_session = parent_session
+        self.parent_node = parent_node
+        self.settings = settings
+        self.head: NodeId | None = None
+        # One character per event version, "1" where that event created a node. The aggregate
+        # keeps no per-node data (the tree projection does), so loading, copying and
+        # snapshotting a session stays cheap however long it grows.
+        self.node_flags = ""
+        self.labels: dict[str, NodeId] = {}
+        self.always: list[dict[str, Any]] = []
+        self.chain_head: str = GENESIS
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
+
+    def _new_node(self) -> NodeId:
+        return str(self.version + 1)
+
+    # ------------------------------------------------------------------ conversation
+
+    def add_user_message(self, content: str | list[dict[str, Any]]) -> NodeId:
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        node = self._new_node()
+        self.trigger_event(self.UserMessageAdded, parent=self.head, content=blocks)
+        return node
+
+    def record_model_response(
+        self,
+        *,
+        blocks: list[dict[str, Any]],
+        stop_reason: str,
+        usage: dict[str, Any],
+        provider: str,
+        model: str,
+        request_id: str | None = None,
+        request_digest: str | None = None,
+        raw_stream_blob: str | None = None,
+    ) -> NodeId:
+        node = self._new_node()
+        self.trigger_event(
+            self.ModelResponded,
+            parent=self.head,
+            blocks=blocks,
+            stop_reason=stop_reason,
+            usage=usage,
+            provider=provider,
+            model=model,
+            request_id=request_id,
+            request_digest=request_digest,
+            raw_stream_blob=raw_stream_blob,
+        )
+        return node
+
+    def request_tool_call(
+        self, *, node: NodeId, tool_use_id: str, name: str, input: dict[str, Any]  # noqa: A002
+    ) -> None:
+        self.require_node(node)
+        self.trigger_event(
+            self.ToolCallRequested, node=node, tool_use_id=tool_use_id, name=name, input=input
+        )
+
+    def request_permission(
+        self, *, tool_use_id: str, tool: str, subject: str, matched_rule: str | None
+    ) -> None:
+        self.trigger_event(
+            self.PermissionRequested,
+            tool_use_id=tool_use_id,
+            tool=tool,
+            subject=subject,
+            matched_rule=matched_rule,
+        )
+
+    def decide_permission(
+        self,
+        *,
+        tool_use_id: str,
+        tool: str,
+        subject: str,
+        decision: str,
+        scope: str = "once",
+        pattern: str | None = None,
+        matched_rule: str | None = None,
+        decided_by: str = "rule",
+        reason: str | None = None,
+    ) -> None:
+        if decision not in ("allow", "deny"):
+            msg = f"permission decision must be 'allow' or 'deny', not {decision!r}"
+            raise ValueError(msg)
+        if scope not in ("once", "always"):
+            msg = f"permission scope must be 'once' or 'always', not {scope!r}"
+            raise ValueError(msg)
+        self.trigger_event(
+            self.PermissionDecided,
+            tool_use_id=tool_use_id,
+            tool=tool,
+            subject=subject,
+            decision=decision,
+            scope=scope,
+            pattern=pattern,
+            matched_rule=matched_rule,
+            decided_by=decided_by,
+            reason=reason,
+        )
+
+    def complete_tool_call(
+        self,
+        *,
+        tool_use_id: str,
+        name: str,
+        output: str,
+        output_blob: str | None = None,
+        is_error: bool = False,
+        duration_ms: int = 0,
+        files_changed: list[dict[str, Any]] | None = None,
+    ) -> NodeId:
+        node = self._new_node()
+        self.trigger_event(
+            self.ToolCallCompleted,
+            parent=self.head,
+            tool_use_id=tool_use_id,
+            name=name,
+            output=output,
+            output_blob=output_blob,
+            is_error=is_error,
+            duration_ms=duration_ms,
+            files_changed=list(files_changed or []),
+        )
+        return node
+
+    def compact_context(
+        self, *, covers: list[NodeId], summary: str, produced_by: str
+    ) -> NodeId:
+        for node_id in covers:
+            self.require_node(node_id)
+        node = self._new_node()
+        self.trigger_event(
+            self.ContextCompacted,
+            parent=self.head,
+            covers=list(covers),
+            summary=summary,
+            produced_by=produced_by,
+        )
+        return node
+
+    # ------------------------------------------------------------------ files
+
+    def observe_file(
+        self, *, path: str, hash: str | None, size: int | None, tool_use_id: str | None = None  # noqa: A002
+    ) -> None:
+        self.trigger_event(
+            self.FileObserved, path=path, hash=hash, size=size, tool_use_id=tool_use_id
+        )
+
+    def apply_edit(
+        self,
+        *,
+        path: str,
+        base: str | None,
+        disk: str | None,
+        proposed: str | None,
+        result: str | None,
+        outcome: str,
+        conflicts: int = 0,
+        tool_use_id: str | None = None,
+    ) -> None:
+        self.trigger_event(
+            self.EditApplied,
+            path=path,
+            tool_use_id=tool_use_id,
+            base=base,
+            disk=disk,
+            proposed=proposed,
+            result=result,
+            outcome=outcome,
+            conflicts=conflicts,
+        )
+
+    def restore_workspace(self, *, node: NodeId | None, entries: list[dict[str, Any]]) -> None:
+        self.trigger_event(self.WorkspaceRestored, node=node, entries=list(entries))
+
+    # ------------------------------------------------------------------ navigation
+
+    def has_node(self, node: NodeId) -> bool:
+        if not node.isdigit():
+            return False
+        index = int(node) - 1
+        return 0 <= index < len(self.node_flags) and self.node_flags[index] == "1"
+
+    def node_ids(self) -> list[NodeId]:
+        return [str(i + 1) for i, flag in enumerate(self.node_flags) if flag == "1"]
+
+    def require_node(self, node: NodeId | None) -> None:
+        if node is not None and not self.has_node(node):
+            raise UnknownNodeError(str(self.id), node)
+
+    def move_head(self, node: NodeId | None, *, reason: str) -> None:
+        self.require_node(node)
+        self.trigger_event(self.HeadMoved, node=node, previous=self.head, reason=reason)
+
+    def label(self, node: NodeId, name: str) -> None:
+        self.require_node(node)
+        if not name.strip():
+            msg = "a label needs a non-empty name"
+            raise ValueError(msg)
+        self.trigger_event(self.NodeLabelled, node=node, name=name)
+
+    # ------------------------------------------------------------------ errors
+
+    def record_error(
+        self, *, kind: str, message: str, retryable: bool = False, attempt: int = 0
+    ) -> None:
+        self.trigger_event(
+            self.ErrorRecorded, kind=kind, message=message, retryable=retryable, attempt=attempt
+        )
+
+    def record_retry(self, *, attempt: int, delay_s: float, reason: str) -> None:
+        self.trigger_event(self.RetryScheduled, attempt=attempt, delay_s=delay_s, reason=reason)
+
+    def cancel(self, *, reason: str, tool_use_ids: list[str] | None = None) -> None:
+        self.trigger_event(
+            self.TurnCancelled, node=self.head, reason=reason, tool_use_ids=list(tool_use_ids or [])
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    def resolve_node(self, ref: str) -> NodeId:
+        """A node id, a label, or a unique prefix of a node id."""
+        if self.has_node(ref):
+            return ref
+        if ref in self.labels:
+            return self.labels[ref]
+        matches = [n for n in self.node_ids() if n.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        raise UnknownNodeError(str(self.id), ref, candidates=sorted(matches, key=int)[:10])

@@ -1,0 +1,42 @@
+"""The error hierarchy. Every error coder_es raises on purpose is a ``CoderESError``.
+
+The CLI maps ``UsageError`` (and its subclasses) to exit code 2 and every other ``CoderESError`` to
+a one-line message; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class CoderESError(Exception):
+    """Base class of all coder_es errors."""
+
+
+class UsageError(CoderESError):
+    """Bad input from the user: an unknown id, an unreadable file, a malformed option."""
+
+
+class StoreError(CoderESError):
+    """The store cannot be opened or written. The message names the store."""
+
+
+class SessionNotFoundError(UsageError):
+    def __init__(self, ref: str, candidates: list[str] | None = None) -> None:
+        self.ref = ref
+        self.candidates = candidates or []
+        hint = f" (matches: {', '.join(self.candidates)})" if self.candidates else ""
+        super().__init__(f"no unique session matches {ref!r}{hint}")
+
+
+class UnknownNodeError(UsageError):
+    def __init__(self, session: str, ref: str, candidates: list[str] | None = None) -> None:
+        self.session = session
+        self.ref = ref
+        self.candidates = candidates or []
+        hint = f" (matches: {', '.join(self.candidates)})" if self.candidates else ""
+        super().__init__(f"session {session}: no unique node or label matches {ref!r}{hint}")
+
+
+class BlobNotFoundError(StoreError):
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+        super().__init__(f"blob {digest} is not in the store")

@@ -1,0 +1,198 @@
+"""A content-addressed blob store: sha256 keys, identical content stored once.
+
+Blobs hold file snapshots, large tool outputs and raw model streams. Each backend only has to
+store opaque records by key (``_read`` / ``_write_if_absent``); encoding lives here, once:
+
+    record = b"Z" + zlib(content)                             a full copy
+           | b"D" + depth(1) + base digest(32) + zlib(ops)    a delta against another blob
+
+A caller that knows the previous version of the same file passes it as ``like=`` so the new
+version is stored as a delta when that is smaller (chains are bounded by ``max_chain`` so reading
+any version back stays fast). The key is always the sha256 of the *content*, so identical content
+is stored once whichever way it was encoded, and ``get`` checks the hash of what it returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from difflib import SequenceMatcher
+
+from coder_es.errors import BlobNotFoundError, StoreError
+
+FULL = b"Z"
+DELTA = b"D"
+_COPY = 0
+_INSERT = 1
+
+
+def digest_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class BlobStore(ABC):
+    """Content-addressed storage on the same backend as the events."""
+
+    max_chain = 16
+    # Deltas are only tried for content at least this big; below it zlib alone is as good.
+    min_delta_size = 1024
+
+    # -- what a backend implements -------------------------------------------------
+
+    @abstractmethod
+    def _read(self, digest: str) -> bytes | None:
+        """The stored record for ``digest``, or None."""
+
+    @abstractmethod
+    def _write_if_absent(self, digest: str, record: bytes) -> None:
+        """Store ``record`` under ``digest`` unless the key exists (then do nothing)."""
+
+    @abstractmethod
+    def _digests(self) -> Iterator[str]:
+        """Every stored key (for verification and export)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release backend resources."""
+
+    # -- the public surface --------------------------------------------------------
+
+    def put(self, data: bytes, *, like: str | None = None) -> str:
+        """Store ``data`` (once) and return its sha256 hex digest.
+
+        ``like`` names a blob that is probably similar (the previous version of the same file); the
+        content is then stored as a delta against it when that is smaller.
+        """
+        digest = digest_of(data)
+        if self._read(digest) is not None:
+            return digest
+        record = None
+        if like is not None and like != digest and len(data) >= self.min_delta_size:
+            record = self._delta_record(data, like)
+        if record is None:
+            record = FULL + zlib.compress(data, 6)
+        self._write_if_absent(digest, record)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        data = self._decode(digest, self._record(digest))
+        if digest_of(data) != digest:
+            msg = f"blob {digest} is corrupt: its content no longer matches its hash"
+            raise StoreError(msg)
+        return data
+
+    def has(self, digest: str) -> bool:
+        return self._read(digest) is not None
+
+    def stored_size(self, digest: str) -> int:
+        return len(self._record(digest))
+
+    def digests(self) -> Iterator[str]:
+        return self._digests()
+
+    def verify(self) -> list[str]:
+        """Digests whose stored content no longer matches the key."""
+        bad = []
+        for digest in self._digests():
+            try:
+                self.get(digest)
+            except StoreError:
+                bad.append(digest)
+            except Exception:
+                bad.append(digest)
+        return bad
+
+    # -- encoding --------------------------------------------------------------------
+
+    def _record(self, digest: str) -> bytes:
+        record = self._read(digest)
+        if record is None:
+            raise BlobNotFoundError(digest)
+        return record
+
+    def _depth(self, record: bytes) -> int:
+        return record[1] if record[:1] == DELTA else 0
+
+    def _delta_record(self, data: bytes, like: str) -> bytes | None:
+        base_record = self._read(like)
+        if base_record is None:
+            return None
+        depth = self._depth(base_record) + 1
+        if depth > self.max_chain:
+            return None
+        base = self._decode(like, base_record)
+        ops = zlib.compress(_encode_delta(base, data), 6)
+        full_size = len(zlib.compress(data, 1))
+        if len(ops) + 34 >= full_size:
+            return None
+        return DELTA + bytes([depth]) + bytes.fromhex(like) + ops
+
+    def _decode(self, digest: str, record: bytes) -> bytes:
+        kind = record[:1]
+        try:
+            if kind == FULL:
+                return zlib.decompress(record[1:])
+            if kind == DELTA:
+                base_digest = record[2:34].hex()
+                base = self._decode(base_digest, self._record(base_digest))
+                return _apply_delta(base, zlib.decompress(record[34:]))
+        except (zlib.error, struct.error, IndexError) as e:
+            msg = f"blob {digest} is corrupt: {e}"
+            raise StoreError(msg) from e
+        msg = f"blob {digest} has an unknown record kind {kind!r}"
+        raise StoreError(msg)
+
+
+def _encode_delta(base: bytes, data: bytes) -> bytes:
+    """Copy/insert operations turning ``base`` into ``data``, matched on lines."""
+    base_lines = base.splitlines(keepends=True)
+    data_lines = data.splitlines(keepends=True)
+    offsets = [0]
+    for line in base_lines:
+        offsets.append(offsets[-1] + len(line))
+    out = bytearray()
+    matcher = SequenceMatcher(None, base_lines, data_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += struct.pack(">BII", _COPY, offsets[i1], offsets[i2] - offsets[i1])
+        elif j2 > j1:
+            chunk = b"".join(data_lines[j1:j2])
+            out += struct.pack(">BI", _INSERT, len(chunk)) + chunk
+    return bytes(out)
+
+
+def _apply_delta(base: bytes, ops: bytes) -> bytes:
+    out = bytearray()
+    pos = 0
+    while pos < len(ops):
+        op = ops[pos]
+        if op == _COPY:
+            start, length = struct.unpack_from(">II", ops, pos + 1)
+            out += base[start : start + length]
+            pos += 9
+        elif op == _INSERT:
+            (length,) = struct.unpack_from(">I", ops, pos + 1)
+            out += ops[pos + 5 : pos + 5 + length]
+            pos += 5 + length
+        else:
+            msg = f"unknown delta op {op}"
+            raise struct.error(msg)
+    return bytes(out)
+
+
+class MemoryBlobStore(BlobStore):
+    """Blobs in a dict (the ``popo`` backend, and tests)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, bytes] = {}
+
+    def _read(self, digest: str) -> bytes | None:
+        return self._records.get(digest)
+
+    def _write_if_absent(self, digest: str, record: bytes) -> None:
+        self._records.setdefault(digest, record)
+
+    def _digests(self) -> Iterator[str]:
+        return iter(list(self._records))
