@@ -22,6 +22,7 @@ from eventsourcing.utils import get_topic
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
 from coder_es.errors import SessionNotFoundError, StoreError
+from coder_es.redaction import Redactor
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.views import ViewStore
@@ -41,10 +42,11 @@ class ChainMapper(Mapper[UUID]):
     """
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        domain_event = super().to_domain_event(stored_event)
-        if getattr(type(domain_event), "class_version", 1) > 1:
+        domain_event: Any = super().to_domain_event(stored_event)
+        current_version = getattr(type(domain_event), "class_version", 1)
+        if current_version > 1:
             state = self.transcoder.decode(self._plain_state(stored_event))
-            if state.get("class_version", 1) < type(domain_event).class_version:
+            if state.get("class_version", 1) < current_version:
                 domain_event.__dict__["_recorded_hash"] = recorded_chain_hash(
                     stored_event, state
                 )
@@ -109,6 +111,7 @@ class CoderApp(Application[UUID]):
             raise StoreError(msg) from e
         self.blobs: BlobStore = self.config.open_blob_store()
         self.views: ViewStore = self.config.open_view_store()
+        Session.redactor = Redactor.from_environ()
 
     def construct_mapper(self) -> Mapper[UUID]:
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
@@ -128,7 +131,7 @@ class CoderApp(Application[UUID]):
     def get_session(self, session_id: UUID | str) -> Session:
         sid = session_id if isinstance(session_id, UUID) else self.resolve_session(session_id)
         try:
-            session = self.repository.get(sid)
+            session: Any = self.repository.get(sid)
         except AggregateNotFoundError:
             raise SessionNotFoundError(str(session_id)) from None
         if not isinstance(session, Session):
@@ -155,7 +158,7 @@ class CoderApp(Application[UUID]):
                 start=start, limit=500, topics=[SESSION_STARTED_TOPIC]
             )
             for notification in batch:
-                event = self.mapper.to_domain_event(notification)
+                event: Any = self.mapper.to_domain_event(notification)
                 yield SessionSummary(
                     id=event.originator_id,
                     title=event.title,

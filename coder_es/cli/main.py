@@ -20,6 +20,9 @@ from coder_es.errors import CoderESError, UsageError
 # Modules that register subcommands, in the order they appear in --help.
 COMMAND_MODULES = [
     "coder_es.cli.sessions",
+    "coder_es.cli.run",
+    "coder_es.cli.tree",
+    "coder_es.cli.audit",
 ]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -35,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace", default=".", help="the project directory (default: the current directory)"
     )
     parser.add_argument(
-        "--store", default=None, help="store directory (default: $CODER_ES_STORE or WORKSPACE/.coder-es)"
+        "--store",
+        default=None,
+        help="store directory (default: $CODER_ES_STORE or WORKSPACE/.coder-es)",
     )
     parser.add_argument(
         "--backend",

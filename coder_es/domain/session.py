@@ -14,7 +14,7 @@ copy. Released event classes are never edited; a change is a new ``class_version
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID, uuid4
 
 from eventsourcing.domain import Aggregate
@@ -22,6 +22,9 @@ from eventsourcing.utils import get_topic
 
 from coder_es.domain.chain import GENESIS, event_hash
 from coder_es.domain.errors import UnknownNodeError
+
+if TYPE_CHECKING:
+    from coder_es.redaction import Redactor
 
 NodeId = str
 JSON = Any
@@ -37,6 +40,8 @@ _BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
 
 class Session(Aggregate):
     """A coding-agent session: a tree of conversation nodes plus everything decided on the way."""
+
+    redactor: ClassVar[Redactor | None] = None
 
     class Event(Aggregate.Event):
         prev_hash: str
@@ -202,7 +207,7 @@ class Session(Aggregate):
         parent_session: str | None = None,
         parent_node: NodeId | None = None,
         settings: dict[str, Any] | None = None,
-        id: UUID | None = None,  # noqa: A002
+        id: UUID | None = None,
     ) -> Session:
         return cls._create(
             cls.Started,
@@ -249,6 +254,9 @@ class Session(Aggregate):
         self.chain_head: str = GENESIS
 
     def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        # Redact before the event exists: the chain hash covers its content (coder_es.redaction).
+        if Session.redactor is not None:
+            kwargs = Session.redactor.redact_kwargs(kwargs)
         super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
 
     def _new_node(self) -> NodeId:
@@ -290,7 +298,7 @@ class Session(Aggregate):
         return node
 
     def request_tool_call(
-        self, *, node: NodeId, tool_use_id: str, name: str, input: dict[str, Any]  # noqa: A002
+        self, *, node: NodeId, tool_use_id: str, name: str, input: dict[str, Any]
     ) -> None:
         self.require_node(node)
         self.trigger_event(
@@ -383,7 +391,7 @@ class Session(Aggregate):
     # ------------------------------------------------------------------ files
 
     def observe_file(
-        self, *, path: str, hash: str | None, size: int | None, tool_use_id: str | None = None  # noqa: A002
+        self, *, path: str, hash: str | None, size: int | None, tool_use_id: str | None = None
     ) -> None:
         self.trigger_event(
             self.FileObserved, path=path, hash=hash, size=size, tool_use_id=tool_use_id

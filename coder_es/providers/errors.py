@@ -149,9 +149,8 @@ _CONTEXT_MARKERS = (
 def error_class(status: int | None, error_type: str | None, message: str) -> type[ProviderError]:
     """The most specific error class for what the server said."""
     lowered = message.lower()
-    if (error_type in (None, "invalid_request_error", "context_length_exceeded") or status == 400) and any(
-        m in lowered for m in _CONTEXT_MARKERS
-    ):
+    maybe_context = error_type in (None, "invalid_request_error", "context_length_exceeded")
+    if (maybe_context or status == 400) and any(m in lowered for m in _CONTEXT_MARKERS):
         return ContextTooLongError
     if error_type and error_type in _BY_TYPE:
         return _BY_TYPE[error_type]

@@ -122,9 +122,7 @@ def canonical_request(request: ModelRequest) -> dict[str, Any]:
     raw = {
         "model": request.model,
         "system": request.system,
-        "messages": [
-            {"role": m["role"], "content": message_blocks(m)} for m in request.messages
-        ],
+        "messages": [{"role": m["role"], "content": message_blocks(m)} for m in request.messages],
         "tools": [
             {
                 "name": t["name"],

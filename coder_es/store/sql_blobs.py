@@ -1,4 +1,4 @@
-"""Blob stores on SQL backends: a table in the same SQLite file or PostgreSQL database as the events."""
+"""Blob stores on SQL backends: a table beside the events in the same SQLite file or database."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ class SQLiteBlobStore(BlobStore):
 
     def _digests(self) -> Iterator[str]:
         with self._lock:
-            rows = self._conn.execute("SELECT digest FROM coder_es_blobs ORDER BY digest").fetchall()
+            rows = self._conn.execute(
+                "SELECT digest FROM coder_es_blobs ORDER BY digest"
+            ).fetchall()
         return (r[0] for r in rows)
 
     def close(self) -> None:

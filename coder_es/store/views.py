@@ -118,7 +118,8 @@ class PostgresViewStore(ViewStore):
         with self._pool.connection() as conn:
             conn.execute(
                 f"INSERT INTO {self._table} (key, position, data) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET position = EXCLUDED.position, data = EXCLUDED.data",
+                "ON CONFLICT (key) DO UPDATE "
+                "SET position = EXCLUDED.position, data = EXCLUDED.data",
                 (key, record.position, record.data),
             )
 

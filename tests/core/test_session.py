@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def test_every_event_links_to_the_previous_one() -> None:
     s.label("2", "x")
     events = s.collect_events()
     assert events[0].prev_hash == ""
-    for prev, event in zip(events, events[1:], strict=False):
+    for prev, event in itertools.pairwise(events):
         assert event.prev_hash == prev.chain_hash()
     assert s.chain_head == events[-1].chain_hash()
 

@@ -1,0 +1,223 @@
+"""The decider: from the session's state, the loop's next action. No I/O, no clock, no randomness.
+
+``decide(state, ctx)`` looks at the head of the session and returns what the loop must do next:
+
+- ``CallModel``: the head is a user message, a summary, or the answer to every tool call of the
+  last response (and the step limit is not reached);
+- ``RecordToolCalls``: the last response has tool_use blocks not yet recorded as requested;
+- ``DecideByRule`` / ``AskPermission``: a requested call has no permission decision yet (the rules
+  decide, or someone must be asked);
+- ``CloseCalls``: calls that get a result without running (unknown tool, invalid arguments,
+  permission denied, interrupted by a cancellation or a crash);
+- ``RunTools``: the next allowed calls, in block order: a run of consecutive read-only calls
+  together (they run concurrently), or one call that may write;
+- ``Done``: the model stopped, the step limit was reached, or the turn was cancelled.
+
+Calls are worked through strictly in block order, so results are recorded in the order the model
+asked for them. Every permission of a response is decided before any of its tools run, so a
+user is asked everything up front.
+
+Crash recovery (``recover``): a session whose process died can be resumed from its events. A call
+that was allowed but has no result may have been running when the process died. Read-only calls
+are simply run again; a call that may write is closed with an "interrupted" error result telling
+the model to check the state before retrying, because running a half-done shell command or edit
+twice is not safe. Unanswered permission requests are asked again; a model call without a
+recorded response is made again (nothing of it was recorded, so nothing is lost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coder_es.agent.state import CallState, LoopState
+from coder_es.domain.session import SUMMARY, USER, NodeId
+from coder_es.permissions.policy import Evaluation, Policy
+from coder_es.tools.base import Subject, ToolCall
+from coder_es.tools.registry import ToolRegistry
+from coder_es.tools.schema import ToolInputError
+
+INTERRUPTED_BY_CANCEL = (
+    "Interrupted: the user cancelled the turn before this tool call finished. It may have "
+    "partially run; check the current state before retrying."
+)
+INTERRUPTED_BY_CRASH = (
+    "Interrupted: the agent process stopped while this tool call was running. It may have "
+    "partially run; check the current state before retrying."
+)
+ABANDONED = "Not run: the turn ended before this tool call was executed."
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    """Everything besides the events that decisions depend on: code and configuration."""
+
+    tools: ToolRegistry
+    policy: Policy
+    max_steps: int = 50
+
+
+@dataclass(frozen=True)
+class CallModel:
+    step: int
+
+
+@dataclass(frozen=True)
+class RecordToolCalls:
+    node: NodeId
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class DecideByRule:
+    call: ToolCall
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class AskPermission:
+    call: ToolCall
+    evaluation: Evaluation
+    # The PermissionRequested event is already recorded (a resumed session asks again).
+    already_requested: bool
+
+
+@dataclass(frozen=True)
+class ClosedCall:
+    call: ToolCall
+    output: str
+
+
+@dataclass(frozen=True)
+class CloseCalls:
+    calls: tuple[ClosedCall, ...]
+
+
+@dataclass(frozen=True)
+class RunTools:
+    calls: tuple[ToolCall, ...]
+    concurrent: bool
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str  # a stop reason ("end_turn", ...), "max_steps", "cancelled" or "idle"
+
+
+Action = CallModel | RecordToolCalls | DecideByRule | AskPermission | CloseCalls | RunTools | Done
+
+
+def _call(c: CallState) -> ToolCall:
+    return ToolCall(c.id, c.name, c.input)
+
+
+def check_call(call: ToolCall, ctx: DecisionContext, root: Path) -> tuple[Any, Subject] | str:
+    """(parsed arguments, permission subject), or the error the model gets for this call."""
+    tool = ctx.tools.get(call.name)
+    if tool is None or call.name not in ctx.policy.preset.tools:
+        offered = ", ".join(n for n in ctx.tools.names() if n in ctx.policy.preset.tools)
+        return f"Unknown tool {call.name!r}. Available tools: {offered}."
+    try:
+        args = tool.parse(call.input)
+        subject = tool.subject(args, root)
+    except ToolInputError as e:
+        return f"Invalid arguments for {call.name}: {e}"
+    except Exception as e:  # a path the sandbox rejects outright, etc.
+        return f"Invalid arguments for {call.name}: {e}"
+    return args, subject
+
+
+def evaluate(
+    call: CallState, state: LoopState, ctx: DecisionContext, subject: Subject
+) -> Evaluation:
+    return ctx.policy.evaluate(call.name, subject, always=state.always, repeats=call.repeats)
+
+
+def decide(state: LoopState, ctx: DecisionContext) -> Action:
+    info = state.head_info()
+    if info is None:
+        return Done("idle")
+    root = Path(state.workspace)
+    if info.cancelled:
+        pending = state.open_calls()
+        if pending:
+            return CloseCalls(tuple(ClosedCall(_call(c), INTERRUPTED_BY_CANCEL) for c in pending))
+        return Done("cancelled")
+    if info.kind in (USER, SUMMARY):
+        return _call_model(info.steps, ctx)
+    node = info.assistant
+    assert node is not None
+    response = state.responses[node]
+    if not response.tool_uses:
+        if response.stop_reason == "pause_turn":
+            return _call_model(info.steps, ctx)
+        return Done(response.stop_reason)
+
+    missing = tuple(
+        ToolCall(cid, name, inp)
+        for cid, name, inp in response.tool_uses
+        if cid not in state.calls or state.calls[cid].node != node
+    )
+    if missing:
+        return RecordToolCalls(node, missing)
+
+    open_calls = state.open_calls()
+    checked: list[tuple[CallState, tuple[Any, Subject] | str]] = [
+        (c, check_call(_call(c), ctx, root)) for c in open_calls
+    ]
+    # Every permission first, so a user is asked everything before anything runs.
+    for c, result in checked:
+        if isinstance(result, str) or c.decision is not None:
+            continue
+        evaluation = evaluate(c, state, ctx, result[1])
+        if evaluation.action == "ask":
+            return AskPermission(_call(c), evaluation, c.permission_requested)
+        return DecideByRule(_call(c), evaluation)
+
+    for i, (c, result) in enumerate(checked):
+        if isinstance(result, str):
+            return CloseCalls((ClosedCall(_call(c), result),))
+        if c.decision == "deny":
+            reason = c.decision_reason or "the permission was refused"
+            return CloseCalls((ClosedCall(_call(c), f"Permission denied: {reason}"),))
+        tool = ctx.tools.get(c.name)
+        assert tool is not None
+        if not tool.read_only:
+            return RunTools((_call(c),), concurrent=False)
+        batch = [_call(c)]
+        for c2, r2 in checked[i + 1 :]:
+            t2 = ctx.tools.get(c2.name)
+            if isinstance(r2, str) or c2.decision != "allow" or t2 is None or not t2.read_only:
+                break
+            batch.append(_call(c2))
+        return RunTools(tuple(batch), concurrent=len(batch) > 1)
+
+    return _call_model(info.steps, ctx)
+
+
+def _call_model(steps: int, ctx: DecisionContext) -> Action:
+    if steps >= ctx.max_steps:
+        return Done("max_steps")
+    return CallModel(steps + 1)
+
+
+def recover(state: LoopState, ctx: DecisionContext) -> CloseCalls | None:
+    """What to record before resuming a session whose process may have died mid-turn."""
+    closed = []
+    for c in state.open_calls():
+        if c.decision != "allow":
+            continue
+        tool = ctx.tools.get(c.name)
+        if tool is not None and not tool.read_only:
+            closed.append(ClosedCall(_call(c), INTERRUPTED_BY_CRASH))
+    return CloseCalls(tuple(closed)) if closed else None
+
+
+def abandon(state: LoopState) -> CloseCalls | None:
+    """Results for the open calls of an unfinished turn, before a new user message is added
+    (a model requires an answer to every tool call it made)."""
+    pending = state.open_calls()
+    if not pending:
+        return None
+    return CloseCalls(tuple(ClosedCall(_call(c), ABANDONED) for c in pending))

@@ -1,0 +1,592 @@
+"""The effect runner: carries out the decider's actions and records every result as an event.
+
+``AgentLoop`` owns one session while a turn runs. It asks ``decide`` for the next action, does
+it (call the model, ask for a permission, run tools), records what came back through the
+``Session`` aggregate, applies the new events to its ``LoopState`` and asks again. Every
+non-deterministic input (model output, permission answers, tool results, retries, errors,
+cancellation) is recorded as an event before the next decision, so the decisions are a pure
+function of the events.
+
+Seams (all injectable): the ``Provider`` (model), the ``ToolExecutor`` (tools), the
+``PermissionAnswerer`` (a user, a client, or a recording), the ``Clock`` and the update sink.
+
+Persistence: events triggered by pure decisions (tool calls requested, rule decisions, closed
+calls) are saved together just before the next side effect (a model call, a question, a tool
+run, the end of the turn); a model response, an answer and the result of a tool that may write
+are saved at once. If the process dies, at most the pure consequences of the last saved input
+are lost, and the decider re-derives them on resume.
+
+Cancellation (``asyncio`` task cancellation, e.g. Ctrl-C): running tools are cancelled (bash
+kills its process group), ``TurnCancelled`` is recorded with the open calls, and each open call
+gets an "interrupted" error result so the conversation stays valid for the next message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from coder_es.agent import decider as d
+from coder_es.agent.request import MessageBuilder, RequestRecorder, RequestSettings, build_request
+from coder_es.agent.state import LoopState
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.errors import CoderESError
+from coder_es.permissions.policy import Evaluation, PermissionAnswer
+from coder_es.providers import types as pt
+from coder_es.providers.base import Provider, ResponseAssembler
+from coder_es.providers.errors import ProviderError
+from coder_es.service import updates as up
+from coder_es.tools.base import ToolCall, ToolContext, ToolResult
+from coder_es.tools.output import DEFAULT_LIMIT, cap_output
+from coder_es.tools.registry import ToolExecutor
+from coder_es.workspace.workspace import Workspace
+
+T = TypeVar("T")
+
+
+class SessionConflictError(CoderESError):
+    """Another process wrote to the session while this loop was running it."""
+
+
+class _StreamFailure(Exception):
+    """A provider error, and whether model output had already arrived when it happened."""
+
+    def __init__(self, error: ProviderError, delivered: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.delivered = delivered
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+PermissionAnswerer = Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]]
+Emit = Callable[[up.Update], None]
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    max_steps: int = 50
+    max_tokens: int = 8192
+    output_limit: int = DEFAULT_LIMIT
+    # Whole-request retries for a stream that broke after content arrived (the provider
+    # already retries failures that happen before any content).
+    model_retries: int = 1
+    retry_delay_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    reason: str  # a stop reason, "max_steps", "cancelled", "error", "idle"
+    steps: int
+    head: str | None
+    error: str | None = None
+
+
+class _RoutingSink:
+    """File events from tools, kept per call until the call's result is recorded."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str | None, list[tuple[str, dict[str, Any]]]] = {}
+
+    def observe_file(self, **kwargs: Any) -> None:
+        self.buffers.setdefault(kwargs.get("tool_use_id"), []).append(("observe_file", kwargs))
+
+    def apply_edit(self, **kwargs: Any) -> None:
+        self.buffers.setdefault(kwargs.get("tool_use_id"), []).append(("apply_edit", kwargs))
+
+    def take(self, tool_use_id: str) -> list[tuple[str, dict[str, Any]]]:
+        return self.buffers.pop(tool_use_id, [])
+
+
+@dataclass
+class _Ran:
+    call: ToolCall
+    result: ToolResult
+    duration_ms: int
+
+
+@dataclass
+class LoopDeps:
+    """The seams of one loop."""
+
+    provider: Provider
+    executor: ToolExecutor
+    answerer: PermissionAnswerer
+    decision: d.DecisionContext
+    clock: Clock = field(default_factory=SystemClock)
+    redact: Callable[[str], str] | None = None
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        app: CoderApp,
+        session_id: UUID | str,
+        deps: LoopDeps,
+        *,
+        emit: Emit | None = None,
+        config: LoopConfig | None = None,
+    ) -> None:
+        self.app = app
+        self.deps = deps
+        self.config = config or LoopConfig()
+        self.emit: Emit = emit or (lambda _u: None)
+        self.session: Session = app.get_session(session_id)
+        self.state = LoopState()
+        self.messages = MessageBuilder()
+        events = app.session_events(self.session.id)
+        for event in events:
+            self._apply(event)
+        self.recorder = RequestRecorder(app.blobs)
+        self.sink = _RoutingSink()
+        self.workspace = Workspace(
+            self.state.workspace, app.blobs, self.sink, views=Workspace.views_from_events(events)
+        )
+        self.root = Path(self.state.workspace)
+        self.tool_cache: dict[str, Any] = {}
+        self._settings: RequestSettings | None = None
+        self._running: set[asyncio.Task[Any]] = set()
+        self.cancel_reason = "cancelled by the user"
+
+    # ------------------------------------------------------------------ events
+
+    def _apply(self, event: Any) -> None:
+        self.state.apply(event)
+        self.messages.apply(event)
+
+    def _trigger(self, command: Callable[[Session], T]) -> T:
+        before = len(self.session.pending_events)
+        result = command(self.session)
+        for event in self.session.pending_events[before:]:
+            self._apply(event)
+        return result
+
+    def flush(self) -> None:
+        if not self.session.pending_events:
+            return
+        try:
+            self.app.save(self.session)
+        except IntegrityError as e:
+            msg = (
+                f"session {self.session.id} was changed by another process while this run was "
+                f"going; the last {len(self.session.pending_events)} event(s) were not saved. "
+                "Resume it with --session to continue from what was saved."
+            )
+            raise SessionConflictError(msg) from e
+
+    @property
+    def session_id(self) -> str:
+        return str(self.session.id)
+
+    # ------------------------------------------------------------------ turns
+
+    async def send(self, text: str) -> TurnOutcome:
+        """Add a user message and run the turn it starts."""
+        return await self._guarded(self._send(text))
+
+    async def resume(self) -> TurnOutcome:
+        """Continue whatever the session was doing when its last run stopped."""
+        return await self._guarded(self._resume())
+
+    async def _send(self, text: str) -> TurnOutcome:
+        leftover = d.abandon(self.state)
+        if leftover is not None:
+            self._close(leftover)
+        node = self._trigger(lambda s: s.add_user_message(text))
+        self.flush()
+        self.emit(up.UserMessage(node, text))
+        return await self._drive()
+
+    async def _resume(self) -> TurnOutcome:
+        recovery = d.recover(self.state, self.deps.decision)
+        if recovery is not None:
+            self._close(recovery)
+            self.flush()
+        return await self._drive()
+
+    async def _guarded(self, turn: Awaitable[TurnOutcome]) -> TurnOutcome:
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return await self._on_cancel()
+
+    async def _drive(self) -> TurnOutcome:
+        while True:
+            action = d.decide(self.state, self.deps.decision)
+            if isinstance(action, d.Done):
+                return self._finish(action.reason)
+            if isinstance(action, d.CallModel):
+                error = await self._call_model(action.step)
+                if error is not None:
+                    return self._finish("error", error)
+            elif isinstance(action, d.RecordToolCalls):
+                for call in action.calls:
+                    self._trigger(
+                        partial(
+                            Session.request_tool_call,
+                            node=action.node,
+                            tool_use_id=call.id,
+                            name=call.name,
+                            input=call.input,
+                        )
+                    )
+            elif isinstance(action, d.DecideByRule):
+                self._decide_by_rule(action.call, action.evaluation)
+            elif isinstance(action, d.AskPermission):
+                await self._ask(action)
+            elif isinstance(action, d.CloseCalls):
+                self._close(action)
+            elif isinstance(action, d.RunTools):
+                await self._run_tools(action)
+            else:  # pragma: no cover - the Action union is closed
+                msg = f"unknown action {action!r}"
+                raise AssertionError(msg)
+
+    def _finish(self, reason: str, error: str | None = None) -> TurnOutcome:
+        self.flush()
+        info = self.state.head_info()
+        steps = info.steps if info is not None else 0
+        self.emit(up.TurnEnded(reason, steps, self.state.head))
+        return TurnOutcome(reason, steps, self.state.head, error)
+
+    async def _on_cancel(self) -> TurnOutcome:
+        for task in list(self._running):
+            task.cancel()
+        if self._running:
+            # Let the tools clean up (bash kills its process group) before recording.
+            await asyncio.gather(*self._running, return_exceptions=True)
+        self._running.clear()
+        open_ids = [c.id for c in self.state.open_calls()]
+        reason = self.cancel_reason
+        self._trigger(lambda s: s.cancel(reason=reason, tool_use_ids=open_ids))
+        action = d.decide(self.state, self.deps.decision)
+        if isinstance(action, d.CloseCalls):
+            self._close(action)
+        self.flush()
+        self.emit(up.TurnCancelled(reason, tuple(open_ids)))
+        return self._finish("cancelled")
+
+    # ------------------------------------------------------------------ the model
+
+    def request_settings(self) -> RequestSettings:
+        if self._settings is None:
+            from coder_es.agent.prompt import recorded_prompt
+
+            st = self.state
+            preset_tools = self.deps.decision.policy.preset.tools
+            self._settings = RequestSettings(
+                model=st.model or self.deps.provider.model,
+                system=recorded_prompt(st.settings, self.app.blobs, st.workspace),
+                tools=self.deps.decision.tools.definitions(preset_tools),
+                max_tokens=int(st.settings.get("max_tokens", self.config.max_tokens)),
+            )
+        return self._settings
+
+    async def _call_model(self, step: int) -> str | None:
+        """One model turn, recorded. Returns an error message if the turn must stop."""
+        messages, links = self.messages.messages(self.state.head)
+        request = build_request(
+            messages,
+            self.request_settings(),
+            {"session_id": self.session_id, "node": self.state.head, "step": step},
+        )
+        digest = self.recorder.record(request, links)
+        self.flush()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._stream(request)
+                break
+            except _StreamFailure as failure:
+                e = failure.error
+                retry = e.retryable and failure.delivered and attempt <= self.config.model_retries
+                kind = type(e).__name__
+                self._trigger(
+                    partial(
+                        Session.record_error,
+                        kind=kind,
+                        message=str(e),
+                        retryable=retry,
+                        attempt=attempt,
+                    )
+                )
+                self.emit(up.Error(kind, str(e), retry))
+                if not retry:
+                    self.flush()
+                    return str(e)
+                delay = self.config.retry_delay_s * attempt
+                self._trigger(
+                    partial(Session.record_retry, attempt=attempt + 1, delay_s=delay, reason=str(e))
+                )
+                self.flush()
+                self.emit(up.Retry(attempt + 1, delay, str(e)))
+                await self.deps.clock.sleep(delay)
+        provider = self.deps.provider
+        node = self._trigger(
+            lambda s: s.record_model_response(
+                blocks=list(response.content),
+                stop_reason=response.stop_reason,
+                usage=dict(response.usage),
+                provider=provider.name,
+                model=response.model or request.model,
+                request_id=response.request_id,
+                request_digest=digest,
+            )
+        )
+        self.flush()
+        self.emit(
+            up.ModelResponse(
+                node,
+                step,
+                response.stop_reason,
+                response.text,
+                len(response.tool_calls),
+                dict(response.usage),
+            )
+        )
+        return None
+
+    async def _stream(self, request: pt.ModelRequest) -> pt.ModelResponse:
+        assembler = ResponseAssembler()
+        delivered = False
+        emit = self.emit
+        try:
+            async with contextlib.aclosing(self.deps.provider.stream(request)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    assembler.feed(ev)
+                    if isinstance(ev, pt.TextDelta):
+                        delivered = True
+                        emit(up.TextDelta(ev.text, ev.index))
+                    elif isinstance(ev, pt.ThinkingDelta):
+                        delivered = True
+                        if ev.thinking:
+                            emit(up.ThinkingDelta(ev.thinking, ev.index))
+                    elif isinstance(ev, pt.ToolCallStart | pt.BlockComplete):
+                        delivered = True
+                    elif isinstance(ev, pt.UsageUpdate):
+                        emit(up.UsageUpdate(dict(ev.usage)))
+                    elif isinstance(ev, pt.Retrying):
+                        delivered = False
+                        self._trigger(
+                            partial(
+                                Session.record_retry,
+                                attempt=ev.attempt + 1,
+                                delay_s=ev.delay_s,
+                                reason=str(ev.error),
+                            )
+                        )
+                        self.flush()
+                        emit(up.Retry(ev.attempt + 1, ev.delay_s, str(ev.error)))
+            return assembler.result()
+        except ProviderError as e:
+            raise _StreamFailure(e, delivered) from e
+
+    # ------------------------------------------------------------------ permissions
+
+    def _decide_by_rule(self, call: ToolCall, ev: Evaluation) -> None:
+        self._trigger(
+            lambda s: s.decide_permission(
+                tool_use_id=call.id,
+                tool=call.name,
+                subject=ev.subject.text,
+                decision=ev.action,
+                scope="once",
+                matched_rule=ev.matched_rule,
+                decided_by="rule",
+                reason=ev.reason,
+            )
+        )
+        self.emit(
+            up.PermissionDecision(
+                call.id,
+                call.name,
+                ev.subject.text,
+                ev.action,
+                "once",
+                "rule",
+                ev.matched_rule,
+                ev.reason,
+            )
+        )
+
+    async def _ask(self, action: d.AskPermission) -> None:
+        call, ev = action.call, action.evaluation
+        if not action.already_requested:
+            self._trigger(
+                lambda s: s.request_permission(
+                    tool_use_id=call.id,
+                    tool=call.name,
+                    subject=ev.subject.text,
+                    matched_rule=ev.matched_rule,
+                )
+            )
+        self.flush()
+        question = up.PermissionRequired(
+            call.id,
+            call.name,
+            ev.subject.text,
+            dict(call.input),
+            ev.matched_rule,
+            ev.reason,
+            ev.suggested_pattern,
+        )
+        self.emit(question)
+        answer = await self.deps.answerer(question)
+        if answer.decision not in ("allow", "deny") or answer.scope not in ("once", "always"):
+            answer = PermissionAnswer.reject(f"invalid answer {answer!r}", answer.decided_by)
+        pattern = answer.pattern
+        if answer.scope == "always" and pattern is None:
+            pattern = ev.suggested_pattern
+        reason = answer.reason
+        if answer.decision == "deny" and not reason:
+            reason = f"rejected by the {answer.decided_by}"
+        self._trigger(
+            lambda s: s.decide_permission(
+                tool_use_id=call.id,
+                tool=call.name,
+                subject=ev.subject.text,
+                decision=answer.decision,
+                scope=answer.scope,
+                pattern=pattern,
+                matched_rule=ev.matched_rule,
+                decided_by=answer.decided_by,
+                reason=reason,
+            )
+        )
+        self.flush()
+        self.emit(
+            up.PermissionDecision(
+                call.id,
+                call.name,
+                ev.subject.text,
+                answer.decision,
+                answer.scope,
+                answer.decided_by,
+                ev.matched_rule,
+                reason,
+            )
+        )
+
+    # ------------------------------------------------------------------ tools
+
+    def _close(self, action: d.CloseCalls) -> None:
+        for closed in action.calls:
+            call = closed.call
+            self._trigger(
+                partial(
+                    Session.complete_tool_call,
+                    tool_use_id=call.id,
+                    name=call.name,
+                    output=closed.output,
+                    is_error=True,
+                )
+            )
+            self.emit(up.ToolCompleted(call.id, call.name, closed.output, True, 0, False))
+
+    def _context(self, call: ToolCall) -> ToolContext:
+        tool = self.deps.decision.tools.get(call.name)
+        outside = False
+        if tool is not None:
+            with contextlib.suppress(Exception):
+                outside = tool.subject(tool.parse(call.input), self.root).outside
+        emit = self.emit
+
+        def progress(text: str) -> None:
+            emit(up.ToolProgress(call.id, text))
+
+        return ToolContext(
+            root=self.workspace.root,
+            tool_use_id=call.id,
+            sink=self.sink,
+            workspace=self.workspace,
+            progress=progress,
+            outside_ok=outside,
+            cache=self.tool_cache,
+        )
+
+    async def _execute(self, call: ToolCall) -> _Ran:
+        clock = self.deps.clock
+        started = clock.monotonic()
+        result = await self.deps.executor.execute(call, self._context(call))
+        return _Ran(call, result, int((clock.monotonic() - started) * 1000))
+
+    async def _run_tools(self, action: d.RunTools) -> None:
+        self.flush()
+        for call in action.calls:
+            self.emit(up.ToolStarted(call.id, call.name, dict(call.input)))
+        tasks = [asyncio.ensure_future(self._execute(call)) for call in action.calls]
+        self._running.update(tasks)
+        try:
+            for task in tasks:
+                ran = await task
+                self._running.discard(task)
+                self._record(ran)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+        if not action.concurrent:
+            tool = self.deps.decision.tools.get(action.calls[0].name)
+            if tool is None or not tool.read_only:
+                self.flush()
+
+    def _record(self, ran: _Ran) -> None:
+        call, result = ran.call, ran.result
+        output = result.output
+        if self.deps.redact is not None:
+            output = self.deps.redact(output)
+        capped = cap_output(output, self.app.blobs, self.config.output_limit)
+        file_events = self.sink.take(call.id)
+        changes = [c.to_dict() for c in result.files_changed]
+
+        def record(s: Session) -> None:
+            for method, kwargs in file_events:
+                getattr(s, method)(**kwargs)
+            s.complete_tool_call(
+                tool_use_id=call.id,
+                name=call.name,
+                output=capped.text,
+                output_blob=capped.blob,
+                is_error=result.is_error,
+                duration_ms=ran.duration_ms,
+                files_changed=changes,
+            )
+
+        self._trigger(record)
+        self.emit(
+            up.ToolCompleted(
+                call.id,
+                call.name,
+                capped.text,
+                result.is_error,
+                ran.duration_ms,
+                capped.truncated,
+                tuple(changes),
+            )
+        )

@@ -1,0 +1,203 @@
+"""The loop's view of a session, folded from its events one at a time.
+
+``LoopState.apply(event)`` does O(1) work per event, so the state of a long session is kept up
+to date by applying each new event as it is recorded; ``LoopState.from_events`` rebuilds it from
+zero (a crashed session resumes that way). The state holds only what the decider needs: the
+conversation nodes (kind and parent), the tool calls of each model response and where each call
+stands (requested, permission asked, decided, completed), the "always" answers, and the head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coder_es.domain.chain import canonical_json
+from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
+
+
+@dataclass
+class NodeInfo:
+    kind: str
+    parent: NodeId | None
+    # Model responses since the user message that started this node's turn (inclusive).
+    steps: int
+    # The model response whose tool calls this node answers (tool results), or the node itself
+    # (a model response); None for user messages and summaries.
+    assistant: NodeId | None
+    # The turn was cancelled at this node or at an ancestor within the same turn.
+    cancelled: bool = False
+
+
+@dataclass
+class CallState:
+    id: str
+    name: str
+    input: dict[str, Any]
+    node: NodeId
+    # How many calls right before this one were identical to it (doom-loop detection).
+    repeats: int = 0
+    permission_requested: bool = False
+    decision: str | None = None  # "allow" | "deny"
+    decision_reason: str | None = None
+    completed: bool = False
+
+
+@dataclass
+class ResponseInfo:
+    stop_reason: str
+    # The tool_use blocks, in order: (id, name, input).
+    tool_uses: list[tuple[str, str, dict[str, Any]]]
+
+
+@dataclass
+class LoopState:
+    workspace: str = ""
+    agent: str = "build"
+    provider: str = ""
+    model: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    head: NodeId | None = None
+    version: int = 0
+    nodes: dict[NodeId, NodeInfo] = field(default_factory=dict)
+    responses: dict[NodeId, ResponseInfo] = field(default_factory=dict)
+    calls: dict[str, CallState] = field(default_factory=dict)
+    always: list[dict[str, Any]] = field(default_factory=list)
+    last_signature: str | None = None
+    last_repeats: int = 0
+    last_request_digest: str | None = None
+
+    @classmethod
+    def from_events(cls, events: Iterable[Any]) -> LoopState:
+        state = cls()
+        for event in events:
+            state.apply(event)
+        return state
+
+    # ------------------------------------------------------------------ folding
+
+    def apply(self, event: Any) -> None:
+        version = event.originator_version
+        if version <= self.version:
+            return  # already applied (the same event may come from a save and a reload)
+        self.version = version
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _started(self, e: Session.Started) -> None:
+        self.workspace, self.agent, self.provider, self.model = (
+            e.workspace,
+            e.agent,
+            e.provider,
+            e.model,
+        )
+        self.settings = dict(e.settings)
+
+    def _add_node(self, e: Any, kind: str) -> None:
+        node = str(e.originator_version)
+        parent = e.parent
+        pinfo = self.nodes.get(parent) if parent is not None else None
+        cancelled = False
+        if kind == USER or pinfo is None:
+            steps, assistant = 0, None
+        else:
+            steps, cancelled = pinfo.steps, pinfo.cancelled
+            assistant = pinfo.assistant if kind == TOOL_RESULT else None
+        if kind == ASSISTANT:
+            steps += 1
+            assistant = node
+        self.nodes[node] = NodeInfo(kind, parent, steps, assistant, cancelled)
+        self.head = node
+
+    def _user(self, e: Session.UserMessageAdded) -> None:
+        self._add_node(e, USER)
+
+    def _responded(self, e: Session.ModelResponded) -> None:
+        self._add_node(e, ASSISTANT)
+        uses = [
+            (str(b.get("id", "")), str(b.get("name", "")), dict(b.get("input") or {}))
+            for b in e.blocks
+            if b.get("type") == "tool_use"
+        ]
+        self.responses[str(e.originator_version)] = ResponseInfo(e.stop_reason, uses)
+        self.last_request_digest = e.request_digest
+
+    def _tool_requested(self, e: Session.ToolCallRequested) -> None:
+        signature = e.name + "\0" + canonical_json(e.input)
+        repeats = self.last_repeats + 1 if signature == self.last_signature else 0
+        self.last_signature, self.last_repeats = signature, repeats
+        self.calls[e.tool_use_id] = CallState(
+            e.tool_use_id, e.name, dict(e.input), e.node, repeats=repeats
+        )
+
+    def _permission_requested(self, e: Session.PermissionRequested) -> None:
+        call = self.calls.get(e.tool_use_id)
+        if call is not None:
+            call.permission_requested = True
+
+    def _permission_decided(self, e: Session.PermissionDecided) -> None:
+        call = self.calls.get(e.tool_use_id)
+        if call is not None:
+            call.decision, call.decision_reason = e.decision, e.reason
+        if e.scope == "always":
+            self.always.append({"tool": e.tool, "pattern": e.pattern, "decision": e.decision})
+
+    def _tool_completed(self, e: Session.ToolCallCompleted) -> None:
+        self._add_node(e, TOOL_RESULT)
+        call = self.calls.get(e.tool_use_id)
+        if call is not None:
+            call.completed = True
+
+    def _compacted(self, e: Session.ContextCompacted) -> None:
+        parent = self.nodes.get(e.parent) if e.parent is not None else None
+        self._add_node(e, SUMMARY)
+        if parent is not None:
+            # A summary continues the turn it was made in.
+            info = self.nodes[str(e.originator_version)]
+            info.steps = parent.steps
+            info.cancelled = parent.cancelled
+
+    def _head_moved(self, e: Session.HeadMoved) -> None:
+        self.head = e.node
+
+    def _cancelled(self, e: Session.TurnCancelled) -> None:
+        if e.node is not None and e.node in self.nodes:
+            self.nodes[e.node].cancelled = True
+
+    # ------------------------------------------------------------------ queries
+
+    def head_info(self) -> NodeInfo | None:
+        return self.nodes.get(self.head) if self.head is not None else None
+
+    def turn_response(self) -> NodeId | None:
+        """The model response whose tool calls the head is working through, if any."""
+        info = self.head_info()
+        return info.assistant if info is not None else None
+
+    def open_calls(self) -> list[CallState]:
+        """The current response's tool calls that have no result yet, in block order."""
+        node = self.turn_response()
+        if node is None:
+            return []
+        out = []
+        for call_id, _name, _input in self.responses[node].tool_uses:
+            call = self.calls.get(call_id)
+            if call is None or (call.node == node and not call.completed):
+                out.append(call or CallState(call_id, _name, _input, node))
+        return out
+
+
+_HANDLERS: dict[type, Any] = {
+    Session.Started: LoopState._started,
+    Session.UserMessageAdded: LoopState._user,
+    Session.ModelResponded: LoopState._responded,
+    Session.ToolCallRequested: LoopState._tool_requested,
+    Session.PermissionRequested: LoopState._permission_requested,
+    Session.PermissionDecided: LoopState._permission_decided,
+    Session.ToolCallCompleted: LoopState._tool_completed,
+    Session.ContextCompacted: LoopState._compacted,
+    Session.HeadMoved: LoopState._head_moved,
+    Session.TurnCancelled: LoopState._cancelled,
+}

@@ -1,0 +1,44 @@
+"""Which blobs an event refers to (file snapshots, large tool outputs, raw model streams)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coder_es.audit.records import AuditEvent
+
+_ENTRY_KEYS = ("base", "disk", "proposed", "target", "result", "before", "after")
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
+    """(digest, what it is) for every blob the event names. ``FileObserved`` hashes are left out:
+    an observation records a hash, not necessarily a copy of the content."""
+    kind, f = event.kind, event.fields
+    if kind == "ToolCallCompleted":
+        if _is_digest(f.get("output_blob")):
+            yield f["output_blob"], "tool output"
+        for change in f.get("files_changed") or []:
+            for key in ("before", "after"):
+                if isinstance(change, dict) and _is_digest(change.get(key)):
+                    yield change[key], f"{change.get('path')} ({key})"
+    elif kind == "ModelResponded":
+        if _is_digest(f.get("raw_stream_blob")):
+            yield f["raw_stream_blob"], "raw model stream"
+    elif kind == "EditApplied":
+        for key in ("base", "disk", "proposed", "result"):
+            if _is_digest(f.get(key)):
+                yield f[key], f"{f.get('path')} ({key})"
+    elif kind == "WorkspaceRestored":
+        for entry in f.get("entries") or []:
+            if not isinstance(entry, dict):
+                continue
+            for key in _ENTRY_KEYS:
+                if _is_digest(entry.get(key)):
+                    yield entry[key], f"{entry.get('path')} ({key})"
+
+
+REF_KINDS = frozenset({"ToolCallCompleted", "ModelResponded", "EditApplied", "WorkspaceRestored"})

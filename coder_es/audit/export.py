@@ -1,0 +1,124 @@
+"""Exporting a session: choose events (filters), redact further (globs), render a format.
+
+``export_session(app, ref, options)`` returns the export as bytes. Every format is a pure
+function of the recorded events (and blobs), with no clock or random ids in it, so exporting the
+same events twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+from uuid import UUID
+
+from coder_es import __version__
+from coder_es.audit.anchor import advance_anchor, read_anchor
+from coder_es.audit.chain_check import StoreChainCheck
+from coder_es.audit.errors import ExportOptionError
+from coder_es.audit.export_redaction import GlobRedaction
+from coder_es.audit.filters import ExportFilter, apply_filter
+from coder_es.audit.records import AuditEvent, load_session_events
+from coder_es.errors import SessionNotFoundError
+
+FORMATS = ("jsonl", "otel", "md", "html")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    format: str = "jsonl"
+    filter: ExportFilter = field(default_factory=ExportFilter)
+    redact_globs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            msg = f"unknown export format {self.format!r}; choose one of {', '.join(FORMATS)}"
+            raise ExportOptionError(msg)
+
+
+@dataclass(frozen=True)
+class PreparedExport:
+    session: str
+    all_events: list[AuditEvent]
+    """Every recorded event of the session (the tree and labels are drawn from these)."""
+    events: list[AuditEvent]
+    """What the export shows: filtered, then redacted."""
+    head_version: int
+    head_hash: str
+    filters: dict[str, Any]
+    redactions: list[dict[str, Any]]
+    store_problems: list[str]
+    """Chain problems found while loading: an export of a damaged session says so up front."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.filters
+
+    def started(self) -> dict[str, Any]:
+        first = self.all_events[0] if self.all_events else None
+        return dict(first.fields) if first is not None and first.kind == "Started" else {}
+
+
+def tool_versions() -> dict[str, str]:
+    try:
+        es = metadata.version("eventsourcing")
+    except metadata.PackageNotFoundError:
+        es = "unknown"
+    return {
+        "coder-es": __version__,
+        "eventsourcing": es,
+        "python": ".".join(platform.python_version_tuple()[:2]),
+    }
+
+
+def prepare(app: Any, ref: UUID | str, options: ExportOptions) -> PreparedExport:
+    sid = ref if isinstance(ref, UUID) else app.resolve_session(ref)
+    session = str(sid)
+    events = load_session_events(app, sid)
+    if not events:
+        raise SessionNotFoundError(session)
+    check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+    for e in events:
+        check.feed(e)
+    problems = check.finish()
+    if not problems:
+        advance_anchor(app.views, session, check.last_version, check.last_hash)
+    selected, branch = apply_filter(events, options.filter)
+    redacted, listing = GlobRedaction(options.redact_globs).apply(selected)
+    return PreparedExport(
+        session=session,
+        all_events=events,
+        events=redacted,
+        head_version=events[-1].version,
+        head_hash=events[-1].chain_hash,
+        filters=options.filter.describe(branch),
+        redactions=listing,
+        store_problems=[str(p) for p in problems],
+    )
+
+
+def render(app: Any, prepared: PreparedExport, fmt: str, globs: tuple[str, ...] = ()) -> bytes:
+    if fmt == "jsonl":
+        from coder_es.audit.export_jsonl import render_jsonl
+
+        return render_jsonl(prepared)
+    if fmt == "otel":
+        from coder_es.audit.export_otel import render_otel
+
+        return render_otel(prepared)
+    from coder_es.audit.transcript import build_transcript
+
+    transcript = build_transcript(prepared, app.blobs, GlobRedaction(globs))
+    if fmt == "md":
+        from coder_es.audit.export_md import render_md
+
+        return render_md(transcript)
+    from coder_es.audit.export_html import render_html
+
+    return render_html(transcript)
+
+
+def export_session(app: Any, ref: UUID | str, options: ExportOptions) -> bytes:
+    prepared = prepare(app, ref, options)
+    return render(app, prepared, options.format, options.redact_globs)

@@ -1,0 +1,312 @@
+"""The readable transcript behind the Markdown and HTML exports.
+
+``build_transcript`` turns a prepared export into plain values: a header, the conversation tree
+(nodes with parents, the head, labels) and one entry per event with its text and the diffs of the
+files it changed. File contents come from the blob store; a file under a ``--redact-glob`` is shown
+as its redaction marker, a blob that is gone as a note saying so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from coder_es.audit.export import PreparedExport, tool_versions
+from coder_es.audit.export_redaction import GlobRedaction
+from coder_es.audit.filters import NODE_KINDS, branch_path
+from coder_es.audit.records import AuditEvent
+from coder_es.errors import CoderESError
+from coder_es.redaction import marker
+from coder_es.store.blobs import BlobStore
+
+MAX_OUTPUT_CHARS = 20_000
+MAX_DIFF_LINES = 2_000
+NODE_ROLES = {
+    "UserMessageAdded": "user",
+    "ModelResponded": "assistant",
+    "ToolCallCompleted": "tool_result",
+    "ContextCompacted": "summary",
+}
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    caption: str
+    text: str
+    """A unified diff, or a note (binary, redacted, missing, unchanged)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    version: int
+    kind: str
+    timestamp: str
+    node: bool
+    title: str
+    body: str
+    diffs: tuple[FileDiff, ...] = ()
+    redacted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    id: str
+    parent: str | None
+    role: str
+    label: str
+    labels: tuple[str, ...]
+    on_head_path: bool
+
+
+@dataclass(frozen=True)
+class Transcript:
+    session: str
+    header: dict[str, Any]
+    tree: tuple[TreeNode, ...]
+    head: str | None
+    entries: tuple[Entry, ...]
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _text_of_blocks(blocks: Any) -> str:
+    parts = []
+    for block in blocks or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            args = json.dumps(block.get("input"), indent=2, sort_keys=True, ensure_ascii=False)
+            parts.append(f"→ tool call {block.get('name')} ({block.get('id')}):\n{args}")
+        else:
+            parts.append(f"[{block.get('type')} block]")
+    return "\n\n".join(parts)
+
+
+class _Files:
+    def __init__(self, blobs: BlobStore, globs: GlobRedaction) -> None:
+        self.blobs = blobs
+        self.globs = globs
+
+    def content(self, path: str, digest: Any) -> tuple[list[str] | None, str | None]:
+        """(lines, None) or (None, note)."""
+        if digest is None:
+            return [], None
+        glob = self.globs.match(path)
+        if glob:
+            return None, marker("glob", glob)
+        try:
+            data = self.blobs.get(str(digest))
+        except CoderESError as e:
+            return None, f"[content unavailable: {e}]"
+        try:
+            return data.decode("utf-8").splitlines(keepends=True), None
+        except UnicodeDecodeError:
+            return None, f"[binary content, {len(data)} bytes, sha256 {str(digest)[:16]}]"
+
+    def diff(self, path: str, caption: str, before: Any, after: Any) -> FileDiff:
+        if before == after:
+            return FileDiff(path, caption, "(unchanged)")
+        a, a_note = self.content(path, before)
+        b, b_note = self.content(path, after)
+        if a is None or b is None:
+            note = a_note or b_note or ""
+            return FileDiff(path, caption, note)
+        lines = list(
+            difflib.unified_diff(
+                a,
+                b,
+                fromfile=f"a/{path}" if before is not None else "/dev/null",
+                tofile=f"b/{path}" if after is not None else "/dev/null",
+            )
+        )
+        if len(lines) > MAX_DIFF_LINES:
+            more = len(lines) - MAX_DIFF_LINES
+            lines = [*lines[:MAX_DIFF_LINES], f"... {more} more diff lines\n"]
+        text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in lines)
+        return FileDiff(path, caption, text.rstrip("\n"))
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[:MAX_OUTPUT_CHARS] + (
+        f"\n… {len(text) - MAX_OUTPUT_CHARS} more characters (complete in the JSONL export)"
+    )
+
+
+def _entry(e: AuditEvent, files: _Files) -> Entry:
+    f = e.fields
+    kind = e.kind
+    diffs: list[FileDiff] = []
+    if kind == "Started":
+        title = f"session started in {f.get('workspace')}"
+        body = "\n".join(
+            f"{k}: {f.get(k)}"
+            for k in ("title", "agent", "provider", "model", "parent_session", "parent_node")
+            if f.get(k)
+        )
+    elif kind == "UserMessageAdded":
+        body = _text_of_blocks(f.get("content"))
+        title = f"user: {_one_line(body)}"
+    elif kind == "ModelResponded":
+        body = _text_of_blocks(f.get("blocks"))
+        usage = f.get("usage") or {}
+        title = f"assistant ({f.get('model')}, {f.get('stop_reason')})"
+        if usage:
+            body += "\n\nusage: " + ", ".join(f"{k}={v}" for k, v in sorted(usage.items()))
+    elif kind == "ToolCallRequested":
+        title = f"tool call {f.get('name')} ({f.get('tool_use_id')})"
+        body = json.dumps(f.get("input"), indent=2, sort_keys=True, ensure_ascii=False)
+    elif kind == "PermissionRequested":
+        title = f"permission asked: {f.get('tool')} {_one_line(str(f.get('subject')))}"
+        body = f"matched rule: {f.get('matched_rule')}"
+    elif kind == "PermissionDecided":
+        title = (
+            f"permission {'ALLOWED' if f.get('decision') == 'allow' else 'DENIED'}: "
+            f"{f.get('tool')} {_one_line(str(f.get('subject')))}"
+        )
+        body = "\n".join(
+            f"{k}: {f.get(k)}"
+            for k in ("decision", "scope", "pattern", "matched_rule", "decided_by", "reason")
+            if f.get(k) is not None
+        )
+    elif kind == "ToolCallCompleted":
+        title = f"tool result {f.get('name')}{' ERROR' if f.get('is_error') else ''} " \
+                f"({f.get('duration_ms')} ms)"
+        body = _clip(str(f.get("output", "")))
+        if f.get("output_blob"):
+            body += f"\n[full output in blob {f.get('output_blob')}]"
+        for change in f.get("files_changed") or []:
+            if isinstance(change, dict):
+                path = str(change.get("path"))
+                diffs.append(files.diff(path, "changed by the tool", change.get("before"),
+                                        change.get("after")))
+    elif kind == "EditApplied":
+        path = str(f.get("path"))
+        title = f"edit {path}: {f.get('outcome')}"
+        body = f"outcome: {f.get('outcome')}, conflicts: {f.get('conflicts')}"
+        diffs.append(files.diff(path, "the edit (what the agent saw → result)", f.get("base"),
+                                f.get("result")))
+        if f.get("disk") != f.get("base"):
+            diffs.append(files.diff(path, "changed on disk meanwhile (merged)", f.get("base"),
+                                    f.get("disk")))
+    elif kind == "WorkspaceRestored":
+        title = f"workspace restored to node {f.get('node')}"
+        body = ""
+        for entry in f.get("entries") or []:
+            if isinstance(entry, dict):
+                path = str(entry.get("path"))
+                diffs.append(files.diff(path, f"restored ({entry.get('outcome')})",
+                                        entry.get("disk"), entry.get("result")))
+    elif kind == "ContextCompacted":
+        title = f"context compacted ({f.get('produced_by')}), covers {len(f.get('covers') or [])}"
+        body = str(f.get("summary", ""))
+    else:
+        title = kind
+        body = "\n".join(f"{k}: {v}" for k, v in sorted(f.items()) if k != "prev_hash")
+    return Entry(
+        version=e.version,
+        kind=kind,
+        timestamp=e.timestamp,
+        node=kind in NODE_KINDS,
+        title=title,
+        body=body,
+        diffs=tuple(diffs),
+        redacted=e.redacted,
+    )
+
+
+def _tree(prepared: PreparedExport) -> tuple[tuple[TreeNode, ...], str | None]:
+    events = prepared.all_events
+    head: str | None = None
+    labels: dict[str, list[str]] = {}
+    for e in events:
+        if e.kind in NODE_KINDS:
+            head = str(e.version)
+        elif e.kind == "HeadMoved":
+            node = e.fields.get("node")
+            head = str(node) if node is not None else None
+        elif e.kind == "NodeLabelled":
+            labels.setdefault(str(e.fields.get("node")), []).append(str(e.fields.get("name")))
+    shown = {e.version: e for e in prepared.events}
+    keep: set[str] | None = None
+    if prepared.filters.get("branch"):
+        keep = branch_path(events, str(prepared.filters["branch"]))
+    head_path = branch_path(events, head) if head else set()
+    nodes = []
+    for e in events:
+        if e.kind not in NODE_KINDS or (keep is not None and str(e.version) not in keep):
+            continue
+        shown_event = shown.get(e.version, e)
+        entry_text = {
+            "UserMessageAdded": lambda ev: _text_of_blocks(ev.fields.get("content")),
+            "ModelResponded": lambda ev: _text_of_blocks(ev.fields.get("blocks")),
+            "ToolCallCompleted": lambda ev: f"{ev.fields.get('name')}: {ev.fields.get('output')}",
+            "ContextCompacted": lambda ev: str(ev.fields.get("summary")),
+        }[e.kind](shown_event)
+        parent = e.fields.get("parent")
+        nodes.append(
+            TreeNode(
+                id=str(e.version),
+                parent=str(parent) if parent is not None else None,
+                role=NODE_ROLES[e.kind],
+                label=_one_line(entry_text, 48),
+                labels=tuple(labels.get(str(e.version), ())),
+                on_head_path=str(e.version) in head_path,
+            )
+        )
+    return tuple(nodes), head
+
+
+def build_transcript(
+    prepared: PreparedExport, blobs: BlobStore, globs: GlobRedaction
+) -> Transcript:
+    files = _Files(blobs, globs)
+    started = prepared.started()
+    header = {
+        "session": prepared.session,
+        "title": started.get("title") or "",
+        "workspace": started.get("workspace"),
+        "agent": started.get("agent"),
+        "provider": started.get("provider"),
+        "model": started.get("model"),
+        "started": prepared.all_events[0].timestamp if prepared.all_events else "",
+        "events": f"{len(prepared.events)} shown of {len(prepared.all_events)}",
+        "head": f"version {prepared.head_version}, hash {prepared.head_hash}",
+        "filters": prepared.filters,
+        "redactions": prepared.redactions,
+        "store_problems": prepared.store_problems,
+        "tools": tool_versions(),
+    }
+    tree, head = _tree(prepared)
+    entries = tuple(_entry(e, files) for e in prepared.events)
+    return Transcript(prepared.session, header, tree, head, entries)
+
+
+def tree_rows(tree: tuple[TreeNode, ...]) -> list[tuple[TreeNode, int]]:
+    """Nodes in depth-first order with their column: a node's first child stays in its
+    parent's column (a linear conversation is a straight line), later children branch right."""
+    ids = {n.id for n in tree}
+    children: dict[str | None, list[TreeNode]] = {}
+    for node in tree:
+        parent = node.parent if node.parent in ids else None
+        children.setdefault(parent, []).append(node)
+    rows: list[tuple[TreeNode, int]] = []
+    stack = [(n, 0) for n in reversed(children.get(None, []))]
+    while stack:
+        node, depth = stack.pop()
+        rows.append((node, depth))
+        kids = children.get(node.id, [])
+        stack += [(c, depth + 1) for c in reversed(kids[1:])]
+        if kids:
+            stack.append((kids[0], depth))
+    return rows

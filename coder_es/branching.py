@@ -1,0 +1,416 @@
+"""Fork, checkout, rewind and label: moving through a session's tree, conversation and files.
+
+Every command is recorded in the session: the head moves with ``HeadMoved`` (reason ``fork``,
+``checkout`` or ``rewind``) and the files brought back are listed in one ``WorkspaceRestored``
+(per path: outcome and the hashes involved). Nothing is deleted, so every move can be undone by
+moving back.
+
+File restoration is a three-way merge per path (``coder_es.workspace.contents.merge_contents``):
+base = what the session last knew the disk held, theirs = the disk now, ours = the target node's
+content. A file the user has not touched since the session last saw it is simply replaced; a
+user's edit that does not overlap the change survives; an overlapping one leaves the file exactly
+as the user has it and is reported as a conflict (``MoveResult.conflicts``). Only the paths that
+differ between where the workspace is and the target are looked at, so the cost grows with what
+changed, not with the size of the workspace or of the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from coder_es.application import CoderApp
+from coder_es.domain.session import NodeId, Session
+from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
+from coder_es.records import summarize
+from coder_es.workspace.atomic import compare_and_swap, read_current
+from coder_es.workspace.contents import merge_contents
+from coder_es.workspace.sandbox import Sandbox
+from projections.checkpoint import Tracked
+from projections.files import FileDiff, FileStates, track_files
+from projections.tree import ConversationTree, events_at, track_tree
+
+# What a restoration did to one path.
+UNCHANGED = "unchanged"  # the disk already held the target content
+RESTORED = "restored"  # the disk held what the session knew: replaced by the target
+MERGED = "merged"  # the user's edit and the target merged cleanly
+CONFLICT = "conflict"  # the user's edit overlaps: the file is left as the user has it
+ERROR = "error"  # the file could not be read or written: left as it is
+
+_CAS_ATTEMPTS = 3
+
+
+class RestoreError(CoderESError):
+    """A restoration could not run at all (the workspace is missing)."""
+
+
+class ConcurrentChangeError(CoderESError):
+    """Another writer appended to the session while a command ran; the command recorded nothing."""
+
+
+def digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileRestoration:
+    path: str
+    outcome: str
+    base: str | None
+    disk: str | None
+    target: str | None
+    result: str | None
+    detail: str = ""
+
+    @property
+    def problem(self) -> bool:
+        return self.outcome in (CONFLICT, ERROR)
+
+    def to_json(self) -> dict[str, Any]:
+        record = {
+            "path": self.path,
+            "outcome": self.outcome,
+            "base": self.base,
+            "disk": self.disk,
+            "target": self.target,
+            "result": self.result,
+        }
+        if self.detail:
+            record["detail"] = self.detail
+        return record
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """What a fork, checkout or rewind did."""
+
+    session: str
+    reason: str
+    node: NodeId | None
+    previous: NodeId | None
+    head_moved: bool
+    files: tuple[FileRestoration, ...] = ()
+    forked_from: tuple[str, NodeId | None] | None = None
+
+    @property
+    def conflicts(self) -> list[FileRestoration]:
+        return [f for f in self.files if f.problem]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "reason": self.reason,
+            "node": self.node,
+            "previous": self.previous,
+            "head_moved": self.head_moved,
+            "files": [f.to_json() for f in self.files],
+            "conflicts": [f.path for f in self.conflicts],
+            "forked_from": None
+            if self.forked_from is None
+            else {"session": self.forked_from[0], "node": self.forked_from[1]},
+        }
+
+
+@dataclass(frozen=True)
+class MessageLine:
+    node: NodeId
+    kind: str
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True)
+class NodeDiff:
+    """Two nodes compared: the turns on each side since they diverged, and the files."""
+
+    session: str
+    a: NodeId | None
+    b: NodeId | None
+    common: NodeId | None
+    only_a: tuple[MessageLine, ...]
+    only_b: tuple[MessageLine, ...]
+    files: tuple[FileDiff, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "a": self.a,
+            "b": self.b,
+            "common": self.common,
+            "only_a": [m.to_json() for m in self.only_a],
+            "only_b": [m.to_json() for m in self.only_b],
+            "files": [f.to_json() for f in self.files],
+        }
+
+
+@dataclass
+class SessionViews:
+    """The tracked projections of one session, kept open between commands."""
+
+    tree: Tracked[ConversationTree]
+    files: Tracked[FileStates]
+
+    def catch_up(self) -> tuple[ConversationTree, FileStates]:
+        return self.tree.catch_up(), self.files.catch_up()
+
+
+@dataclass
+class Branching:
+    """The branching commands over one application and one workspace directory."""
+
+    app: CoderApp
+    workspace: Path
+    checkpoint_every: int = 1000
+    _views: dict[UUID, SessionViews] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(self.workspace)
+
+    # ------------------------------------------------------------------ views
+
+    def views(self, session_id: UUID) -> SessionViews:
+        views = self._views.get(session_id)
+        if views is None:
+            views = SessionViews(
+                track_tree(self.app, session_id, every=self.checkpoint_every),
+                track_files(self.app, session_id, every=self.checkpoint_every),
+            )
+            self._views[session_id] = views
+        views.catch_up()
+        return views
+
+    def tree(self, session: str | UUID) -> ConversationTree:
+        return self.views(self._sid(session)).tree.projection
+
+    def files(self, session: str | UUID) -> FileStates:
+        return self.views(self._sid(session)).files.projection
+
+    def checkpoint(self) -> None:
+        """Write every open projection's checkpoint (the next opening replays nothing)."""
+        for views in self._views.values():
+            views.tree.save()
+            views.files.save()
+
+    def _sid(self, session: str | UUID) -> UUID:
+        return session if isinstance(session, UUID) else self.app.resolve_session(session)
+
+    def _load(self, session: str | UUID) -> tuple[Session, ConversationTree, FileStates]:
+        s = self.app.get_session(self._sid(session))
+        tree, files = self.views(s.id).catch_up()
+        return s, tree, files
+
+    # ------------------------------------------------------------------ commands
+
+    def label(self, session: str | UUID, node: str, name: str) -> NodeId:
+        sid = self._sid(session)
+
+        def command(s: Session) -> NodeId:
+            resolved = s.resolve_node(node)
+            s.label(resolved, name)
+            return resolved
+
+        return self.app.update(sid, command)
+
+    def checkout(self, session: str | UUID, node: str) -> MoveResult:
+        s, _tree, files = self._load(session)
+        target = s.resolve_node(node)
+        return self._move(s, files, target, reason="checkout", move_head=True, restore=True)
+
+    def rewind(
+        self,
+        session: str | UUID,
+        node: str,
+        *,
+        conversation: bool = True,
+        files: bool = True,
+    ) -> MoveResult:
+        if not (conversation or files):
+            msg = "rewind needs the conversation, the files, or both"
+            raise UsageError(msg)
+        s, tree, fs = self._load(session)
+        target = s.resolve_node(node)
+        if not tree.is_ancestor(target, s.head):
+            msg = (
+                f"node {target} is not on the path to the head ({s.head}); "
+                "rewind goes back along the current branch, use checkout to switch branches"
+            )
+            raise UsageError(msg)
+        return self._move(s, fs, target, reason="rewind", move_head=conversation, restore=files)
+
+    def fork(
+        self, session: str | UUID, node: str | None = None, *, new_session: bool = False
+    ) -> MoveResult:
+        s, _tree, files = self._load(session)
+        target = s.head if node is None else s.resolve_node(node)
+        if not new_session:
+            return self._move(s, files, target, reason="fork", move_head=True, restore=True)
+        restored = self._restore(files, target)
+        if restored:
+            # The parent's workspace changed under it: it must know, so that moving its own head
+            # later restores its files from what the disk really holds.
+            s.restore_workspace(node=target, entries=[r.to_json() for r in restored])
+            self._save(s, restored)
+        child = Session.start(
+            workspace=s.workspace,
+            agent=s.agent,
+            provider=s.provider,
+            model=s.model,
+            title=s.title,
+            parent_session=str(s.id),
+            parent_node=target,
+            settings=dict(s.settings),
+        )
+        self._save(child, restored)
+        return MoveResult(
+            session=str(child.id),
+            reason="fork",
+            node=None,
+            previous=None,
+            head_moved=False,
+            files=tuple(restored),
+            forked_from=(str(s.id), target),
+        )
+
+    def diff(self, session: str | UUID, a: str, b: str) -> NodeDiff:
+        s, tree, files = self._load(session)
+        na, nb = s.resolve_node(a), s.resolve_node(b)
+        common, only_a, only_b = tree.diverging(na, nb)
+        versions = [int(n) for n in only_a + only_b]
+        events = {e.originator_version: e for e in events_at(self.app, s.id, versions)}
+
+        def lines(nodes: list[NodeId]) -> tuple[MessageLine, ...]:
+            return tuple(
+                MessageLine(n, tree.kind(n), summarize(events[int(n)], 200)) for n in nodes
+            )
+
+        return NodeDiff(
+            session=str(s.id),
+            a=na,
+            b=nb,
+            common=common,
+            only_a=lines(only_a),
+            only_b=lines(only_b),
+            files=tuple(files.diff(na, nb)),
+        )
+
+    # ------------------------------------------------------------------ moving
+
+    def _move(
+        self,
+        s: Session,
+        files: FileStates,
+        target: NodeId | None,
+        *,
+        reason: str,
+        move_head: bool,
+        restore: bool,
+    ) -> MoveResult:
+        previous = s.head
+        restored = self._restore(files, target) if restore else []
+        # The restoration is recorded first: the disk it found is the disk at the old head.
+        if restored:
+            s.restore_workspace(node=target, entries=[r.to_json() for r in restored])
+        if move_head:
+            s.move_head(target, reason=reason)
+        # One save: the head move and the restoration are recorded together or not at all.
+        self._save(s, restored)
+        return MoveResult(
+            session=str(s.id),
+            reason=reason,
+            node=target if move_head else previous,
+            previous=previous,
+            head_moved=move_head,
+            files=tuple(restored),
+        )
+
+    def _save(self, s: Session, restored: list[FileRestoration]) -> None:
+        try:
+            self.app.save(s)
+        except IntegrityError:
+            touched = ", ".join(r.path for r in restored if r.outcome != UNCHANGED) or "none"
+            msg = (
+                f"session {s.id} changed while this command ran; nothing was recorded "
+                f"(files already restored: {touched}); run the command again"
+            )
+            raise ConcurrentChangeError(msg) from None
+
+    def _restore(self, files: FileStates, target: NodeId | None) -> list[FileRestoration]:
+        plan = files.restore_plan(target)
+        if not plan:
+            return []
+        if not self.workspace.is_dir():
+            msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
+            raise RestoreError(msg)
+        sandbox = Sandbox(self.workspace)
+        return [self.restore_file(sandbox, path, base, want) for path, base, want in plan]
+
+    def restore_file(
+        self, sandbox: Sandbox, path: str, base: str | None, target: str | None
+    ) -> FileRestoration:
+        """Bring one file to ``target`` through the three-way merge (see the module docstring)."""
+        try:
+            # Paths were recorded by the session: an outside one was allowed when it was written.
+            where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs
+            want = None if target is None else self.app.blobs.get(target)
+            for _ in range(_CAS_ATTEMPTS):
+                disk = read_current(where)
+                disk_hash = digest(disk)
+                if disk_hash == target:
+                    return FileRestoration(path, UNCHANGED, base, disk_hash, target, target)
+                if disk_hash == base:
+                    if compare_and_swap(where, want, expected=disk):
+                        return FileRestoration(path, RESTORED, base, disk_hash, target, target)
+                    continue  # the disk changed under us: look again
+                outcome = self._merge_user_edit(path, where, base, disk, want, target)
+                if outcome is not None:
+                    return outcome
+            return FileRestoration(
+                path, CONFLICT, base, digest(read_current(where)), target,
+                digest(read_current(where)), "the file kept changing during the restoration",
+            )
+        except (OSError, CoderESError) as e:
+            return FileRestoration(path, ERROR, base, None, target, None, str(e))
+
+    def _merge_user_edit(
+        self,
+        path: str,
+        where: Path,
+        base: str | None,
+        disk: bytes | None,
+        want: bytes | None,
+        target: str | None,
+    ) -> FileRestoration | None:
+        """Someone else edited the file: merge with the target or leave it (None: retry)."""
+        disk_hash = digest(disk)
+        if disk is not None:
+            # The user's version is recorded before anything else happens to the file.
+            self.app.blobs.put(disk, like=base)
+        try:
+            base_data = None if base is None else self.app.blobs.get(base)
+        except BlobNotFoundError:
+            return FileRestoration(
+                path, CONFLICT, base, disk_hash, target, disk_hash,
+                "the session's copy of this file is not in the store: cannot merge",
+            )
+        merged = merge_contents(base_data, disk, want, ours_label="session", theirs_label="disk")
+        if merged.kind == "theirs":
+            return FileRestoration(path, UNCHANGED, base, disk_hash, target, disk_hash)
+        if merged.kind == "conflict":
+            why = merged.reason or "text"
+            return FileRestoration(
+                path, CONFLICT, base, disk_hash, target, disk_hash, f"overlapping edit ({why})"
+            )
+        data = merged.data
+        if not compare_and_swap(where, data, expected=disk):
+            return None
+        result = None if data is None else self.app.blobs.put(data, like=target)
+        kind = RESTORED if merged.kind == "ours" else MERGED
+        return FileRestoration(path, kind, base, disk_hash, target, result)

@@ -1,0 +1,340 @@
+"""``coder-es run`` (one non-interactive turn) and ``coder-es chat`` (interactive).
+
+Permission rules on the command line: ``--allow RULE`` / ``--deny RULE`` where RULE is ``TOOL``
+or ``TOOL:PATTERN`` (``--allow 'bash:git *'``, ``--deny 'edit:secrets/**'``); see
+``coder_es.permissions.rules`` for the pattern syntax and ``coder_es.permissions.policy`` for the
+order rules are evaluated in. ``run`` cannot ask anyone: without ``--yes`` a call that needs
+permission is rejected (the reason is recorded and shown to the model); with ``--yes`` it is
+allowed once. Deny rules deny either way.
+
+Provider choice: ``--provider`` (anthropic, openai, ollama, scripted), else ``CODER_ES_PROVIDER``,
+else the first of anthropic / openai whose API key is set, else scripted when ``--script`` or
+``CODER_ES_SCRIPT`` names a script. Exit codes: 0 the turn ended normally, 1 it ended on an
+error or the step limit, 2 bad usage (including no usable provider), 130 cancelled (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from rich.console import Console
+
+from coder_es.cli.context import Context, print_json
+from coder_es.errors import UsageError
+from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.presets import PRESETS
+from coder_es.permissions.rules import Rule, parse_rule
+from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.service import updates as up
+from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
+
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o", "ollama": "llama3.1"}
+
+NO_PROVIDER = (
+    "no model provider is configured. Set one of: ANTHROPIC_API_KEY (provider anthropic), "
+    "OPENAI_API_KEY or OPENAI_BASE_URL (provider openai), OLLAMA_HOST with --provider ollama. "
+    "To run offline without any API key, use the scripted provider: "
+    "--provider scripted --script turns.json (or set CODER_ES_SCRIPT=turns.json); "
+    "example scripts are in fixtures/scripts/."
+)
+
+
+def register(subparsers: Any) -> None:
+    for name, help_text in (
+        ("run", "run one agent turn non-interactively"),
+        ("chat", "talk with the agent interactively"),
+    ):
+        p = subparsers.add_parser(name, help=help_text)
+        if name == "run":
+            p.add_argument(
+                "prompt",
+                nargs="?",
+                help="the message (omit with --session to continue an interrupted turn)",
+            )
+        p.add_argument("--session", help="resume this session (id or unique prefix)")
+        p.add_argument("--provider", help="anthropic, openai, ollama or scripted")
+        p.add_argument("--model", help="model name (scripted: the script path)")
+        p.add_argument("--script", help="script file for the scripted provider")
+        p.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
+        p.add_argument(
+            "--allow",
+            action="append",
+            default=[],
+            metavar="RULE",
+            help="allow TOOL or TOOL:PATTERN (repeatable), e.g. 'bash:git *'",
+        )
+        p.add_argument(
+            "--deny",
+            action="append",
+            default=[],
+            metavar="RULE",
+            help="deny TOOL or TOOL:PATTERN (repeatable), e.g. 'edit:secrets/**'",
+        )
+        p.add_argument(
+            "--yes", action="store_true", help="answer every permission question with allow once"
+        )
+        p.add_argument(
+            "--max-steps", type=int, default=50, help="model calls per turn (default 50)"
+        )
+        p.add_argument("--title", default="", help="a title for a new session")
+        p.add_argument("--json", action="store_true", help="one JSON update per line")
+        p.set_defaults(handler=cmd_run if name == "run" else cmd_chat)
+
+
+# ---------------------------------------------------------------------- options
+
+
+def _rules(args: argparse.Namespace) -> tuple[Rule, ...]:
+    rules = [parse_rule(r, "allow") for r in args.allow]
+    rules += [parse_rule(r, "deny") for r in args.deny]
+    return tuple(rules)
+
+
+def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str | None]:
+    script = args.script or None
+    if script is not None and not os.path.isfile(script):
+        msg = f"cannot read the script {script}: no such file"
+        raise UsageError(msg)
+    name = args.provider or os.environ.get("CODER_ES_PROVIDER") or None
+    if name is None and script is not None:
+        name = "scripted"
+    if name == "scripted":
+        script = script or (
+            args.model if args.model and args.model.endswith((".json", ".jsonl")) else None
+        )
+        script = script or os.environ.get(SCRIPT_ENV) or None
+        if script is None and not resuming:
+            raise UsageError("the scripted provider needs --script FILE (or CODER_ES_SCRIPT)")
+        return name, script
+    if name is None and not resuming:
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            name = "anthropic"
+        elif os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+            name = "openai"
+        elif os.environ.get(SCRIPT_ENV):
+            name = "scripted"
+            return name, os.environ[SCRIPT_ENV]
+        else:
+            raise UsageError(NO_PROVIDER)
+    model = args.model or (DEFAULT_MODELS.get(name or "") if not resuming else None)
+    return name, model
+
+
+async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
+    resuming = bool(args.session)
+    provider, model = _provider(args, resuming)
+    options = SessionOptions(
+        agent=args.agent,
+        provider=provider,
+        model=model,
+        rules=_rules(args),
+        max_steps=args.max_steps,
+        title=args.title or (getattr(args, "prompt", None) or "")[:80],
+    )
+    if args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    service = AgentService(ctx.app, ctx.workspace)
+    if resuming:
+        return await service.open_session(args.session, options)
+    return await service.create_session(options)
+
+
+def _exit_code(handle: SessionHandle) -> int:
+    outcome = handle.outcome
+    if outcome is None or outcome.reason == "cancelled":
+        return 130
+    if outcome.reason in ("error", "max_steps"):
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _sigint_cancels(handle: SessionHandle) -> Any:
+    """Ctrl-C cancels the running turn (recorded, resumable) instead of killing the process."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handle.cancel)
+        installed = True
+    except (NotImplementedError, RuntimeError):
+        installed = False
+    try:
+        yield
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+class Renderer:
+    """Human-readable updates: the model's text on stdout, activity on stderr."""
+
+    def __init__(self, console: Console, err: Console) -> None:
+        self.out = console
+        self.err = err
+        self.in_text = False
+
+    def _break(self) -> None:
+        if self.in_text:
+            self.out.file.write("\n")
+            self.out.file.flush()
+            self.in_text = False
+
+    def show(self, u: up.Update) -> None:
+        if isinstance(u, up.TextDelta):
+            self.out.file.write(u.text)
+            self.out.file.flush()
+            self.in_text = True
+            return
+        if isinstance(u, up.SessionOpened):
+            verb = "resumed" if u.resumed else "started"
+            self.err.print(
+                f"[dim]session {u.session_id} {verb} ({u.agent}, {u.provider}/{u.model})[/dim]"
+            )
+            return
+        if isinstance(u, up.ToolStarted):
+            self._break()
+            arg = u.input.get("command") or u.input.get("path") or u.input.get("pattern") or ""
+            self.err.print(f"[cyan]▶ {u.name}[/cyan] {arg}", markup=True, highlight=False)
+        elif isinstance(u, up.ToolCompleted):
+            mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
+            first = u.output.strip().splitlines()[0] if u.output.strip() else ""
+            self.err.print(f"  {mark} {u.name} [dim]{first[:100]}[/dim]", highlight=False)
+        elif isinstance(u, up.PermissionDecision) and (
+            u.decision == "deny" or u.decided_by != "rule"
+        ):
+            self._break()
+            color = "green" if u.decision == "allow" else "red"
+            self.err.print(
+                f"  [{color}]{u.decision}[/{color}] {u.tool} {u.subject} "
+                f"[dim]({u.scope}, by {u.decided_by}{': ' + u.reason if u.reason else ''})[/dim]",
+                highlight=False,
+            )
+        elif isinstance(u, up.Retry):
+            self.err.print(
+                f"[yellow]retrying (attempt {u.attempt}) in {u.delay_s:.1f}s: {u.reason}[/yellow]"
+            )
+        elif isinstance(u, up.Error):
+            self._break()
+            self.err.print(f"[red]error ({u.kind}): {u.message}[/red]", highlight=False)
+        elif isinstance(u, up.TurnCancelled):
+            self._break()
+            self.err.print(f"[yellow]cancelled: {u.reason}[/yellow]")
+        elif isinstance(u, up.TurnEnded):
+            self._break()
+            if u.reason not in ("end_turn", "stop_sequence"):
+                self.err.print(f"[dim]turn ended: {u.reason} after {u.steps} step(s)[/dim]")
+
+
+# ---------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    if not args.prompt and not args.session:
+        raise UsageError("run needs a PROMPT (or --session ID to continue an interrupted turn)")
+    return asyncio.run(_run(args, ctx))
+
+
+async def _run(args: argparse.Namespace, ctx: Context) -> int:
+    handle = await _open(args, ctx)
+    try:
+        answerer = auto_answerer(args.yes)
+        stream: AsyncIterator[up.Update] = (
+            handle.send(args.prompt, answerer=answerer)
+            if args.prompt
+            else handle.resume(answerer=answerer)
+        )
+        renderer = Renderer(Console(), Console(stderr=True))
+        with _sigint_cancels(handle):
+            async for update in stream:
+                if args.json:
+                    print_json(update.to_dict())
+                    sys.stdout.flush()
+                else:
+                    renderer.show(update)
+        return _exit_code(handle)
+    finally:
+        await handle.close()
+
+
+# ---------------------------------------------------------------------- chat
+
+
+def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
+    return asyncio.run(_chat(args, ctx))
+
+
+async def _ask_user(handle: SessionHandle, q: up.PermissionRequired, err: Console) -> None:
+    err.print(
+        f"[bold yellow]permission[/bold yellow] {q.tool} [bold]{q.subject}[/bold] "
+        f"[dim]({q.reason})[/dim]",
+        highlight=False,
+    )
+    while True:
+        try:
+            raw = await asyncio.to_thread(
+                input, f"  allow [o]nce, [a]lways ({q.suggested_pattern}), or [r]eject? "
+            )
+        except EOFError:
+            raw = "r"
+        choice = raw.strip().lower()[:1]
+        if choice == "o":
+            answer = PermissionAnswer.allow_once()
+        elif choice == "a":
+            answer = PermissionAnswer.allow_always(q.suggested_pattern)
+        elif choice == "r":
+            why = await asyncio.to_thread(input, "  reason (optional): ")
+            answer = PermissionAnswer.reject(why.strip() or "rejected by the user")
+        else:
+            continue
+        await handle.answer(q.tool_use_id, answer)
+        return
+
+
+async def _chat(args: argparse.Namespace, ctx: Context) -> int:
+    handle = await _open(args, ctx)
+    out, err = Console(), Console(stderr=True)
+    renderer = Renderer(out, err)
+    answerer = auto_answerer(True) if args.yes else None
+    loop = asyncio.get_running_loop()
+
+    def _on_sigint() -> None:
+        if not handle.cancel():
+            err.print("[dim](Ctrl-D or /exit to quit)[/dim]")
+
+    err.print(
+        f"[dim]session {handle.id}: type a message; /exit or Ctrl-D to quit; "
+        "Ctrl-C cancels a turn[/dim]"
+    )
+    try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, _on_sigint)
+        while True:
+            try:
+                text = await asyncio.to_thread(input, "> ")
+            except EOFError:
+                break
+            if text.strip() in ("/exit", "/quit"):
+                break
+            if not text.strip():
+                continue
+            async for update in handle.send(text, answerer=answerer):
+                if args.json:
+                    print_json(update.to_dict())
+                else:
+                    renderer.show(update)
+                if isinstance(update, up.PermissionRequired) and answerer is None:
+                    await _ask_user(handle, update, err)
+        return 0
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await handle.close()

@@ -1,0 +1,256 @@
+"""``coder-es tree``, ``diff``, ``fork``, ``checkout``, ``rewind`` and ``label``.
+
+Exit codes: 0 done, 1 a file restoration left a conflict (the file is left as the user has it),
+2 bad usage (unknown session or node, a node off the current branch for ``rewind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from coder_es.branching import Branching, MoveResult, NodeDiff
+from coder_es.cli.context import Context, print_json
+from coder_es.errors import UsageError
+from coder_es.records import summarize
+from projections.files import FileStates
+from projections.tree import ConversationTree, events_at
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("tree", help="the conversation tree: branches, labels, file changes")
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_tree)
+
+    p = subparsers.add_parser("diff", help="compare two nodes: turns and files")
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node_a", help="node id, unique prefix or label")
+    p.add_argument("node_b", help="node id, unique prefix or label")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_diff)
+
+    p = subparsers.add_parser("fork", help="continue from a node: a new branch or a new session")
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node", nargs="?", default=None, help="node to continue from (default: head)")
+    p.add_argument(
+        "--new-session", action="store_true", help="start a new session from that node"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_fork)
+
+    p = subparsers.add_parser("checkout", help="move the head to a node and restore its files")
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node", help="node id, unique prefix or label")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_checkout)
+
+    p = subparsers.add_parser(
+        "rewind", help="go back along the current branch (conversation and/or files)"
+    )
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node", help="node id, unique prefix or label")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--conversation", action="store_true", help="move the head only")
+    only.add_argument("--files", action="store_true", help="restore the files only")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_rewind)
+
+    p = subparsers.add_parser("label", help="name a node")
+    p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node", help="node id, unique prefix or label")
+    p.add_argument("name", help="the label")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_label)
+
+
+def _branching(ctx: Context, session_ref: str) -> tuple[Branching, str]:
+    """The branching commands on this workspace, refusing a session recorded elsewhere."""
+    app = ctx.app
+    session = app.get_session(session_ref)
+    recorded = session.workspace
+    if recorded and os.path.isabs(recorded) and os.path.isdir(recorded):
+        here = os.path.realpath(ctx.workspace)
+        if os.path.realpath(recorded) != here:
+            msg = (
+                f"session {str(session.id)[:8]} belongs to the workspace {recorded}, not {here}; "
+                f"pass --workspace {recorded}"
+            )
+            raise UsageError(msg)
+    return Branching(app, Path(ctx.workspace)), str(session.id)
+
+
+# ---------------------------------------------------------------------- tree
+
+
+def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) -> dict[str, Any]:
+    return {
+        "session": tree.session,
+        "head": tree.head_node,
+        "parent_session": tree.parent_session,
+        "parent_node": tree.parent_node,
+        "labels": dict(sorted((k, str(v)) for k, v in tree.labels.items())),
+        "nodes": [
+            {
+                "id": n,
+                "kind": tree.kind(n),
+                "parent": tree.parent_of(n),
+                "children": tree.children(n),
+                "labels": tree.labels_of(n),
+                "files_changed": files.changed_at(n),
+                "text": texts.get(n, ""),
+            }
+            for n in tree.nodes()
+        ],
+        "leaves": tree.leaves(),
+        "branch_points": tree.branch_points(),
+        "branches": [
+            {"fork_point": b.fork_point, "start": b.start, "tip": b.tip} for b in tree.branches()
+        ],
+    }
+
+
+def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]) -> list[str]:
+    """Lines of rich markup: a single child continues the line, branches indent."""
+    lines: list[str] = []
+    head = tree.head_node
+    # (node, prefix for its own line, prefix for what follows under it)
+    roots = tree.children(None)
+    stack: list[tuple[str, str, str]] = []
+    for i, child in reversed(list(enumerate(roots))):
+        last = i == len(roots) - 1
+        if len(roots) > 1:
+            stack.append((child, "└─ " if last else "├─ ", "   " if last else "│  "))
+        else:
+            stack.append((child, "", ""))
+    while stack:
+        node, own, rest = stack.pop()
+        labels = tree.labels_of(node)
+        changed = files.changed_at(node)
+        text = texts.get(node, "")
+        line = f"{escape(own)}[bold]{node}[/bold] [dim]{tree.kind(node)}[/dim] {escape(text)}"
+        if labels:
+            line += " [yellow]" + escape(" ".join(f"[{name}]" for name in labels)) + "[/yellow]"
+        if changed:
+            shown = ", ".join(changed[:4]) + (f" +{len(changed) - 4}" if len(changed) > 4 else "")
+            line += f" [cyan]files: {escape(shown)}[/cyan]"
+        if node == head:
+            line += " [green bold]<- HEAD[/green bold]"
+        lines.append(line)
+        kids = tree.children(node)
+        if len(kids) == 1:
+            stack.append((kids[0], rest, rest))
+        else:
+            for i, child in reversed(list(enumerate(kids))):
+                last = i == len(kids) - 1
+                stack.append(
+                    (child, rest + ("└─ " if last else "├─ "), rest + ("   " if last else "│  "))
+                )
+    return lines
+
+
+def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
+    branching = Branching(ctx.app, Path(ctx.workspace))
+    sid = ctx.app.resolve_session(args.session)
+    tree = branching.tree(sid)
+    files = branching.files(sid)
+    events = events_at(ctx.app, sid, [int(n) for n in tree.nodes()])
+    texts = {str(e.originator_version): summarize(e, 60) for e in events}
+    branching.checkpoint()
+    if args.json:
+        print_json(tree_json(tree, files, texts))
+        return 0
+    console = Console(highlight=False)
+    header = f"session {tree.session}  nodes={len(tree)}  head={tree.head_node}"
+    if tree.parent_session:
+        header += f"  forked from {tree.parent_session[:8]}@{tree.parent_node}"
+    console.print(escape(header))
+    if not len(tree):
+        console.print("(no messages yet)")
+    for line in render_tree(tree, files, texts):
+        console.print(line)
+    return 0
+
+
+# ---------------------------------------------------------------------- diff
+
+
+def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
+    branching = Branching(ctx.app, Path(ctx.workspace))
+    diff: NodeDiff = branching.diff(args.session, args.node_a, args.node_b)
+    if args.json:
+        print_json(diff.to_json())
+        return 0
+    console = Console(highlight=False)
+    console.print(
+        escape(f"{diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}"), markup=True
+    )
+    for side, lines in ((diff.a, diff.only_a), (diff.b, diff.only_b)):
+        console.print(f"only on the path to {side}: {len(lines)} node(s)", markup=False)
+        for m in lines:
+            console.print(f"  {m.node:>6} {m.kind:<11} {m.text}", markup=False)
+    console.print(f"files that differ: {len(diff.files)}", markup=False)
+    for f in diff.files:
+        a = "absent" if f.a is None else f.a[:12]
+        b = "absent" if f.b is None else f.b[:12]
+        console.print(f"  {f.path}: {a} -> {b}", markup=False)
+    return 0
+
+
+# ---------------------------------------------------------------------- moves
+
+
+def _report(result: MoveResult, as_json: bool) -> int:
+    if as_json:
+        print_json(result.to_json())
+    else:
+        if result.forked_from is not None:
+            src, node = result.forked_from
+            print(f"new session {result.session} forked from {src}@{node}")
+        elif result.head_moved:
+            print(f"head: {result.previous} -> {result.node} ({result.reason})")
+        else:
+            print(f"head stays at {result.node}; files of the target restored ({result.reason})")
+        for f in result.files:
+            extra = f" ({f.detail})" if f.detail else ""
+            print(f"  {f.outcome:<9} {f.path}{extra}")
+        if result.conflicts:
+            print(
+                f"{len(result.conflicts)} file(s) left as you have them: your edits overlap "
+                "the restored content"
+            )
+    return 1 if result.conflicts else 0
+
+
+def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
+    branching, sid = _branching(ctx, args.session)
+    result = branching.fork(sid, args.node, new_session=args.new_session)
+    return _report(result, args.json)
+
+
+def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
+    branching, sid = _branching(ctx, args.session)
+    return _report(branching.checkout(sid, args.node), args.json)
+
+
+def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
+    branching, sid = _branching(ctx, args.session)
+    conversation = not args.files
+    files = not args.conversation
+    result = branching.rewind(sid, args.node, conversation=conversation, files=files)
+    return _report(result, args.json)
+
+
+def cmd_label(args: argparse.Namespace, ctx: Context) -> int:
+    branching = Branching(ctx.app, Path(ctx.workspace))
+    node = branching.label(args.session, args.node, args.name)
+    if args.json:
+        print_json({"node": node, "name": args.name})
+    else:
+        print(f"{node} = {args.name}")
+    return 0

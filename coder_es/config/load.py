@@ -1,0 +1,502 @@
+"""Reading the configuration: files, environment and command line merged into one ``Config``.
+
+Precedence, lowest first: built-in defaults, the user config
+(``$XDG_CONFIG_HOME/coder-es/config.toml``), the project config
+(``WORKSPACE/.coder-es/config.toml``), environment variables, command-line flags. Each layer is
+checked on its own (so a problem names the file and line it is in), then the layers merge key by
+key, then the checks that need the merged result run (is the model known for the chosen
+provider?). Every problem from every stage is reported together in one ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from coder_es.config.catalog import (
+    CHECKED_PROVIDERS,
+    DEFAULT_AGENT,
+    DEFAULT_BASE_URLS,
+    DEFAULT_KEY_ENVS,
+    DEFAULT_MODELS,
+    DEFAULT_PROVIDER,
+    PROVIDERS,
+    SCRIPT_ENV,
+    is_known_model,
+    known_models,
+    provider_of_model,
+)
+from coder_es.config.locate import key_lines
+from coder_es.config.problems import ConfigError, Origin, Problem, format_path
+from coder_es.config.schema import SCHEMA, TOOL, Key, Layer, Leaf, Setting, node_at, walk
+from coder_es.config.suggest import close_matches, did_you_mean
+from coder_es.config.values import (
+    Config,
+    PermissionsConfig,
+    PriceConfig,
+    ProviderConfig,
+    RedactionConfig,
+    RuleConfig,
+    ServeConfig,
+    StoreSettings,
+)
+from coder_es.store.config import STORE_DIRNAME
+
+CONFIG_NAME = "config.toml"
+
+# Environment variables that set configuration keys. Empty values count as unset, so that
+# `FOO= coder-es ...` switches a setting off rather than failing validation.
+ENV_SETTINGS: tuple[tuple[str, Key], ...] = (
+    ("CODER_ES_PROVIDER", ("provider",)),
+    ("CODER_ES_MODEL", ("model",)),
+    ("CODER_ES_AGENT", ("agent",)),
+    ("ANTHROPIC_BASE_URL", ("providers", "anthropic", "base_url")),
+    ("OPENAI_BASE_URL", ("providers", "openai", "base_url")),
+    ("OLLAMA_HOST", ("providers", "ollama", "base_url")),
+    ("CODER_ES_STORE", ("store", "path")),
+    ("CODER_ES_BACKEND", ("store", "backend")),
+    ("CODER_ES_DURABLE", ("store", "durable")),
+    ("CODER_ES_SERVE_TOKEN", ("serve", "token")),
+)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line flags that override the configuration (``None`` / empty: not given)."""
+
+    provider: str | None = None
+    model: str | None = None
+    agent: str | None = None
+    store: str | None = None
+    backend: str | None = None
+    allow: tuple[str, ...] = ()
+    """``--allow TOOL[:PATTERN]`` rules."""
+    deny: tuple[str, ...] = ()
+    serve_host: str | None = None
+    serve_port: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Overrides:
+        """The overrides in parsed ``coder-es`` arguments (absent attributes are not given)."""
+
+        def opt(name: str) -> Any:
+            return getattr(args, name, None)
+
+        return cls(
+            provider=opt("provider"),
+            model=opt("model"),
+            agent=opt("agent"),
+            store=opt("store"),
+            backend=opt("backend"),
+            allow=tuple(opt("allow") or ()),
+            deny=tuple(opt("deny") or ()),
+            serve_host=opt("host"),
+            serve_port=opt("port"),
+        )
+
+    def items(self) -> list[tuple[str, Key, Any]]:
+        pairs: list[tuple[str, Key, Any]] = [
+            ("--provider", ("provider",), self.provider),
+            ("--model", ("model",), self.model),
+            ("--agent", ("agent",), self.agent),
+            ("--store", ("store", "path"), self.store),
+            ("--backend", ("store", "backend"), self.backend),
+            ("--host", ("serve", "host"), self.serve_host),
+            ("--port", ("serve", "port"), self.serve_port),
+        ]
+        return [(flag, path, value) for flag, path, value in pairs if value is not None]
+
+
+def user_config_path(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$XDG_CONFIG_HOME/coder-es/config.toml``, by default ``~/.config/coder-es/config.toml``."""
+    xdg = environ.get("XDG_CONFIG_HOME", "")
+    # The XDG spec says a relative value is invalid and must be ignored.
+    if xdg and os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        home = environ.get("HOME")
+        base = (Path(home) if home else Path.home()) / ".config"
+    return base / "coder-es" / CONFIG_NAME
+
+
+def project_config_path(workspace: str | Path) -> Path:
+    return Path(workspace) / STORE_DIRNAME / CONFIG_NAME
+
+
+def config_paths(workspace: str | Path, environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The config files that apply to ``workspace``, lowest precedence first."""
+    return [user_config_path(environ), project_config_path(workspace)]
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
+
+
+def read_file_layer(path: Path, *, project: bool) -> Layer | None:
+    """The settings of one TOML file, checked; ``None`` when the file does not exist."""
+    layer = Layer(str(path), "file", project=project)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        layer.fail(Problem(Origin(str(path)), "", f"cannot read: {e.strerror}"), ())
+        return layer
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        layer.fail(Problem(Origin(str(path)), "", f"not UTF-8 text: {e.reason}"), ())
+        return layer
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        message = str(e)
+        m = _TOML_POSITION.search(message)
+        line = int(m.group(1)) if m else None
+        detail = _TOML_POSITION.sub("", message)
+        if m:
+            detail += f" (column {m.group(2)})"
+        origin = Origin(str(path), "file", line)
+        layer.fail(Problem(origin, "", f"not valid TOML: {detail}"), ())
+        return layer
+    layer.lines = key_lines(text)
+    walk(SCHEMA, raw, (), layer)
+    return layer
+
+
+def _ollama_host(text: str) -> tuple[str | None, str | None]:
+    from coder_es.providers.errors import ProviderConfigError
+    from coder_es.providers.ollama import host_url
+
+    try:
+        return host_url(text), None
+    except ProviderConfigError as e:
+        return None, str(e)
+
+
+def env_layer(environ: Mapping[str, str]) -> Layer:
+    layer = Layer("environment", "env")
+    for name, path in ENV_SETTINGS:
+        text = environ.get(name, "").strip()
+        if not text:
+            continue
+        origin = Origin(f"${name}", "env")
+        node = node_at(path)
+        assert isinstance(node, Leaf)
+        if name == "OLLAMA_HOST":
+            value, err = _ollama_host(text)
+        else:
+            value, err = node.kind.parse(text)
+        if err:
+            layer.fail(Problem(origin, format_path(path), err), path)
+        else:
+            layer.values[path] = Setting(value, origin, node.additive)
+    return layer
+
+
+def parse_rule(text: str) -> tuple[str, str]:
+    """``TOOL`` or ``TOOL:PATTERN`` (as given to ``--allow`` / ``--deny``) as (tool, pattern).
+    Raises ``ValueError`` with a message for an unknown tool or an empty pattern."""
+    tool, sep, pattern = text.partition(":")
+    tool = tool.strip()
+    _, err = TOOL.check(tool)
+    if err:
+        raise ValueError(err)
+    if sep and not pattern.strip():
+        raise ValueError(f"empty pattern in '{text}' (leave out ':' to match anything)")
+    return tool, pattern if sep else "*"
+
+
+def cli_layer(overrides: Overrides) -> Layer:
+    layer = Layer("command line", "cli")
+    for flag, path, value in overrides.items():
+        origin = Origin(flag, "cli")
+        node = node_at(path)
+        assert isinstance(node, Leaf)
+        norm, err = node.kind.parse(value) if isinstance(value, str) else node.kind.check(value)
+        if err:
+            layer.fail(Problem(origin, format_path(path), err), path)
+        else:
+            layer.values[path] = Setting(norm, origin)
+    flagged = (("--allow", "allow", overrides.allow), ("--deny", "deny", overrides.deny))
+    for flag, action, rules in flagged:
+        for text in rules:
+            origin = Origin(flag, "cli")
+            try:
+                tool, pattern = parse_rule(text)
+            except ValueError as e:
+                layer.fail(Problem(origin, "", f"'{text}': {e}"), ("permissions", "rules"))
+                continue
+            layer.values[("permissions", "rules", tool, pattern)] = Setting(action, origin)
+    return layer
+
+
+def merge(layers: Iterable[Layer]) -> dict[Key, Setting]:
+    """Later layers win key by key; additive lists are combined instead."""
+    merged: dict[Key, Setting] = {}
+    for layer in layers:
+        for path, setting in layer.values.items():
+            old = merged.get(path)
+            if old is not None and setting.additive:
+                combined = tuple(dict.fromkeys((*old.value, *setting.value)))
+                setting = Setting(combined, setting.origin, True)
+            merged[path] = setting
+    return merged
+
+
+def _get(merged: Mapping[Key, Setting], path: Key, default: Any) -> Any:
+    setting = merged.get(path)
+    return setting.value if setting is not None else default
+
+
+def _under(merged: Mapping[Key, Setting], prefix: Key) -> list[tuple[Key, Setting]]:
+    n = len(prefix)
+    return [(k[n:], s) for k, s in merged.items() if k[:n] == prefix and len(k) > n]
+
+
+def _resolve_store_path(setting: Setting | None, workspace: Path) -> Path:
+    if setting is None:
+        return workspace / STORE_DIRNAME
+    path = Path(setting.value).expanduser()
+    # A path in a config file is relative to the workspace (so a shared project config means
+    # the same place on every machine); one from a flag or variable is relative to where the
+    # user typed it.
+    if setting.origin.kind == "file":
+        return (workspace / path).resolve()
+    return path.resolve()
+
+
+def _provider(
+    name: str, merged: Mapping[Key, Setting], environ: Mapping[str, str]
+) -> ProviderConfig:
+    prefix: Key = ("providers", name)
+    base_url = _get(merged, (*prefix, "base_url"), DEFAULT_BASE_URLS[name])
+    explicit_env = (*prefix, "api_key_env") in merged
+    key_env = _get(merged, (*prefix, "api_key_env"), DEFAULT_KEY_ENVS[name])
+    api_key = (environ.get(key_env, "").strip() or None) if key_env else None
+    custom = base_url != DEFAULT_BASE_URLS[name]
+    # Anthropic and api.openai.com refuse requests without a key; an OpenAI-compatible local
+    # server usually needs none, unless the user named a key variable for it.
+    needs_key = bool(key_env) and (explicit_env or name == "anthropic" or not custom)
+    rows: dict[str, dict[str, float]] = {}
+    for rest, setting in _under(merged, (*prefix, "prices")):
+        rows.setdefault(rest[0], {})[rest[1]] = setting.value
+    prices = {
+        model: PriceConfig(
+            input=row["input"],
+            output=row["output"],
+            cache_read=row.get("cache_read"),
+            cache_write=row.get("cache_write"),
+        )
+        for model, row in rows.items()
+        if "input" in row and "output" in row
+    }
+    return ProviderConfig(
+        name=name,
+        base_url=base_url,
+        api_key_env=key_env,
+        api_key=api_key,
+        needs_key=needs_key,
+        models=tuple(_get(merged, (*prefix, "models"), ())),
+        prices=MappingProxyType(prices),
+    )
+
+
+def _rules(merged: Mapping[Key, Setting], prefix: Key) -> tuple[RuleConfig, ...]:
+    return tuple(
+        RuleConfig(tool=rest[0], pattern=rest[1], action=s.value, source=s.origin.source)
+        for rest, s in _under(merged, prefix)
+    )
+
+
+def build(
+    merged: Mapping[Key, Setting],
+    workspace: Path,
+    environ: Mapping[str, str],
+    files: Sequence[Path] = (),
+) -> Config:
+    """The ``Config`` for merged, already checked settings."""
+    provider = _get(merged, ("provider",), DEFAULT_PROVIDER)
+    postgres = {
+        f"POSTGRES_{rest[0].upper()}": str(s.value)
+        for rest, s in _under(merged, ("store", "postgres"))
+    }
+    return Config(
+        workspace=workspace,
+        provider=provider,
+        model=_get(merged, ("model",), DEFAULT_MODELS[provider]),
+        agent=_get(merged, ("agent",), DEFAULT_AGENT),
+        providers=MappingProxyType({p: _provider(p, merged, environ) for p in PROVIDERS}),
+        permissions=PermissionsConfig(
+            default=_get(merged, ("permissions", "default"), "ask"),
+            rules=_rules(merged, ("permissions", "rules")),
+        ),
+        redaction=RedactionConfig(
+            env_vars=_get(merged, ("redaction", "env"), ()),
+            patterns=_get(merged, ("redaction", "patterns"), ()),
+        ),
+        serve=ServeConfig(
+            host=_get(merged, ("serve", "host"), ServeConfig.host),
+            port=_get(merged, ("serve", "port"), ServeConfig.port),
+            token=_get(merged, ("serve", "token"), None),
+            rules=_rules(merged, ("serve", "rules")),
+        ),
+        store=StoreSettings(
+            backend=_get(merged, ("store", "backend"), StoreSettings.backend),
+            path=_resolve_store_path(merged.get(("store", "path")), workspace),
+            durable=_get(merged, ("store", "durable"), True),
+            postgres=MappingProxyType(postgres),
+        ),
+        files=tuple(files),
+        origins=MappingProxyType({format_path(k): s.origin for k, s in merged.items()}),
+    )
+
+
+def _origin_of(config: Config, path: str) -> Origin:
+    return config.origin(path) or Origin("defaults", "default")
+
+
+def _elsewhere(model: str, provider: str) -> str:
+    """A hint naming a close model of another provider (``gpt5`` asked of anthropic)."""
+    for other in CHECKED_PROVIDERS:
+        if other != provider:
+            hits = close_matches(model, known_models(other), n=1)
+            if hits:
+                return f"; did you mean the {other} model '{hits[0]}' (provider = \"{other}\")?"
+    return ""
+
+
+def cross_check(config: Config, failed: set[Key]) -> list[Problem]:
+    """Checks that need the merged result. ``failed`` holds the key paths that already have a
+    problem: a check that depends on one of them would only repeat it in a confusing form."""
+
+    def touches(*prefixes: Key) -> bool:
+        return any(f == p[: len(f)] or p == f[: len(p)] for f in failed for p in prefixes)
+
+    problems: list[Problem] = []
+    name, model = config.provider, config.model
+    provider = config.provider_config()
+    if (
+        model
+        and name in CHECKED_PROVIDERS
+        and not provider.custom_base_url
+        and not touches(
+            ("provider",),
+            ("model",),
+            ("providers", name, "base_url"),
+            ("providers", name, "models"),
+            ("providers", name, "prices", model),
+        )
+    ):
+        known = provider.known_models()
+        if not is_known_model(model, known):
+            other = provider_of_model(model)
+            if other is not None and other != name:
+                hint = f'; it is an {other} model: set provider = "{other}" or choose another'
+            else:
+                hint = did_you_mean(model, known) or _elsewhere(model, name)
+                hint += f" (if it is a new model, add it to providers.{name}.models)"
+            problems.append(
+                Problem(
+                    _origin_of(config, "model"),
+                    "model",
+                    f"model '{model}' unknown for provider '{name}'{hint}",
+                )
+            )
+    serve = config.serve
+    if not serve.loopback and not serve.token and not touches(("serve",)):
+        problems.append(
+            Problem(
+                _origin_of(config, "serve.host"),
+                "serve.host",
+                f"'{serve.host}' accepts connections from other machines, so the server needs a "
+                "token: set serve.token in the user config or $CODER_ES_SERVE_TOKEN",
+            )
+        )
+    return problems
+
+
+def provider_problems(config: Config, environ: Mapping[str, str] = os.environ) -> list[Problem]:
+    """What stops the chosen provider from working: a missing model, missing credentials."""
+    name = config.provider
+    provider = config.provider_config()
+    problems: list[Problem] = []
+    where = _origin_of(config, "provider")
+    if name == "scripted":
+        script = config.model if config.model.endswith((".json", ".jsonl")) else ""
+        if not script and not environ.get(SCRIPT_ENV, "").strip():
+            problems.append(
+                Problem(
+                    where,
+                    "model",
+                    f"the scripted provider needs a script: set model to its path "
+                    f"(a .json or .jsonl file) or set ${SCRIPT_ENV}",
+                )
+            )
+        return problems
+    if not config.model:
+        problems.append(
+            Problem(
+                where,
+                "model",
+                f"no model chosen for provider '{name}': set model in a config file, "
+                "$CODER_ES_MODEL or --model",
+            )
+        )
+    if provider.needs_key and not provider.api_key:
+        env = provider.api_key_env
+        problems.append(
+            Problem(
+                Origin(f"${env}", "env"),
+                f"providers.{name}",
+                f"missing credentials for provider '{name}': set the environment variable "
+                f"{env} (export {env}=...)",
+            )
+        )
+    return problems
+
+
+def load_config(
+    workspace: str | Path,
+    environ: Mapping[str, str] = os.environ,
+    overrides: Overrides | None = None,
+    *,
+    require_provider: bool = False,
+) -> Config:
+    """The configuration for ``workspace``. Raises ``ConfigError`` listing every problem.
+
+    With ``require_provider``, a missing model or missing credentials for the chosen provider
+    are problems too (commands that talk to a model want that; ``sessions`` does not).
+    """
+    root = Path(workspace).resolve()
+    layers: list[Layer] = []
+    files: list[Path] = []
+    for path, project in ((user_config_path(environ), False), (project_config_path(root), True)):
+        layer = read_file_layer(path, project=project)
+        if layer is not None:
+            layers.append(layer)
+            files.append(path)
+    layers.append(env_layer(environ))
+    layers.append(cli_layer(overrides or Overrides()))
+    problems = [p for layer in layers for p in layer.problems]
+    config = build(merge(layers), root, environ, files)
+    problems += cross_check(config, {key for layer in layers for key in layer.failed})
+    if require_provider:
+        problems += provider_problems(config, environ)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def require_credentials(config: Config, environ: Mapping[str, str] = os.environ) -> ProviderConfig:
+    """The chosen provider's settings, or ``ConfigError`` saying what is missing."""
+    problems = provider_problems(config, environ)
+    if problems:
+        raise ConfigError(problems, f"provider '{config.provider}' is not ready")
+    return config.provider_config()

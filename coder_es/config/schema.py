@@ -1,0 +1,473 @@
+"""The configuration schema and the walker that checks one layer (a file, the environment, the
+command line) against it.
+
+The schema is a tree of ``Table`` (fixed keys), ``Entries`` (keys the user chooses, such as model
+names), ``Rules`` (tool -> action, or tool -> pattern -> action) and ``Leaf`` (one value of a
+``Kind``). The walker never stops at the first problem: it records every one with its key path
+and line, and flattens the values it accepted into ``{key path: Setting}``, so that layers merge
+with a plain dict update and every merged value still knows where it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from coder_es.config.catalog import ACTIONS, AGENTS, ANY_TOOL, PROVIDERS, TOOLS
+from coder_es.config.locate import locate
+from coder_es.config.problems import Origin, OriginKind, Problem, format_path
+from coder_es.config.suggest import did_you_mean
+from coder_es.store.config import BACKENDS
+
+Key = tuple[str, ...]
+
+
+def toml_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, dt.date | dt.time):
+        return "a date/time"
+    return type(value).__name__
+
+
+class Kind:
+    """A type of leaf value. ``check`` takes a TOML value; ``parse`` takes the text of an
+    environment variable or flag. Both return (normalized value, error message or None)."""
+
+    expected = "a value"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        raise NotImplementedError
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        return self.check(text)
+
+    def wrong_type(self, value: object) -> tuple[Any, str]:
+        return None, f"expected {self.expected}, got {toml_type(value)}"
+
+
+class Text(Kind):
+    expected = "a string"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        if not value.strip():
+            return None, "must not be empty"
+        return value, None
+
+
+class Choice(Kind):
+    def __init__(self, options: Iterable[str], noun: str) -> None:
+        self.options = tuple(options)
+        self.noun = noun
+        self.expected = f"a string, one of {', '.join(self.options)}"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        if value in self.options:
+            return value, None
+        hint = did_you_mean(value, self.options) or f"; expected one of {', '.join(self.options)}"
+        return None, f"unknown {self.noun} '{value}'{hint}"
+
+
+class Integer(Kind):
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.expected = f"an integer from {low} to {high}"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        # TOML booleans are Python ints; true is not a port number.
+        if isinstance(value, bool) or not isinstance(value, int):
+            return self.wrong_type(value)
+        if not self.low <= value <= self.high:
+            return None, f"expected {self.expected}, got {value}"
+        return value, None
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        try:
+            return self.check(int(text.strip()))
+        except ValueError:
+            return None, f"expected {self.expected}, got '{text}'"
+
+
+class Number(Kind):
+    expected = "a number of at least 0"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return self.wrong_type(value)
+        if value < 0 or value != value:
+            return None, f"expected {self.expected}, got {value}"
+        return float(value), None
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        try:
+            return self.check(float(text.strip()))
+        except ValueError:
+            return None, f"expected {self.expected}, got '{text}'"
+
+
+class Boolean(Kind):
+    expected = "true or false"
+    _TRUE = ("1", "true", "yes", "on")
+    _FALSE = ("0", "false", "no", "off")
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, bool):
+            return self.wrong_type(value)
+        return value, None
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        t = text.strip().lower()
+        if t in self._TRUE:
+            return True, None
+        if t in self._FALSE:
+            return False, None
+        return None, f"expected one of {', '.join(self._TRUE + self._FALSE)}, got '{text}'"
+
+
+class Url(Kind):
+    expected = "an http(s) URL"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        try:
+            parts = urlsplit(value.strip())
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError as e:
+            return None, f"expected {self.expected}, got '{value}' ({e})"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None, f"expected {self.expected} such as https://host:port, got '{value}'"
+        return value.strip().rstrip("/"), None
+
+
+class EnvName(Kind):
+    expected = "an environment variable name"
+    _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        if not self._NAME.match(value):
+            return None, f"expected {self.expected} (letters, digits, _), got '{value}'"
+        return value, None
+
+
+class Regex(Kind):
+    expected = "a regular expression"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        if not value:
+            return None, "an empty pattern would match everywhere"
+        try:
+            re.compile(value)
+        except re.error as e:
+            return None, f"invalid regular expression '{value}': {e}"
+        return value, None
+
+
+class ListOf(Kind):
+    def __init__(self, item: Kind) -> None:
+        self.item = item
+        self.expected = f"an array of {item.expected.removeprefix('a ').removeprefix('an ')}s"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        # The walker checks items one by one (to report each index); this is for flags.
+        if not isinstance(value, list):
+            return self.wrong_type(value)
+        out = []
+        for i, item in enumerate(value):
+            norm, err = self.item.check(item)
+            if err:
+                return None, f"[{i}]: {err}"
+            out.append(norm)
+        return tuple(out), None
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        return self.check([t.strip() for t in text.split(",") if t.strip()])
+
+
+@dataclass(frozen=True)
+class Leaf:
+    kind: Kind
+    doc: str
+    project_forbidden: str = ""
+    """Why a project config may not set this key ("" when it may)."""
+    additive: bool = False
+    """Lists that combine across layers instead of replacing each other."""
+
+
+@dataclass(frozen=True)
+class Table:
+    fields: Mapping[str, Node]
+    doc: str = ""
+    required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entries:
+    """A table whose keys the user chooses; each value follows ``value``."""
+
+    key: Kind
+    value: Node
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Permission rules: ``tool = "action"`` (any subject) or ``tool = {"pattern" = "action"}``."""
+
+    doc: str = ""
+
+
+Node = Leaf | Table | Entries | Rules
+
+ACTION = Choice(ACTIONS, "action")
+TOOL = Choice((*TOOLS, ANY_TOOL), "tool")
+
+_NOT_FROM_PROJECT = (
+    "may only be set in the user config or the environment: a project config comes with the "
+    "repository, and this setting decides where your API key is sent"
+)
+_NO_SECRET_IN_PROJECT = (
+    "may only be set in the user config or the environment: a project config is shared with "
+    "the repository and must not hold secrets"
+)
+
+PRICE = Table(
+    {
+        "input": Leaf(Number(), "dollars per million input tokens"),
+        "output": Leaf(Number(), "dollars per million output tokens"),
+        "cache_read": Leaf(Number(), "dollars per million cache-read tokens"),
+        "cache_write": Leaf(Number(), "dollars per million cache-write tokens"),
+    },
+    required=("input", "output"),
+)
+
+PROVIDER = Table(
+    {
+        "base_url": Leaf(Url(), "the API endpoint", project_forbidden=_NOT_FROM_PROJECT),
+        "api_key_env": Leaf(
+            EnvName(),
+            "the environment variable holding the API key",
+            project_forbidden=_NOT_FROM_PROJECT,
+        ),
+        "models": Leaf(ListOf(Text()), "extra model names to accept", additive=True),
+        "prices": Entries(Text(), PRICE, "price overrides by model name (or name prefix)"),
+    }
+)
+
+SCHEMA = Table(
+    {
+        "provider": Leaf(Choice(PROVIDERS, "provider"), "the model provider"),
+        "model": Leaf(Text(), "the model name"),
+        "agent": Leaf(Choice(AGENTS, "agent"), "the agent preset"),
+        "providers": Table({name: PROVIDER for name in PROVIDERS}),
+        "permissions": Table(
+            {
+                "default": Leaf(ACTION, "the action when no rule matches"),
+                "rules": Rules("tool -> action, or tool -> pattern -> action"),
+            }
+        ),
+        "redaction": Table(
+            {
+                "env": Leaf(ListOf(EnvName()), "more variables to redact", additive=True),
+                "patterns": Leaf(ListOf(Regex()), "regular expressions to redact", additive=True),
+            }
+        ),
+        "serve": Table(
+            {
+                "host": Leaf(Text(), "the address to listen on"),
+                "port": Leaf(Integer(0, 65535), "the port to listen on (0: any free port)"),
+                "token": Leaf(Text(), "the bearer token", project_forbidden=_NO_SECRET_IN_PROJECT),
+                "rules": Rules("tool calls the server allows or denies itself"),
+            }
+        ),
+        "store": Table(
+            {
+                "backend": Leaf(Choice(BACKENDS, "backend"), "the event store backend"),
+                "path": Leaf(Text(), "the store directory"),
+                "durable": Leaf(Boolean(), "sync every commit to disk"),
+                "postgres": Table(
+                    {
+                        "host": Leaf(Text(), "PostgreSQL host"),
+                        "port": Leaf(Integer(1, 65535), "PostgreSQL port"),
+                        "dbname": Leaf(Text(), "database name"),
+                        "user": Leaf(Text(), "user name"),
+                        "schema": Leaf(Text(), "schema for the tables"),
+                    }
+                ),
+            }
+        ),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    origin: Origin
+    additive: bool = False
+
+
+@dataclass
+class Layer:
+    """One source of settings, checked: what it set and what was wrong with it."""
+
+    source: str
+    kind: OriginKind
+    project: bool = False
+    """A project config, which may not set every key."""
+    lines: dict[Key, int] = field(default_factory=dict)
+    values: dict[Key, Setting] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    failed: set[Key] = field(default_factory=set)
+    """Key paths with a problem (``()``: the whole layer, e.g. a file that does not parse)."""
+
+    def origin(self, path: tuple[str | int, ...]) -> Origin:
+        line = locate(self.lines, path) if self.kind == "file" else None
+        return Origin(self.source, self.kind, line)
+
+    def problem(self, at: tuple[str | int, ...], message: str, shown: Sequence[str | int]) -> None:
+        self.problems.append(Problem(self.origin(at), format_path(shown), message))
+        self.failed.add(tuple(p for p in at if isinstance(p, str)))
+
+    def fail(self, problem: Problem, at: Key) -> None:
+        self.problems.append(problem)
+        self.failed.add(at)
+
+    def set(self, path: Key, value: Any, additive: bool = False) -> None:
+        self.values[path] = Setting(value, self.origin(path), additive)
+
+
+def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
+    """Check ``value`` against ``node``, recording values and problems in ``layer``."""
+    if isinstance(node, Table):
+        if not isinstance(value, dict):
+            layer.problem(path, f"expected a table, got {toml_type(value)}", path)
+            return
+        for key, sub in value.items():
+            child = node.fields.get(key)
+            if child is None:
+                hint = did_you_mean(key, node.fields)
+                layer.problem((*path, key), f"unknown key '{key}'{hint}", path)
+                continue
+            walk(child, sub, (*path, key), layer)
+        missing = [k for k in node.required if k not in value]
+        if missing:
+            names = ", ".join(f"'{k}'" for k in missing)
+            layer.problem(path, f"missing required key {names}", path)
+    elif isinstance(node, Entries):
+        if not isinstance(value, dict):
+            layer.problem(path, f"expected a table, got {toml_type(value)}", path)
+            return
+        for key, sub in value.items():
+            _, err = node.key.check(key)
+            if err:
+                layer.problem((*path, key), err, (*path, key))
+                continue
+            walk(node.value, sub, (*path, key), layer)
+    elif isinstance(node, Rules):
+        _walk_rules(value, path, layer)
+    else:
+        _walk_leaf(node, value, path, layer)
+
+
+def _walk_leaf(node: Leaf, value: object, path: Key, layer: Layer) -> None:
+    if node.project_forbidden and layer.project:
+        layer.problem(path, node.project_forbidden, path)
+        return
+    if isinstance(node.kind, ListOf):
+        if not isinstance(value, list):
+            layer.problem(path, f"expected {node.kind.expected}, got {toml_type(value)}", path)
+            return
+        items = []
+        ok = True
+        for i, item in enumerate(value):
+            norm, err = node.kind.item.check(item)
+            if err:
+                ok = False
+                layer.problem(path, err, (*path, i))
+            else:
+                items.append(norm)
+        if ok:
+            layer.set(path, tuple(items), node.additive)
+        return
+    norm, err = node.kind.check(value)
+    if err:
+        layer.problem(path, err, path)
+    else:
+        layer.set(path, norm, node.additive)
+
+
+def _walk_rules(value: object, path: Key, layer: Layer) -> None:
+    if not isinstance(value, dict):
+        layer.problem(path, f"expected a table of tool = action, got {toml_type(value)}", path)
+        return
+    for tool, sub in value.items():
+        here = (*path, tool)
+        _, err = TOOL.check(tool)
+        if err:
+            layer.problem(here, err, here)
+            continue
+        # A bare action means "any subject": normalized to the pattern "*" so that a project's
+        # `bash = {"rm *" = "deny"}` adds to a user's `bash = "allow"` instead of replacing it.
+        patterns = {"*": sub} if isinstance(sub, str) else sub
+        if not isinstance(patterns, dict):
+            msg = f"expected an action ({', '.join(ACTIONS)}) or a table of pattern = action"
+            layer.problem(here, f"{msg}, got {toml_type(sub)}", here)
+            continue
+        for pattern, action in patterns.items():
+            at = here if isinstance(sub, str) else (*here, pattern)
+            if not pattern.strip():
+                layer.problem(at, 'the pattern must not be empty (use "*" for any)', at)
+                continue
+            norm, err = ACTION.check(action)
+            if err:
+                layer.problem(at, err, at)
+            else:
+                layer.set((*here, pattern), norm)
+
+
+def node_at(path: Key, root: Node = SCHEMA) -> Node | None:
+    """The schema node for a key path (``None`` for a path the schema does not have)."""
+    node: Node | None = root
+    for key in path:
+        if isinstance(node, Table):
+            node = node.fields.get(key)
+        elif isinstance(node, Entries):
+            node = node.value
+        else:
+            return None
+    return node
+
+
+def leaf_paths(node: Node = SCHEMA, path: Key = ()) -> list[Key]:
+    """Every fixed key path in the schema (``*`` stands for a key the user chooses)."""
+    if isinstance(node, Table):
+        out: list[Key] = [path] if path else []
+        for key, child in node.fields.items():
+            out += leaf_paths(child, (*path, key))
+        return out
+    if isinstance(node, Entries):
+        return [path, *leaf_paths(node.value, (*path, "*"))]
+    return [path]

@@ -1,0 +1,155 @@
+"""The validated configuration: frozen values built by ``load_config``."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from coder_es.config.catalog import DEFAULT_BASE_URLS, known_models
+from coder_es.config.problems import Origin
+from coder_es.store.config import StoreConfig
+
+if TYPE_CHECKING:
+    from coder_es.providers.pricing import PriceTable
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """One permission rule: ``action`` for calls of ``tool`` whose subject (the command for
+    ``bash``, the path for file tools) matches the glob ``pattern``. ``tool`` may be ``*``."""
+
+    tool: str
+    pattern: str
+    action: str
+    source: str = ""
+    """Where the rule was written: a config file, ``--allow`` or ``--deny``. Lets the permission
+    layer tell a rule the user wrote from one a cloned project brought along."""
+
+
+@dataclass(frozen=True)
+class PriceConfig:
+    """US dollars per million tokens; cache prices default to the input price."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    base_url: str
+    api_key_env: str
+    """The environment variable holding the API key ("" when the provider needs none)."""
+    api_key: str | None = field(default=None, repr=False)
+    """The key read from ``api_key_env`` at load time; never printed."""
+    needs_key: bool = False
+    """Whether requests fail without a key (api.openai.com does; a local compatible server
+    usually does not)."""
+    models: tuple[str, ...] = ()
+    """Extra model names to accept (new releases, fine-tunes)."""
+    prices: Mapping[str, PriceConfig] = field(default_factory=_empty)
+
+    @property
+    def custom_base_url(self) -> bool:
+        return self.base_url != DEFAULT_BASE_URLS.get(self.name, "")
+
+    def known_models(self) -> tuple[str, ...]:
+        return known_models(self.name, (*self.models, *self.prices))
+
+
+@dataclass(frozen=True)
+class PermissionsConfig:
+    default: str = "ask"
+    """The action for a tool call no rule matches."""
+    rules: tuple[RuleConfig, ...] = ()
+    """In precedence order, lowest first: user config, project config, command line."""
+
+
+@dataclass(frozen=True)
+class RedactionConfig:
+    env_vars: tuple[str, ...] = ()
+    """Names of environment variables whose values are redacted wherever they appear (added to
+    the built-in list of credential variables)."""
+    patterns: tuple[str, ...] = ()
+    """Regular expressions whose matches are redacted."""
+
+    def compiled(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p) for p in self.patterns)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = field(default=None, repr=False)
+    rules: tuple[RuleConfig, ...] = ()
+    """Tool calls the server answers itself: ``allow`` (auto-approve) or ``deny``; ``ask`` (the
+    default) forwards the question to the connected client."""
+
+    @property
+    def loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    backend: str = "lmdb"
+    path: Path = Path(".coder-es")
+    durable: bool = True
+    postgres: Mapping[str, str] = field(default_factory=_empty)
+    """``POSTGRES_*`` settings from the config file (the environment still wins)."""
+
+    def to_store_config(self, environ: Mapping[str, str] | None = None) -> StoreConfig:
+        env = os.environ if environ is None else environ
+        extra = dict(self.postgres)
+        extra.update(
+            {k: v for k, v in env.items() if k.startswith("POSTGRES_") or k.startswith("LMDB_")}
+        )
+        return StoreConfig(backend=self.backend, path=self.path, durable=self.durable, extra=extra)
+
+
+@dataclass(frozen=True)
+class Config:
+    workspace: Path
+    provider: str
+    model: str
+    """The model for ``provider``; "" when none is configured (Ollama, scripted)."""
+    agent: str
+    providers: Mapping[str, ProviderConfig]
+    """Every provider, configured or not."""
+    permissions: PermissionsConfig = PermissionsConfig()
+    redaction: RedactionConfig = RedactionConfig()
+    serve: ServeConfig = ServeConfig()
+    store: StoreSettings = StoreSettings()
+    files: tuple[Path, ...] = ()
+    """The config files that were read, lowest precedence first."""
+    origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
+    """Where each explicitly set key (dotted path) came from; defaults are absent."""
+
+    def origin(self, path: str) -> Origin | None:
+        return self.origins.get(path)
+
+    def provider_config(self, name: str | None = None) -> ProviderConfig:
+        return self.providers[name or self.provider]
+
+    def price_table(self) -> PriceTable:
+        """The providers' default prices with the user's overrides on top."""
+        from coder_es.providers.pricing import Price, PriceTable
+
+        overrides = {
+            model: Price.of(p.input, p.output, p.cache_read, p.cache_write)
+            for provider in self.providers.values()
+            for model, p in provider.prices.items()
+        }
+        return PriceTable.default().merged(overrides)

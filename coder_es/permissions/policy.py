@@ -1,0 +1,170 @@
+"""Evaluating a tool call against the rules: allow, ask or deny, and which rule said so.
+
+The order, first decisive step wins (for a shell command line, each part goes through these steps
+and the strictest outcome wins: deny over ask over allow):
+
+1. a user ``deny`` rule, or an earlier "always deny" answer, that matches: **deny**;
+2. a doom loop (this call is identical to the ``doom_threshold - 1`` calls just before it):
+   **ask**, even if a rule would allow it, so a human can break the loop;
+3. an earlier "always allow" answer that covers the subject: **allow**;
+4. the user's rules (``--allow``/``--deny``/ask), the last matching one: its action;
+5. a path outside the workspace that no user rule covered: **ask** (preset rules never cover
+   outside paths; an explicit rule or answer with an absolute pattern is needed);
+6. the agent preset's rules, the last matching one: its action;
+7. nothing matched: **ask**.
+
+For a path outside the workspace only rules and answers with an absolute pattern (``/tmp/**``)
+match, except that a pattern-less deny rule still denies.
+
+The evaluation is a pure function of the call, the rules and the session's recorded answers,
+so replaying a session re-derives every rule decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coder_es.permissions.presets import Preset, get_preset
+from coder_es.permissions.rules import Rule, split_command, suggest_pattern
+from coder_es.tools.base import Subject
+
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+
+DOOM_LOOP_RULE = "doom_loop"
+OUTSIDE_RULE = "outside_workspace"
+DEFAULT_RULE = "default:ask"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    action: str  # "allow" | "ask" | "deny"
+    matched_rule: str
+    reason: str
+    subject: Subject
+    # What an "always" answer would cover if the answerer does not choose a pattern.
+    suggested_pattern: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    preset: Preset
+    user_rules: tuple[Rule, ...] = ()
+    doom_threshold: int = 3
+
+    @classmethod
+    def for_agent(cls, agent: str, user_rules: Sequence[Rule] = ()) -> Policy:
+        return cls(preset=get_preset(agent), user_rules=tuple(user_rules))
+
+    def to_settings(self) -> dict[str, Any]:
+        """The rules in force, as recorded in a session's settings."""
+        return {
+            "agent": self.preset.name,
+            "rules": [
+                {"tool": r.tool, "pattern": r.pattern, "action": r.action} for r in self.user_rules
+            ],
+            "doom_threshold": self.doom_threshold,
+        }
+
+    def evaluate(
+        self,
+        tool: str,
+        subject: Subject,
+        *,
+        always: Sequence[dict[str, Any]] = (),
+        repeats: int = 0,
+    ) -> Evaluation:
+        """Decide one call. ``repeats``: how many calls right before it were identical to it."""
+        suggested = suggest_pattern(subject.kind, subject.text)
+        if subject.kind == "command":
+            parts = [(p.text, p.opaque) for p in split_command(subject.text)]
+        else:
+            parts = [(subject.text, False)]
+        outcomes = [
+            self._evaluate_part(tool, subject, text, opaque, always, repeats)
+            for text, opaque in parts
+        ]
+        action, rule, reason = max(outcomes, key=lambda o: _STRICTNESS[o[0]])
+        return Evaluation(action, rule, reason, subject, suggested)
+
+    def _evaluate_part(
+        self,
+        tool: str,
+        subject: Subject,
+        text: str,
+        opaque: bool,
+        always: Sequence[dict[str, Any]],
+        repeats: int,
+    ) -> tuple[str, str, str]:
+        kind, outside = subject.kind, subject.outside
+
+        def covers(rule: Rule) -> bool:
+            if not rule.covers_tool(tool):
+                return False
+            if rule.pattern is None:
+                # A tool-wide allow/ask is not "explicit" enough for an outside path.
+                return not outside or rule.action == "deny"
+            if outside and not rule.pattern.startswith("/"):
+                return False
+            if opaque and rule.action != "deny":
+                return False
+            return rule.matches(tool, kind, text)
+
+        answers = [
+            Rule(a["tool"], a.get("pattern"), a["decision"], "always")
+            for a in always
+            if a.get("decision") in ("allow", "deny")
+        ]
+        for rule in (*self.user_rules, *answers):
+            if rule.action == "deny" and covers(rule):
+                return "deny", rule.describe(), f"denied by {rule.describe()}"
+        if self.doom_threshold > 1 and repeats >= self.doom_threshold - 1:
+            return (
+                "ask",
+                DOOM_LOOP_RULE,
+                f"the same {tool} call was made {repeats + 1} times in a row",
+            )
+        for rule in answers:
+            if rule.action == "allow" and covers(rule):
+                return "allow", rule.describe(), "allowed earlier for the rest of the session"
+        user = _last_match(self.user_rules, covers)
+        if user is not None:
+            return user.action, user.describe(), f"{user.action} by {user.describe()}"
+        if outside:
+            return "ask", OUTSIDE_RULE, f"{text} is outside the workspace"
+        preset = _last_match(self.preset.rules, covers)
+        if preset is not None:
+            return preset.action, preset.describe(), f"{preset.action} by {preset.describe()}"
+        return "ask", DEFAULT_RULE, "no rule covers this call"
+
+
+def _last_match(rules: Sequence[Rule], covers: Any) -> Rule | None:
+    for rule in reversed(rules):
+        if covers(rule):
+            return rule
+    return None
+
+
+@dataclass(frozen=True)
+class PermissionAnswer:
+    """An answer to an "ask": allow once, allow always (for ``pattern``), or reject."""
+
+    decision: str  # "allow" | "deny"
+    scope: str = "once"  # "once" | "always"
+    pattern: str | None = None
+    reason: str | None = None
+    decided_by: str = "user"  # "user" | "client" | "recording"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def allow_once(cls, decided_by: str = "user") -> PermissionAnswer:
+        return cls("allow", "once", decided_by=decided_by)
+
+    @classmethod
+    def allow_always(cls, pattern: str | None = None, decided_by: str = "user") -> PermissionAnswer:
+        return cls("allow", "always", pattern, decided_by=decided_by)
+
+    @classmethod
+    def reject(cls, reason: str, decided_by: str = "user") -> PermissionAnswer:
+        return cls("deny", "once", None, reason, decided_by)

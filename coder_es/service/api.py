@@ -1,0 +1,295 @@
+"""The service API: sessions, turns as async streams of updates, permission answers, cancellation.
+
+Used by the CLI and by clients (ACP agent, WebSocket server)::
+
+    service = AgentService(app, workspace)
+    handle = await service.create_session(SessionOptions(provider="anthropic", model="..."))
+    async for update in handle.send("fix the failing test"):
+        if isinstance(update, PermissionRequired):
+            await handle.answer(update.tool_use_id, PermissionAnswer.allow_once("client"))
+        ...
+    handle.cancel()            # from anywhere (a signal handler, another task)
+    await handle.close()
+
+A turn's updates end with ``TurnEnded``; errors inside the loop that are not the model's or a
+tool's (a bug, a session written by another process) are raised from the iterator after the
+updates that came before them.
+
+Permission answers: by default a ``PermissionRequired`` update waits for ``handle.answer``; pass
+``answerer=`` to ``send``/``resume`` to answer programmatically instead (``auto_answerer`` for
+non-interactive runs, a recording for replay).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coder_es.agent.decider import DecisionContext
+from coder_es.agent.prompt import record_prompt
+from coder_es.agent.runner import (
+    AgentLoop,
+    Clock,
+    LoopConfig,
+    LoopDeps,
+    PermissionAnswerer,
+    SystemClock,
+    TurnOutcome,
+)
+from coder_es.application import CoderApp
+from coder_es.errors import UsageError
+from coder_es.permissions.policy import PermissionAnswer, Policy
+from coder_es.permissions.rules import Rule
+from coder_es.providers.base import Provider
+from coder_es.providers.factory import build_provider
+from coder_es.service import updates as up
+from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
+
+ProviderFactory = Callable[[str, str], Provider]
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How to run a session. ``None`` means: what the session recorded (or the default)."""
+
+    agent: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    rules: tuple[Rule, ...] = ()
+    max_steps: int = 50
+    title: str = ""
+
+
+def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFactory:
+    def factory(name: str, model: str) -> Provider:
+        return build_provider(name, model, env=os.environ if env is None else env)
+
+    return factory
+
+
+def auto_answerer(yes: bool) -> PermissionAnswerer:
+    """Non-interactive answers: ``yes`` allows once; otherwise every ask is rejected, saying why."""
+
+    async def answer(question: up.PermissionRequired) -> PermissionAnswer:
+        if yes:
+            return PermissionAnswer.allow_once(decided_by="user")
+        return PermissionAnswer.reject(
+            f"{question.tool} needs permission ({question.reason}) and this run is "
+            "non-interactive; rerun with --yes or --allow "
+            f"'{question.tool}:{question.suggested_pattern}' to allow it",
+            decided_by="client",
+        )
+
+    return answer
+
+
+class SessionHandle:
+    """One open session. Run one turn at a time."""
+
+    def __init__(self, loop: AgentLoop, provider: Provider, *, resumed: bool) -> None:
+        self.loop = loop
+        self.provider = provider
+        self.resumed = resumed
+        self._task: asyncio.Task[TurnOutcome] | None = None
+        self._questions: dict[str, asyncio.Future[PermissionAnswer]] = {}
+        self.outcome: TurnOutcome | None = None
+
+    @property
+    def id(self) -> str:
+        return self.loop.session_id
+
+    def opened(self) -> up.SessionOpened:
+        st = self.loop.state
+        return up.SessionOpened(
+            self.id,
+            self.resumed,
+            self.loop.deps.decision.policy.preset.name,
+            st.provider,
+            st.model,
+            st.workspace,
+        )
+
+    # ------------------------------------------------------------------ turns
+
+    def send(
+        self, text: str, *, answerer: PermissionAnswerer | None = None
+    ) -> AsyncIterator[up.Update]:
+        if not text.strip():
+            msg = "the message is empty"
+            raise UsageError(msg)
+        return self._updates(lambda: self.loop.send(text), answerer)
+
+    def resume(self, *, answerer: PermissionAnswerer | None = None) -> AsyncIterator[up.Update]:
+        """Continue an interrupted turn (after a crash) without a new message."""
+        return self._updates(self.loop.resume, answerer)
+
+    async def _updates(
+        self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None
+    ) -> AsyncIterator[up.Update]:
+        if self._task is not None:
+            msg = f"session {self.id} is already running a turn"
+            raise UsageError(msg)
+        queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
+        self.loop.emit = queue.put_nowait
+        self.loop.deps.answerer = answerer or self._ask_client
+
+        async def run() -> TurnOutcome:
+            try:
+                return await start()
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(run())
+        self._task = task
+        try:
+            yield self.opened()
+            while (update := await queue.get()) is not None:
+                yield update
+            self.outcome = await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            self._task = None
+            for future in self._questions.values():
+                future.cancel()
+            self._questions.clear()
+
+    def cancel(self, reason: str = "cancelled by the user") -> bool:
+        """Cancel the running turn (the stream and any running tools). False if none runs."""
+        if self._task is None or self._task.done():
+            return False
+        self.loop.cancel_reason = reason
+        self._task.cancel()
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    # ------------------------------------------------------------------ permissions
+
+    async def _ask_client(self, question: up.PermissionRequired) -> PermissionAnswer:
+        future: asyncio.Future[PermissionAnswer] = asyncio.get_running_loop().create_future()
+        self._questions[question.tool_use_id] = future
+        try:
+            return await future
+        finally:
+            self._questions.pop(question.tool_use_id, None)
+
+    @property
+    def pending_questions(self) -> list[str]:
+        return list(self._questions)
+
+    async def answer(self, tool_use_id: str, answer: PermissionAnswer) -> None:
+        future = self._questions.get(tool_use_id)
+        if future is None or future.done():
+            msg = f"no permission question is waiting for tool call {tool_use_id!r}"
+            raise UsageError(msg)
+        future.set_result(answer)
+
+    async def close(self) -> None:
+        self.cancel("session closed")
+        await self.provider.aclose()
+
+
+class AgentService:
+    """Creates and opens sessions of one workspace on one store."""
+
+    def __init__(
+        self,
+        app: CoderApp,
+        workspace: str | Path,
+        *,
+        provider_factory: ProviderFactory | None = None,
+        tools: ToolRegistry | None = None,
+        executor: ToolExecutor | None = None,
+        clock: Clock | None = None,
+        redact: Callable[[str], str] | None = None,
+        config: LoopConfig | None = None,
+    ) -> None:
+        self.app = app
+        self.workspace = Path(workspace).resolve()
+        self.provider_factory = provider_factory or default_provider_factory()
+        self.tools = tools or default_registry()
+        self.executor = executor or LocalExecutor(self.tools)
+        self.clock = clock or SystemClock()
+        self.redact = redact or _default_redact()
+        self.config = config or LoopConfig()
+
+    def _handle(
+        self,
+        session_id: Any,
+        provider: Provider,
+        policy: Policy,
+        options: SessionOptions,
+        resumed: bool,
+    ) -> SessionHandle:
+        deps = LoopDeps(
+            provider=provider,
+            executor=self.executor,
+            answerer=auto_answerer(False),
+            decision=DecisionContext(self.tools, policy, options.max_steps),
+            clock=self.clock,
+            redact=self.redact,
+        )
+        config = LoopConfig(
+            max_steps=options.max_steps,
+            max_tokens=self.config.max_tokens,
+            output_limit=self.config.output_limit,
+            model_retries=self.config.model_retries,
+            retry_delay_s=self.config.retry_delay_s,
+        )
+        loop = AgentLoop(self.app, session_id, deps, config=config)
+        return SessionHandle(loop, provider, resumed=resumed)
+
+    async def create_session(self, options: SessionOptions | None = None) -> SessionHandle:
+        options = options or SessionOptions()
+        agent = options.agent or "build"
+        policy = Policy.for_agent(agent, options.rules)
+        provider_name = options.provider or "scripted"
+        provider = self.provider_factory(provider_name, options.model or "")
+        settings = await asyncio.to_thread(record_prompt, self.workspace, self.app.blobs)
+        settings["permissions"] = policy.to_settings()
+        settings["max_tokens"] = self.config.max_tokens
+        session = self.app.start_session(
+            workspace=str(self.workspace),
+            agent=agent,
+            provider=provider_name,
+            model=provider.model,
+            title=options.title,
+            settings=settings,
+        )
+        return self._handle(session.id, provider, policy, options, resumed=False)
+
+    async def open_session(
+        self, session_ref: str, options: SessionOptions | None = None
+    ) -> SessionHandle:
+        options = options or SessionOptions()
+        session = self.app.get_session(session_ref)
+        if Path(session.workspace).resolve() != self.workspace:
+            msg = (
+                f"session {session.id} belongs to the workspace {session.workspace}, not "
+                f"{self.workspace}; run from there or pass --workspace"
+            )
+            raise UsageError(msg)
+        agent = options.agent or session.agent
+        recorded = session.settings.get("permissions", {}).get("rules", [])
+        rules = [Rule(r["tool"], r.get("pattern"), r["action"]) for r in recorded]
+        policy = Policy.for_agent(agent, [*rules, *options.rules])
+        provider = self.provider_factory(
+            options.provider or session.provider, options.model or session.model
+        )
+        return self._handle(session.id, provider, policy, options, resumed=True)
+
+
+def _default_redact() -> Callable[[str], str] | None:
+    try:
+        from coder_es.redaction import Redactor
+    except ImportError:  # redaction is optional until it lands
+        return None
+    return Redactor.from_environ().redact_text

@@ -1,0 +1,434 @@
+"""One shared LMDB Environment per store directory per process, and the rules for writing to it.
+
+LMDB allows a single Environment per file per process, so every recorder, factory and blob store on
+the same directory shares the one registered here (reference counted; forgotten in a forked child,
+where an inherited Environment must not be used).
+
+Durability. The Environment is always opened with ``metasync=False``: a commit then writes and
+flushes its data pages and writes (without flushing) the meta page that points to them, which LMDB
+guarantees stays consistent after a crash but may lose the last commits: that is the
+``crash_consistent`` mode. A ``durable`` writer additionally flushes the file after its commit
+(``env.sync(True)``), so the meta page is on disk before ``insert_events`` returns. Doing the second
+flush outside LMDB's writer lock lets another writer's commit overlap it; flags are per writer, so
+durable and crash-consistent users can share one directory.
+
+The map grows by itself: a write that hits MDB_MAP_FULL is aborted (so nothing of it is kept), the
+map is enlarged while no transaction of this process is active, and the write is re-run. Another
+process's growth shows up here as MDB_MAP_RESIZED and is adopted the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import lmdb
+from eventsourcing.persistence import OperationalError
+
+from coder_es.errors import StoreError
+
+FORMAT_KEY = b"format"
+FORMAT_VALUE = b"coder_es.lmdb/1"
+META_DB = b"coder_es.meta"
+DATA_FILE = "data.mdb"
+LOCK_FILE = "lock.mdb"
+
+DURABLE = "durable"
+CRASH_CONSISTENT = "crash_consistent"
+_MiB = 1 << 20
+
+T = TypeVar("T")
+
+
+class LMDBStoreError(StoreError, OperationalError):
+    """An LMDB store cannot be opened, read or written. The message names the store directory.
+
+    It is also eventsourcing's ``OperationalError``, so library code that handles persistence
+    failures handles this one too.
+    """
+
+
+@dataclass(frozen=True)
+class LMDBSettings:
+    path: str
+    durable: bool = True
+    map_size: int = 64 * _MiB
+    """Initial map size in bytes; the map doubles when a write finds it full."""
+    max_map_size: int = 1 << 40
+    """The map never grows past this (bytes): a write that needs more fails with LMDBStoreError."""
+    poll_interval: float = 0.05
+    """Seconds between checks for commits made by other processes (for subscriptions)."""
+    max_readers: int = 1024
+
+    @classmethod
+    def from_env(cls, get: Callable[[str], str | None]) -> LMDBSettings:
+        """Read LMDB_PATH, LMDB_DURABILITY, LMDB_MAP_SIZE, LMDB_MAX_MAP_SIZE, LMDB_POLL_INTERVAL,
+        LMDB_MAX_READERS through ``get`` (an eventsourcing Environment's or a Mapping's)."""
+        path = (get("LMDB_PATH") or "").strip()
+        if not path:
+            msg = "LMDB_PATH is not set: the LMDB store needs a directory"
+            raise LMDBStoreError(msg)
+        durability = (get("LMDB_DURABILITY") or DURABLE).strip().lower()
+        if durability not in (DURABLE, CRASH_CONSISTENT):
+            msg = (
+                f"LMDB store {path}: LMDB_DURABILITY={durability!r} is not one of "
+                f"{DURABLE!r}, {CRASH_CONSISTENT!r}"
+            )
+            raise LMDBStoreError(msg)
+
+        def number(key: str, default: float, kind: Callable[[str], float]) -> Any:
+            raw = (get(key) or "").strip()
+            if not raw:
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                value = -1
+            if value <= 0:
+                msg = f"LMDB store {path}: {key}={raw!r} must be a positive number"
+                raise LMDBStoreError(msg)
+            return value
+
+        map_size = number("LMDB_MAP_SIZE", cls.map_size, int)
+        max_map = number("LMDB_MAX_MAP_SIZE", max(cls.max_map_size, map_size), int)
+        return cls(
+            path=os.path.abspath(path),
+            durable=durability == DURABLE,
+            map_size=map_size,
+            max_map_size=max(max_map, map_size),
+            poll_interval=number("LMDB_POLL_INTERVAL", cls.poll_interval, float),
+            max_readers=number("LMDB_MAX_READERS", cls.max_readers, int),
+        )
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> LMDBSettings:
+        return cls.from_env(env.get)
+
+
+class LMDBStore:
+    """The shared Environment of one store directory, with its named databases."""
+
+    def __init__(self, settings: LMDBSettings) -> None:
+        self.path = settings.path
+        self.settings = settings
+        self.max_map_size = settings.max_map_size
+        self.env = _open_environment(settings)
+        self._refs = 0
+        self._closed = False
+        self._dbs: dict[bytes, Any] = {}
+        self._dbs_lock = threading.Lock()
+        # The resize gate: set_mapsize() needs every transaction of this process finished.
+        self._gate = threading.Condition()
+        self._active = 0
+        self._resizing = False
+        # Subscriptions: woken at once by commits in this process, by polling for others.
+        self._listeners: set[threading.Event] = set()
+        self._listeners_lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        try:
+            self._check_format()
+        except BaseException:
+            self.env.close()
+            raise
+
+    # -- named databases -----------------------------------------------------------
+
+    def db(self, name: bytes) -> Any:
+        found = self._dbs.get(name)
+        if found is not None:
+            return found
+        with self._dbs_lock:
+            found = self._dbs.get(name)
+            if found is None:
+                found = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
+                self._dbs[name] = found
+            return found
+
+    def _check_format(self) -> None:
+        def check(txn: Any) -> None:
+            names = list(txn.cursor().iternext(values=False))
+            if names and META_DB not in names:
+                msg = (
+                    f"{self.path} is an LMDB environment of another program "
+                    "(it has no coder_es format marker); refusing to write to it"
+                )
+                raise LMDBStoreError(msg)
+            meta = self.env.open_db(META_DB, txn=txn)
+            found = txn.get(FORMAT_KEY, db=meta)
+            if found is None:
+                txn.put(FORMAT_KEY, FORMAT_VALUE, db=meta)
+            elif found != FORMAT_VALUE:
+                msg = (
+                    f"LMDB store {self.path} has format {found!r}; this version of coder_es "
+                    f"reads {FORMAT_VALUE!r}"
+                )
+                raise LMDBStoreError(msg)
+            self._dbs[META_DB] = meta
+
+        self._run_write(check)
+        self.env.sync(True)
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _enter(self) -> None:
+        with self._gate:
+            while self._resizing:
+                self._gate.wait()
+            self._active += 1
+
+    def _leave(self) -> None:
+        with self._gate:
+            self._active -= 1
+            if self._resizing and self._active == 0:
+                self._gate.notify_all()
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        """A read-only snapshot transaction."""
+        self._enter()
+        try:
+            try:
+                txn = self.env.begin()
+            except lmdb.MapResizedError:
+                self._leave_and_adopt()
+                self._enter()
+                txn = self.env.begin()
+            try:
+                yield txn
+            finally:
+                txn.abort()
+        except lmdb.Error as e:
+            raise self.error("read", e) from e
+        finally:
+            self._leave()
+
+    def write(self, fn: Callable[[Any], T], *, durable: bool) -> T:
+        """Run ``fn(txn)`` in one write transaction and commit it; all or nothing.
+
+        An exception from ``fn`` aborts the transaction and propagates. With ``durable`` the
+        commit is on disk when this returns.
+        """
+        result = self._run_write(fn)
+        if durable:
+            try:
+                self.env.sync(True)
+            except lmdb.Error as e:
+                raise self.error("flush a commit of", e) from e
+        self._wake()
+        return result
+
+    def _run_write(self, fn: Callable[[Any], T]) -> T:
+        while True:
+            self._enter()
+            try:
+                txn = self.env.begin(write=True)
+                try:
+                    result = fn(txn)
+                    txn.commit()
+                except BaseException:
+                    try:
+                        txn.abort()
+                    except lmdb.Error:
+                        pass
+                    raise
+                return result
+            except lmdb.MapFullError:
+                grow = True
+            except lmdb.MapResizedError:
+                grow = False
+            except lmdb.Error as e:
+                raise self.error("write", e) from e
+            finally:
+                self._leave()
+            self._resize(grow)
+
+    def _leave_and_adopt(self) -> None:
+        self._leave()
+        self._resize(grow=False)
+
+    def _resize(self, grow: bool) -> None:
+        with self._gate:
+            while self._resizing:
+                self._gate.wait()
+            self._resizing = True
+            try:
+                while self._active:
+                    self._gate.wait()
+                current = self.env.info()["map_size"]
+                if grow:
+                    if current >= self.max_map_size:
+                        msg = (
+                            f"LMDB store {self.path} is full: the map has reached "
+                            f"LMDB_MAX_MAP_SIZE ({self.max_map_size} bytes); nothing of the "
+                            "failed write was kept"
+                        )
+                        raise LMDBStoreError(msg)
+                    self.env.set_mapsize(min(current * 2, self.max_map_size))
+                else:
+                    # Another process grew the map: adopt the size recorded in the file.
+                    self.env.set_mapsize(0)
+            except lmdb.Error as e:
+                raise self.error("grow the map of", e) from e
+            finally:
+                self._resizing = False
+                self._gate.notify_all()
+
+    def error(self, action: str, e: lmdb.Error) -> LMDBStoreError:
+        return _store_error(action, self.path, e)
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    def listen(self, event: threading.Event) -> None:
+        with self._listeners_lock:
+            self._listeners.add(event)
+            if self._watcher is None or not self._watcher.is_alive():
+                self._watcher = threading.Thread(
+                    target=self._watch, name=f"lmdb-watch {self.path}", daemon=True
+                )
+                self._watcher.start()
+
+    def unlisten(self, event: threading.Event) -> None:
+        with self._listeners_lock:
+            self._listeners.discard(event)
+
+    def _wake(self) -> None:
+        if self._listeners:
+            for event in list(self._listeners):
+                event.set()
+
+    def _watch(self) -> None:
+        """Wake subscribers when another process commits (LMDB has no cross-process signal;
+        the last transaction id lives in the shared lock file, so polling it is cheap)."""
+        last = None
+        while True:
+            with self._listeners_lock:
+                if not self._listeners or self._closed:
+                    self._watcher = None
+                    return
+            try:
+                txnid = self.env.info()["last_txnid"]
+            except lmdb.Error:
+                txnid = None
+            if txnid != last:
+                if last is not None:
+                    self._wake()
+                last = txnid
+            time.sleep(self.settings.poll_interval)
+
+    def last_txnid(self) -> int:
+        return int(self.env.info()["last_txnid"])
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._listeners_lock:
+            self._closed = True
+            self._listeners.clear()
+        with self._gate:
+            self._resizing = True
+            while self._active:
+                self._gate.wait()
+            self.env.close()
+
+
+def _store_error(action: str, path: str, e: BaseException) -> LMDBStoreError:
+    reason = getattr(e, "reason", None) or str(e)
+    hint = ""
+    if isinstance(e, lmdb.InvalidError | lmdb.CorruptedError | lmdb.PageNotFoundError):
+        hint = " (the store is damaged or is not an LMDB store)"
+    elif isinstance(e, lmdb.VersionMismatchError):
+        hint = " (written by an incompatible LMDB version)"
+    elif isinstance(e, lmdb.DiskError) or "No space left" in reason:
+        hint = " (the disk is full or failing)"
+    elif "closed" in reason:
+        hint = " (the store was closed)"
+    return LMDBStoreError(f"cannot {action} the LMDB store at {path}: {reason}{hint}")
+
+
+def _open_environment(settings: LMDBSettings) -> Any:
+    path = settings.path
+    if os.path.exists(path) and not os.path.isdir(path):
+        msg = f"cannot open the LMDB store at {path}: it is a file, not a directory"
+        raise LMDBStoreError(msg)
+    try:
+        os.makedirs(path, exist_ok=True)
+        entries = set(os.listdir(path))
+    except OSError as e:
+        msg = f"cannot open the LMDB store at {path}: {e.strerror or e}"
+        raise LMDBStoreError(msg) from e
+    if DATA_FILE not in entries and entries - {LOCK_FILE}:
+        msg = (
+            f"cannot open the LMDB store at {path}: the directory holds other files and no "
+            f"{DATA_FILE}; point LMDB_PATH at an empty or existing store directory"
+        )
+        raise LMDBStoreError(msg)
+    try:
+        env = lmdb.open(
+            path,
+            map_size=settings.map_size,
+            max_dbs=256,
+            max_readers=settings.max_readers,
+            max_spare_txns=16,
+            metasync=False,
+            sync=True,
+            lock=True,
+        )
+    except lmdb.Error as e:
+        raise _store_error("open", path, e) from e
+    try:
+        # Forget reader slots left behind by killed processes: they would pin old pages.
+        env.reader_check()
+    except lmdb.Error as e:
+        env.close()
+        raise _store_error("open", path, e) from e
+    return env
+
+
+# -- the per-process registry --------------------------------------------------------------
+
+_REGISTRY: dict[str, LMDBStore] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def acquire_store(settings: LMDBSettings) -> LMDBStore:
+    """The process's LMDBStore for ``settings.path`` (opened on first use); pair with release."""
+    key = os.path.realpath(settings.path)
+    with _REGISTRY_LOCK:
+        store = _REGISTRY.get(key)
+        if store is None:
+            store = LMDBStore(settings)
+            _REGISTRY[key] = store
+        store._refs += 1
+        return store
+
+
+def release_store(store: LMDBStore) -> None:
+    with _REGISTRY_LOCK:
+        store._refs -= 1
+        if store._refs > 0:
+            return
+        key = os.path.realpath(store.path)
+        if _REGISTRY.get(key) is store:
+            del _REGISTRY[key]
+    store.close()
+
+
+def open_stores() -> list[str]:
+    """Directories whose Environment is open in this process (for diagnostics and tests)."""
+    with _REGISTRY_LOCK:
+        return sorted(_REGISTRY)
+
+
+def _forget_after_fork() -> None:
+    # LMDB forbids using an Environment opened before fork(); the child opens its own.
+    global _REGISTRY_LOCK
+    _REGISTRY.clear()
+    _REGISTRY_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,140 @@
+"""What a tool is, what it gets to run, and what it returns.
+
+A tool has a name, a description, a typed input (a frozen dataclass whose JSON schema the model
+sees) and an async ``run``. Tools are cancellable: cancelling the task that runs one stops it
+(``bash`` kills its process group, file walks check ``ctx.cancelled`` between files). A tool
+reports failure by returning ``ToolResult(is_error=True)`` or raising ``ToolFailure``; any other
+exception is a bug in the tool, but the executor still turns it into an error result so that the
+loop never crashes on a tool.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from coder_es.errors import CoderESError
+from coder_es.tools.schema import json_schema, parse_input
+
+InputT = TypeVar("InputT")
+
+
+class ToolFailure(CoderESError):
+    """A tool could not do what was asked; the message goes to the model as an error result."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool_use block of a model response."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file a tool changed: content hashes before and after (None: absent)."""
+
+    path: str
+    before: str | None
+    after: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool produced. ``output`` is the full text; capping for the model happens later."""
+
+    output: str
+    is_error: bool = False
+    files_changed: tuple[FileChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a permission rule matches a call against: a command, or a path.
+
+    Paths are workspace-relative with ``/`` separators when inside the workspace, absolute when
+    ``outside`` (those need an explicit rule).
+    """
+
+    kind: str  # "command" | "path"
+    text: str
+    outside: bool = False
+
+
+class FileEventSink(Protocol):
+    """Where tools record what they saw and did (the ``Session`` aggregate satisfies this)."""
+
+    def observe_file(
+        self, *, path: str, hash: str | None, size: int | None, tool_use_id: str | None = None
+    ) -> None: ...
+
+    def apply_edit(
+        self,
+        *,
+        path: str,
+        base: str | None,
+        disk: str | None,
+        proposed: str | None,
+        result: str | None,
+        outcome: str,
+        conflicts: int = 0,
+        tool_use_id: str | None = None,
+    ) -> None: ...
+
+
+ProgressFn = Callable[[str], None]
+
+
+@dataclass
+class ToolContext:
+    """Everything a running tool may use. One per call."""
+
+    root: Path
+    tool_use_id: str
+    sink: FileEventSink
+    workspace: Any  # coder_es.workspace.Workspace: sandbox, snapshots, merge, change detection
+    progress: ProgressFn = field(default=lambda _text: None)
+    # The permission layer allowed a path outside the workspace for this call.
+    outside_ok: bool = False
+    # Set when the call is cancelled; threads doing file walks check it between files.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # Per-session caches shared by the calls of one loop (bash keeps its stat index here).
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(ABC, Generic[InputT]):
+    """A tool the model can call."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    input_type: ClassVar[type]
+    # Read-only tools of one response run concurrently; the others run one at a time, in order.
+    read_only: ClassVar[bool] = False
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": json_schema(self.input_type),
+        }
+
+    def parse(self, raw: Any) -> InputT:
+        result: InputT = parse_input(self.input_type, raw)
+        return result
+
+    @abstractmethod
+    def subject(self, args: InputT, root: Path) -> Subject:
+        """What permission rules are matched against for these arguments."""
+
+    @abstractmethod
+    async def run(self, args: InputT, ctx: ToolContext) -> ToolResult:
+        """Do the work. Raise ``ToolFailure`` for an error the model should see."""

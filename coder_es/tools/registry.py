@@ -1,0 +1,86 @@
+"""The set of tools the loop offers, and the executor seam that runs a call.
+
+``ToolExecutor`` is what the loop calls to run a tool. ``LocalExecutor`` runs the real tools;
+replay can pass an executor that serves results from a recording instead. Whatever a tool does,
+the executor returns a ``ToolResult``: a tool bug becomes an error result, never a crash of the
+loop (cancellation still propagates, so the loop can record it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from coder_es.errors import CoderESError
+from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolFailure, ToolResult
+from coder_es.tools.schema import ToolInputError
+
+
+class ToolRegistry:
+    """Tools by name, in the order they are offered to the model."""
+
+    def __init__(self, tools: Iterable[Tool[Any]]) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                msg = f"two tools are named {tool.name!r}"
+                raise ValueError(msg)
+            self._tools[tool.name] = tool
+        self._definitions: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def definitions(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Tool definitions for a request (cached: they are the same every step)."""
+        key = tuple(n for n in self._tools if names is None or n in set(names))
+        cached = self._definitions.get(key)
+        if cached is None:
+            cached = [self._tools[n].definition() for n in key]
+            self._definitions[key] = cached
+        return cached
+
+
+class ToolExecutor(Protocol):
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
+
+
+class LocalExecutor:
+    """Runs calls with the real tools of a registry."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        tool = self.registry.get(call.name)
+        if tool is None:
+            return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)
+        try:
+            args = tool.parse(call.input)
+            return await tool.run(args, ctx)
+        except asyncio.CancelledError:
+            ctx.cancelled.set()
+            raise
+        except ToolInputError as e:
+            return ToolResult(f"Invalid arguments for {call.name}: {e}", is_error=True)
+        except (ToolFailure, CoderESError) as e:
+            return ToolResult(str(e), is_error=True)
+        except OSError as e:
+            where = f" ({e.filename})" if e.filename else ""
+            return ToolResult(f"{call.name} failed: {e.strerror or e}{where}", is_error=True)
+        except Exception as e:  # a tool bug must not take the loop down
+            return ToolResult(
+                f"{call.name} failed unexpectedly: {type(e).__name__}: {e}", is_error=True
+            )
+
+
+def default_registry() -> ToolRegistry:
+    from coder_es.tools.bash import BashTool
+    from coder_es.tools.files import EditTool, ReadTool, WriteTool
+    from coder_es.tools.search import FindTool, GrepTool
+
+    return ToolRegistry([ReadTool(), GrepTool(), FindTool(), BashTool(), WriteTool(), EditTool()])

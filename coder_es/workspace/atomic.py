@@ -1,0 +1,179 @@
+"""Atomic, compare-and-swap file replacement.
+
+A write goes to a temporary file in the same directory (fsynced, with the old file's mode) and is
+renamed over the target only if the target still holds the content the merge was computed
+against. The check and the rename happen under an advisory ``flock`` of the current file, so two
+writers that both use this protocol (two agents, or an editor integration) can never lose each
+other's update; a writer that does not lock can only slip into the microseconds between the check
+and the rename. When the check fails nothing is written and the caller merges again; a caller
+that keeps losing that race takes the lock *before* reading (``file_lock``) so that it makes
+progress even against a writer that changes the file continuously.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from coder_es.workspace.errors import InvalidPathError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: the check and rename are merely adjacent
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_TIMEOUT_S = 5.0
+
+
+def read_current(path: Path) -> bytes | None:
+    """The file's bytes, or None if it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError as e:
+        msg = f"{path} is a directory, not a file"
+        raise InvalidPathError(msg) from e
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold the advisory lock of the file now at ``path`` (nothing to lock if it is absent)."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, IsADirectoryError):
+            yield
+            return
+        try:
+            _lock(fd)
+            try:
+                current = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                yield
+                return
+        finally:
+            os.close(fd)  # closing releases the lock
+        # Replaced while we waited for the lock: lock the new file instead.
+
+
+def compare_and_swap(
+    path: Path, data: bytes | None, *, expected: bytes | None, locked: bool = False
+) -> bool:
+    """Make ``path`` hold ``data`` (None: delete it) iff it holds ``expected`` (None: absent).
+
+    Returns False, leaving the disk untouched, when the file no longer holds ``expected``.
+    ``locked``: the caller already holds ``file_lock(path)`` (locking again would wait on it).
+    """
+    if data is None:
+        return _delete_if(path, expected, locked)
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{path.name}.{secrets.token_hex(6)}.coder-es-tmp"
+    mode: int | None = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(path).st_mode & 0o7777
+    # 0o666 lets the umask decide a new file's mode, as an editor creating it would.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if expected is None:
+            try:
+                # link() fails if the name exists: creating a file cannot overwrite another one.
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            _fsync_dir(parent)
+            return True
+        with _locked_if_holds(path, expected, locked) as holds:
+            if not holds:
+                return False
+            os.replace(tmp, path)
+        _fsync_dir(parent)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _delete_if(path: Path, expected: bytes | None, locked: bool) -> bool:
+    if expected is None:
+        return not os.path.lexists(path)
+    with _locked_if_holds(path, expected, locked) as holds:
+        if not holds:
+            return False
+        os.unlink(path)
+    _fsync_dir(path.parent)
+    return True
+
+
+@contextlib.contextmanager
+def _locked_if_holds(path: Path, expected: bytes, locked: bool) -> Iterator[bool]:
+    """Lock the file at ``path`` and yield whether it (still this very file) holds ``expected``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        if not locked:
+            _lock(fd)
+        try:
+            same_file = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same_file = False
+        yield same_file and _read_fd(fd) == expected
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _lock(fd: int) -> None:
+    if fcntl is None:
+        return
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
+                # Someone holds the lock for long: check and write anyway rather than hang.
+                return
+            time.sleep(0.001)
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _fsync_dir(path: Path) -> None:
+    # The rename is only durable once the directory entry is; not every platform allows it.
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,70 @@
+"""What kind of content a file holds, and keeping its line endings when the agent rewrites it.
+
+Only UTF-8 text without NUL bytes is ever merged line by line. Anything else (binary files,
+Latin-1 or UTF-16 sources) is compared as bytes only: merging it by lines could corrupt it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Eol = Literal["lf", "crlf", "mixed", "none"]
+
+# git's heuristic: a NUL byte in the first 8000 bytes makes a file binary.
+_BINARY_PROBE = 8000
+
+
+def decode_text(data: bytes) -> str | None:
+    """The text of ``data`` if it is UTF-8 text (a BOM is kept as U+FEFF), else None."""
+    if b"\0" in data[:_BINARY_PROBE]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def eol_style(text: str) -> Eol:
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    if crlf and lf:
+        return "mixed"
+    if crlf:
+        return "crlf"
+    if lf:
+        return "lf"
+    return "none"
+
+
+def to_lf(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def with_eol(text: str, eol: Eol) -> str:
+    """``text`` (pure LF) converted to ``eol``; mixed or unknown styles leave it as it is."""
+    if eol == "crlf":
+        return to_lf(text).replace("\n", "\r\n")
+    return text
+
+
+def adopt_style(new: str, like: str) -> str:
+    """The agent's ``new`` text written with the line endings and final-newline state of ``like``.
+
+    Agents produce LF text whatever the file uses; a CRLF file must stay CRLF. A file without a
+    final newline keeps lacking it (the agent cannot see that from a read), and one with it keeps
+    it.
+    Mixed files are left exactly as the agent wrote them: there is no single style to adopt.
+    """
+    style = eol_style(like)
+    new_style = eol_style(new)
+    if style == "crlf" and new_style == "lf":
+        new = with_eol(new, "crlf")
+    elif style == "lf" and new_style == "crlf":
+        new = to_lf(new)
+    if like and new and style != "mixed":
+        nl = "\r\n" if style == "crlf" else "\n"
+        if like.endswith("\n") and not new.endswith("\n"):
+            new += nl
+        elif not like.endswith("\n") and new.endswith("\n"):
+            new = new[: -len(nl)] if new.endswith(nl) else new[:-1]
+    return new

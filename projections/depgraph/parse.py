@@ -1,0 +1,363 @@
+"""Extracting imports, definitions and references from one file's content with tree-sitter.
+
+Imports are what the graph needs for every file, so that pass is kept cheap. For Python, where
+repositories are largest, a byte scan finds where import statements can start (a line beginning
+with ``import``/``from``, outside triple-quoted strings) and tree-sitter parses only those ranges
+(``Parser.included_ranges``), which keeps byte offsets and line numbers true. A file whose
+triple quotes do not pair up cleanly gets a full parse instead. ``python_imports_full`` is the
+plain full-tree extraction; a test holds the two equal on real packages.
+
+Definitions and references (the grammar's tags query) need the full tree; they are asked for per
+file, only for the files a repo map renders, and cached by content like everything here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node, Point, QueryCursor, Range
+
+from projections.depgraph.languages import imports_query, parser, tags_query
+from projections.depgraph.model import Definition, FileImports, FileTags, Import, Reference
+
+_MAX_DEFINITION_TEXT = 120
+
+
+def extract_imports(language: str, data: bytes) -> FileImports:
+    if language == "python":
+        return FileImports("python", python_imports(data))
+    if language == "go":
+        return _go_imports(data)
+    if language == "rust":
+        return FileImports("rust", _rust_imports(data))
+    return FileImports(language, _js_imports(language, data))
+
+
+# -- Python ---------------------------------------------------------------------------------------
+
+_IMPORT_WORD = re.compile(rb"import")
+_AFTER_SEMICOLON = re.compile(rb";[ \t]*(?:import|from)[ \t]")
+_BLANK = (b" ", b"\t")
+_BLANK_OR_DOT = (b" ", b"\t", b".")
+_TRIPLE = re.compile(rb"\"\"\"|'''")
+
+
+def python_imports(data: bytes) -> tuple[Import, ...]:
+    starts = _statement_starts(data)
+    if not starts:
+        return ()
+    strings = _triple_quoted_spans(data)
+    if strings is None or _AFTER_SEMICOLON.search(data):
+        # Unpaired triple quotes, or an import after ``;`` (which the line scan does not
+        # see): parse the whole file rather than guess.
+        return python_imports_full(data)
+    ranges = []
+    end = -1
+    for start in _outside(starts, strings):
+        if start < end:
+            continue
+        end = _statement_end(data, start)
+        ranges.append((start, end))
+    if not ranges:
+        return ()
+    p = parser("python")
+    p.included_ranges = _ranges(data, ranges)
+    try:
+        tree = p.parse(data)
+    finally:
+        p.included_ranges = []
+    return _python_imports_from(tree.root_node)
+
+
+def _statement_starts(data: bytes) -> list[int]:
+    """Offsets of ``import``/``from`` keywords that begin a line's statement. Every import
+    statement contains the word ``import``, and a literal search for it runs at C speed."""
+    starts = []
+    for m in _IMPORT_WORD.finditer(data):
+        pos = m.start()
+        after = data[pos + 6 : pos + 7]
+        if after and (after.isalnum() or after == b"_"):
+            continue
+        line_start = data.rfind(b"\n", 0, pos) + 1
+        prefix = data[line_start:pos]
+        code = prefix.lstrip(b" \t")
+        if not code:
+            if pos > 0 and (data[pos - 1 : pos].isalnum() or data[pos - 1 : pos] == b"_"):
+                continue
+            starts.append(pos)
+        elif code[:4] == b"from" and code[4:5] in _BLANK_OR_DOT and prefix[-1:] in _BLANK:
+            starts.append(line_start + len(prefix) - len(code))
+    return starts
+
+
+def _ranges(data: bytes, spans: list[tuple[int, int]]) -> list[Range]:
+    out = []
+    line = 0
+    counted = 0
+    for start, end in spans:
+        line += data.count(b"\n", counted, start)
+        start_point = Point(line, start - (data.rfind(b"\n", 0, start) + 1))
+        end_line = line + data.count(b"\n", start, end)
+        end_point = Point(end_line, end - (data.rfind(b"\n", 0, end) + 1))
+        out.append(Range(start_point, end_point, start, end))
+        line, counted = end_line, end
+    return out
+
+
+def python_imports_full(data: bytes) -> tuple[Import, ...]:
+    """Imports from a parse of the whole file (the reference the fast path is tested against)."""
+    return _python_imports_from(parser("python").parse(data).root_node)
+
+
+def _python_imports_from(root: Node) -> tuple[Import, ...]:
+    found: list[Import] = []
+    for name, nodes in QueryCursor(imports_query("python")).captures(root).items():
+        for node in nodes:
+            found.extend(_python_import(node) if name == "import" else _python_from(node))
+    return tuple(sorted(set(found)))
+
+
+def _python_import(node: Node) -> list[Import]:
+    out = []
+    for child in node.children_by_field_name("name"):
+        dotted = child.child_by_field_name("name") if child.type == "aliased_import" else child
+        if dotted is not None and dotted.type == "dotted_name":
+            out.append(Import(node.start_point.row + 1, "import", _text(dotted)))
+    return out
+
+
+def _python_from(node: Node) -> list[Import]:
+    module = node.child_by_field_name("module_name")
+    if module is None:
+        return []
+    level = 0
+    if module.type == "relative_import":
+        dotted = None
+        for child in module.named_children:
+            if child.type == "import_prefix":
+                level = _text(child).count(".")
+            elif child.type == "dotted_name":
+                dotted = child
+        name = _text(dotted) if dotted is not None else ""
+    elif module.type == "dotted_name":
+        name = _text(module)
+    else:
+        return []
+    names: list[str] = []
+    for child in node.children_by_field_name("name"):
+        dotted = child.child_by_field_name("name") if child.type == "aliased_import" else child
+        if dotted is not None:
+            names.append(_text(dotted))
+    if any(c.type == "wildcard_import" for c in node.named_children):
+        names.append("*")
+    if not names:  # an unfinished statement: nothing is imported yet
+        return []
+    return [Import(node.start_point.row + 1, "from", name, tuple(sorted(set(names))), level)]
+
+
+def _triple_quoted_spans(data: bytes) -> list[tuple[int, int]] | None:
+    """The byte spans of triple-quoted strings, or None when the quotes do not pair up.
+
+    A triple quote inside a comment or a one-line string would throw the pairing off; such a
+    triple quote makes the count odd or leaves a string open at the end in practice, and then the
+    caller falls back to a full parse rather than trusting the scan.
+    """
+    spans = []
+    open_at = -1
+    quote = b""
+    for m in _TRIPLE.finditer(data):
+        pos = m.start()
+        if open_at < 0:
+            if _in_comment_or_string(data, pos):
+                return None
+            open_at, quote = pos, m.group()
+        elif m.group() == quote and not _escaped(data, pos):
+            spans.append((open_at, m.end()))
+            open_at = -1
+    if open_at >= 0:
+        return None
+    return spans
+
+
+def _in_comment_or_string(data: bytes, pos: int) -> bool:
+    line = data[data.rfind(b"\n", 0, pos) + 1 : pos]
+    return b"#" in line or line.count(b'"') % 2 == 1 or line.count(b"'") % 2 == 1
+
+
+def _escaped(data: bytes, pos: int) -> bool:
+    n = 0
+    while pos - n - 1 >= 0 and data[pos - n - 1] == 0x5C:
+        n += 1
+    return n % 2 == 1
+
+
+def _outside(starts: list[int], spans: list[tuple[int, int]]) -> list[int]:
+    out = []
+    i = 0
+    for s in starts:
+        while i < len(spans) and spans[i][1] <= s:
+            i += 1
+        if i < len(spans) and spans[i][0] <= s:
+            continue
+        out.append(s)
+    return out
+
+
+def _statement_end(data: bytes, start: int) -> int:
+    """Where the statement starting at ``start`` ends: the newline after it, following
+    parentheses and backslash continuations."""
+    pos = start
+    depth = 0
+    n = len(data)
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return n
+        line = data[pos:nl]
+        hash_at = line.find(b"#")
+        code = line if hash_at < 0 else line[:hash_at]
+        depth += code.count(b"(") - code.count(b")")
+        if depth > 0 or code.rstrip(b" \t\r").endswith(b"\\"):
+            pos = nl + 1
+            continue
+        return nl + 1
+
+
+# -- JavaScript / TypeScript ----------------------------------------------------------------------
+
+
+def _js_imports(language: str, data: bytes) -> tuple[Import, ...]:
+    root = parser(language).parse(data).root_node
+    found = set()
+    for _, caps in QueryCursor(imports_query(language)).matches(root):
+        sources = caps.get("source")
+        if not sources:
+            continue
+        kind = next((k for k in ("import", "export", "require", "dynamic") if k in caps), "import")
+        statement = caps[kind][0]
+        spec = _string_value(sources[0])
+        if spec:
+            found.add(Import(statement.start_point.row + 1, kind, spec))
+    return tuple(sorted(found))
+
+
+def _string_value(node: Node) -> str:
+    text = _text(node)
+    if len(text) >= 2 and text[0] in "\"'`" and text[-1] == text[0]:
+        return text[1:-1]
+    return ""
+
+
+# -- Go -------------------------------------------------------------------------------------------
+
+
+def _go_imports(data: bytes) -> FileImports:
+    root = parser("go").parse(data).root_node
+    package = ""
+    found = set()
+    for _, caps in QueryCursor(imports_query("go")).matches(root):
+        if "package" in caps:
+            package = _text(caps["package"][0])
+        elif "source" in caps:
+            spec = _string_value(caps["source"][0])
+            if spec:
+                found.add(Import(caps["import"][0].start_point.row + 1, "import", spec))
+    return FileImports("go", tuple(sorted(found)), package)
+
+
+# -- Rust -----------------------------------------------------------------------------------------
+
+
+def _rust_imports(data: bytes) -> tuple[Import, ...]:
+    root = parser("rust").parse(data).root_node
+    found = set()
+    for _, caps in QueryCursor(imports_query("rust")).matches(root):
+        if "mod" in caps:
+            node = caps["mod"][0]
+            path = [_text(caps["name"][0])]
+            parent = node.parent
+            while parent is not None:
+                # A `mod x;` inside an inline `mod outer { ... }` lives at outer/x.rs.
+                if parent.type == "mod_item":
+                    name = parent.child_by_field_name("name")
+                    if name is not None:
+                        path.append(_text(name))
+                parent = parent.parent
+            found.add(Import(node.start_point.row + 1, "mod", "::".join(reversed(path))))
+        elif "use" in caps:
+            line = caps["use"][0].start_point.row + 1
+            for use_path in _use_paths(caps["argument"][0]):
+                found.add(Import(line, "use", use_path))
+    return tuple(sorted(found))
+
+
+def _use_paths(node: Node) -> list[str]:
+    kind = node.type
+    if kind == "use_as_clause":
+        path = node.child_by_field_name("path")
+        return _use_paths(path) if path is not None else []
+    if kind == "use_wildcard":
+        inner = node.named_children
+        return [_compact(inner[0])] if inner else []
+    if kind == "use_list":
+        out = []
+        for child in node.named_children:
+            out.extend(_use_paths(child))
+        return out
+    if kind == "scoped_use_list":
+        prefix_node = node.child_by_field_name("path")
+        prefix = _compact(prefix_node) if prefix_node is not None else ""
+        items = node.child_by_field_name("list")
+        tails = _use_paths(items) if items is not None else []
+        out = []
+        for tail in tails:
+            if tail == "self":
+                out.append(prefix)
+            elif prefix:
+                out.append(f"{prefix}::{tail}")
+            else:
+                out.append(tail)
+        return out
+    if kind in ("identifier", "scoped_identifier", "crate", "self", "super"):
+        return [_compact(node)]
+    return []
+
+
+def _compact(node: Node) -> str:
+    return "".join(_text(node).split())
+
+
+# -- tags -----------------------------------------------------------------------------------------
+
+
+def extract_tags(language: str, data: bytes) -> FileTags:
+    root = parser(language).parse(data).root_node
+    lines = data.split(b"\n")
+    definitions = set()
+    references: dict[tuple[str, str], int] = {}
+    for _, caps in QueryCursor(tags_query(language)).matches(root):
+        names = caps.get("name")
+        if not names:
+            continue
+        name = _text(names[0])
+        for capture, nodes in caps.items():
+            if capture.startswith("definition."):
+                row = nodes[0].start_point.row
+                text = lines[row].decode("utf-8", "replace").rstrip()
+                if len(text) > _MAX_DEFINITION_TEXT:
+                    text = text[: _MAX_DEFINITION_TEXT - 1] + "…"
+                definitions.add(Definition(row + 1, name, capture[11:], text))
+            elif capture.startswith("reference."):
+                key = (name, capture[10:])
+                line = nodes[0].start_point.row + 1
+                if key not in references or references[key] > line:
+                    references[key] = line
+    return FileTags(
+        tuple(sorted(definitions)),
+        tuple(sorted(Reference(n, k, line) for (n, k), line in references.items())),
+    )
+
+
+def _text(node: Node) -> str:
+    raw = node.text
+    return raw.decode("utf-8", "replace") if raw is not None else ""

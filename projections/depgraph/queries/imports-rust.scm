@@ -1,0 +1,2 @@
+(mod_item name: (identifier) @name !body) @mod
+(use_declaration argument: (_) @argument) @use

@@ -1,0 +1,126 @@
+"""A recorded session with every kind of event the audit trail renders, on a real store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.store.config import StoreConfig
+
+SECRET_KEY = "sk-ant-api03-" + "Zq9" * 12  # an Anthropic-shaped key planted in tool output
+
+
+@dataclass
+class Recorded:
+    app: CoderApp
+    session: UUID
+
+
+def record_demo(app: CoderApp) -> UUID:
+    """A small but complete session: a turn with a read, a write (with a diff), a denied bash,
+    an edit merged with a concurrent change, a fork, a label and a rewind."""
+    blobs = app.blobs
+    old = blobs.put(b"def add(a, b):\n    return a - b\n")
+    new = blobs.put(b"def add(a, b):\n    return a + b\n")
+    user_side = blobs.put(b"# maths\ndef add(a, b):\n    return a - b\n")
+    merged = blobs.put(b"# maths\ndef add(a, b):\n    return a + b\n")
+    key_file = blobs.put(b"API_KEY=not-really\n")
+    s = app.start_session(workspace="/w", title="fix add", model="claude-x", provider="anthropic")
+    sid = s.id
+
+    def turn(session: Session) -> None:
+        first = session.add_user_message("fix the add function")
+        reply = session.record_model_response(
+            blocks=[
+                {"type": "text", "text": "Reading the file."},
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "calc.py"}},
+            ],
+            stop_reason="tool_use",
+            usage={"input_tokens": 120, "output_tokens": 30},
+            provider="anthropic",
+            model="claude-x",
+            request_id="req_1",
+        )
+        session.request_tool_call(node=reply, tool_use_id="t1", name="read",
+                                  input={"path": "calc.py"})
+        session.decide_permission(tool_use_id="t1", tool="read", subject="calc.py",
+                                  decision="allow", matched_rule="read *")
+        session.complete_tool_call(tool_use_id="t1", name="read",
+                                   output="def add(a, b):\n    return a - b\n", duration_ms=3)
+        reply2 = session.record_model_response(
+            blocks=[{"type": "tool_use", "id": "t2", "name": "write",
+                     "input": {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}}],
+            stop_reason="tool_use", usage={"input_tokens": 200, "output_tokens": 40},
+            provider="anthropic", model="claude-x",
+        )
+        session.request_tool_call(node=reply2, tool_use_id="t2", name="write",
+                                  input={"path": "calc.py",
+                                         "content": "def add(a, b):\n    return a + b\n"})
+        session.decide_permission(tool_use_id="t2", tool="write", subject="calc.py",
+                                  decision="allow", decided_by="user", scope="always",
+                                  pattern="calc.py")
+        session.complete_tool_call(tool_use_id="t2", name="write", output="wrote calc.py",
+                                   files_changed=[{"path": "calc.py", "before": old,
+                                                   "after": new}])
+        session.apply_edit(path="calc.py", tool_use_id="t2", base=old, disk=user_side,
+                           proposed=new, result=merged, outcome="merged")
+        reply3 = session.record_model_response(
+            blocks=[{"type": "tool_use", "id": "t3", "name": "bash",
+                     "input": {"command": "cat secrets/.env"}}],
+            stop_reason="tool_use", usage={"input_tokens": 260, "output_tokens": 12},
+            provider="anthropic", model="claude-x",
+        )
+        session.request_tool_call(node=reply3, tool_use_id="t3", name="bash",
+                                  input={"command": "cat secrets/.env"})
+        session.decide_permission(tool_use_id="t3", tool="bash", subject="cat secrets/.env",
+                                  decision="deny", reason="reads secrets")
+        session.complete_tool_call(
+            tool_use_id="t3", name="bash", is_error=True,
+            output=f"permission denied; token was {SECRET_KEY}",
+        )
+        session.record_model_response(
+            blocks=[{"type": "text", "text": "Fixed: add now adds."}], stop_reason="end_turn",
+            usage={"input_tokens": 300, "output_tokens": 8}, provider="anthropic",
+            model="claude-x",
+        )
+        session.label(first, "start")
+        session.move_head(first, reason="fork")
+        session.add_user_message("actually, also write a secrets file")
+        reply4 = session.record_model_response(
+            blocks=[{"type": "tool_use", "id": "t4", "name": "write",
+                     "input": {"path": "secrets/key.txt", "content": "API_KEY=not-really\n"}}],
+            stop_reason="tool_use", usage={"input_tokens": 50, "output_tokens": 20},
+            provider="anthropic", model="claude-x",
+        )
+        session.request_tool_call(node=reply4, tool_use_id="t4", name="write",
+                                  input={"path": "secrets/key.txt",
+                                         "content": "API_KEY=not-really\n"})
+        session.complete_tool_call(tool_use_id="t4", name="write", output="wrote",
+                                   files_changed=[{"path": "secrets/key.txt", "before": None,
+                                                   "after": key_file}])
+        session.restore_workspace(node=first, entries=[
+            {"path": "calc.py", "outcome": "restored", "base": merged, "disk": merged,
+             "target": old, "result": old}])
+
+    app.update(sid, turn)
+    return sid
+
+
+@pytest.fixture
+def sqlite_config(tmp_path: Path) -> StoreConfig:
+    return StoreConfig(backend="sqlite", path=tmp_path / "store")
+
+
+@pytest.fixture
+def recorded(sqlite_config: StoreConfig) -> Iterator[Recorded]:
+    app = CoderApp(sqlite_config)
+    try:
+        yield Recorded(app, record_demo(app))
+    finally:
+        app.close()
