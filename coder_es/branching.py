@@ -184,7 +184,11 @@ class Branching:
                 track_files(self.app, session_id, every=self.checkpoint_every),
             )
             self._views[session_id] = views
-        views.catch_up()
+            # Opening: checkpoint if the log ran far ahead of the stored views.
+            views.tree.open()
+            views.files.open()
+        else:
+            views.catch_up()
         return views
 
     def tree(self, session: str | UUID) -> ConversationTree:

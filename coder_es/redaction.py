@@ -8,8 +8,8 @@ snapshots taken from tool output) does not pass through an event: whoever stores
 ``Redactor.redact_bytes`` / ``redact_text`` first (the agent loop does so for tool outputs).
 
 Redaction is never silent: a secret is replaced by a marker that names what was found, e.g.
-``[REDACTED:env:OPENAI_API_KEY]`` or ``[REDACTED:pattern:github_token]``, so a reader of the log knows
-something was there and why it is gone.
+``[REDACTED:env:OPENAI_API_KEY]`` or ``[REDACTED:pattern:github_token]``, so a reader of the log
+knows something was there and why it is gone.
 
 What is redacted:
 - well-known credential shapes (``BUILTIN_PATTERNS``): Anthropic/OpenAI keys, GitHub tokens, AWS
@@ -43,7 +43,8 @@ PATTERNS_VAR = "CODER_ES_REDACT_PATTERNS"
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "private_key",
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
     ),
     ("anthropic_key", r"sk-ant-[A-Za-z0-9_\-]{16,}"),
     ("openai_key", r"sk-[A-Za-z0-9_\-]{16,}"),

@@ -116,6 +116,11 @@ class FileStates:
             # Recorded before the head moves: the disk side is what the disk held at the old head.
             for entry in event.entries:
                 path, result = entry["path"], entry["result"]
+                if entry["outcome"] == "error":
+                    # Nothing is known of what the disk holds: the next restoration looks again.
+                    if path in self.known:
+                        self.dirty.add(path)
+                    continue
                 self._observe(path, entry["disk"])
                 self._knew(path, result, clean=result == self._local_current(path))
                 if entry["outcome"] != "restored" and result != entry["target"]:

@@ -115,8 +115,8 @@ def _call(c: CallState) -> ToolCall:
 def check_call(call: ToolCall, ctx: DecisionContext, root: Path) -> tuple[Any, Subject] | str:
     """(parsed arguments, permission subject), or the error the model gets for this call."""
     tool = ctx.tools.get(call.name)
-    if tool is None or call.name not in ctx.policy.preset.tools:
-        offered = ", ".join(n for n in ctx.tools.names() if n in ctx.policy.preset.tools)
+    if tool is None or call.name not in ctx.policy.tools:
+        offered = ", ".join(n for n in ctx.tools.names() if n in ctx.policy.tools)
         return f"Unknown tool {call.name!r}. Available tools: {offered}."
     try:
         args = tool.parse(call.input)

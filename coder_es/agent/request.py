@@ -13,11 +13,13 @@ become one user message; a user message after an unanswered one joins it).
 
 Recording (``RequestRecorder``): ``ModelResponded.request_digest`` names a *request manifest*
 blob. Storing the whole canonical request per step would cost O(history) time and space every
-step, so messages are stored as a hash chain of link blobs ``{"prev": link, "message": m}`` (each
-stored once; a long session adds two small links per step and forks share their prefix), and the
-manifest names the system prompt blob, the tool definitions blob, the settings and the last
-link. ``expand_request(blobs, digest)`` rebuilds exactly ``canonical_request(request)`` from it,
-so replay can compare requests and diff them.
+step, so a manifest stores the request as a delta against the previous one recorded by the same
+loop: ``{"base": <previous manifest>, "keep": k, "append": [messages]}`` means "the first k
+messages of the base request, then these". A step adds one small blob (its new messages);
+the system prompt and the tool definitions are blobs of their own, stored once. The first
+request of a process (and one after the head moved elsewhere) has no base and lists every
+message. ``expand_request(blobs, digest)`` rebuilds exactly ``canonical_request(request)``, so
+replay can compare requests and diff them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from coder_es.domain.chain import canonical_json
 from coder_es.domain.session import Session
 from coder_es.providers.types import Message, ModelRequest
-from coder_es.store.blobs import BlobStore, digest_of
+from coder_es.store.blobs import BlobStore
 
 MANIFEST_FORMAT = "coder-es/request/v1"
 SUMMARY_PREFIX = "Summary of the conversation so far:\n"
@@ -79,7 +81,8 @@ class MessageBuilder:
         self._nodes: dict[str, _Node] = {}
         self._head: str | None = None
         self._messages: list[Message] = []
-        self._links: list[str] = []  # link digest of each message (see RequestRecorder)
+        # How many leading messages are unchanged since the last ``take_stable`` (for deltas).
+        self._stable = 0
         self.full_rebuilds = 0
 
     def apply(self, event: Any) -> None:
@@ -114,11 +117,16 @@ class MessageBuilder:
         depth = pnode.depth + 1 if pnode is not None else 0
         self._nodes[node] = _Node(parent, depth, role, blocks, resets)
 
-    def messages(self, head: str | None) -> tuple[list[Message], list[str]]:
-        """The messages on the path to ``head`` and their link digests (shared: do not mutate)."""
+    def messages(self, head: str | None) -> list[Message]:
+        """The messages on the path to ``head`` (the builder's own list: do not mutate it)."""
         if head != self._head:
             self._advance(head)
-        return self._messages, self._links
+        return self._messages
+
+    def take_stable(self) -> int:
+        """How many leading messages are unchanged since the previous call."""
+        stable, self._stable = self._stable, len(self._messages)
+        return min(stable, len(self._messages))
 
     def _advance(self, head: str | None) -> None:
         new: list[str] = []
@@ -134,7 +142,7 @@ class MessageBuilder:
         if cur != self._head or (cur is None and self._head is not None):
             # The head left the cached path: rebuild from the root once.
             self.full_rebuilds += 1
-            self._messages, self._links = [], []
+            self._messages, self._stable = [], 0
             new = []
             cur = head
             while cur is not None and cur in self._nodes:
@@ -148,17 +156,14 @@ class MessageBuilder:
         if not info.blocks:
             return  # an empty response has nothing to send back
         if info.resets:
-            self._messages, self._links = [], []
+            self._messages, self._stable = [], 0
         if self._messages and self._messages[-1]["role"] == info.role:
             last = self._messages.pop()
-            self._links.pop()
+            self._stable = min(self._stable, len(self._messages))
             message = {"role": info.role, "content": [*last["content"], *info.blocks]}
         else:
             message = {"role": info.role, "content": list(info.blocks)}
-        prev = self._links[-1] if self._links else None
-        link = canonical_json({"prev": prev, "message": canonical_message(message)}).encode()
         self._messages.append(message)
-        self._links.append(digest_of(link))
 
 
 def build_request(
@@ -189,7 +194,7 @@ class RequestRecorder:
 
     def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs
-        self._stored_links: set[str] = set()
+        self._previous: tuple[str, int] | None = None  # (manifest digest, message count)
         # The system prompt and tool definitions are the same objects step after step.
         self._cache: dict[str, tuple[Any, str]] = {}
 
@@ -201,30 +206,30 @@ class RequestRecorder:
         self._cache[key] = (source, digest)
         return digest
 
-    def record(self, request: ModelRequest, links: list[str]) -> str:
+    def record(self, request: ModelRequest, stable: int = 0) -> str:
+        """Store ``request``; its first ``stable`` messages equal the previous request's."""
         messages = request.messages
-        # Store the links not stored yet, newest first, stopping at the first one already known.
-        for i in range(len(links) - 1, -1, -1):
-            if links[i] in self._stored_links:
-                break
-            prev = links[i - 1] if i else None
-            data = canonical_json({"prev": prev, "message": canonical_message(messages[i])})
-            self.blobs.put(data.encode())
-            self._stored_links.add(links[i])
-        system = self._put_cached("system", request.system, lambda s: s)
-        tools = self._put_cached("tools", request.tools, _canonical_tools)
+        base, keep = None, 0
+        if self._previous is not None and stable > 0:
+            base, keep = self._previous[0], min(stable, self._previous[1])
         manifest = {
             "format": MANIFEST_FORMAT,
             "model": request.model,
-            "system": system,
-            "tools": tools,
+            "system": self._put_cached("system", request.system, lambda s: s),
+            "tools": self._put_cached("tools", request.tools, _canonical_tools),
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "stop_sequences": list(request.stop_sequences),
             "extra_body": request.extra_body,
-            "messages": {"count": len(links), "last": links[-1] if links else None},
+            "messages": {
+                "base": base,
+                "keep": keep,
+                "append": [canonical_message(m) for m in messages[keep:]],
+            },
         }
-        return self.blobs.put(canonical_json(manifest).encode())
+        digest = self.blobs.put(canonical_json(manifest).encode())
+        self._previous = (digest, len(messages))
+        return digest
 
 
 def _canonical_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -253,13 +258,15 @@ def expand_request(blobs: BlobStore, digest: str) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         msg = f"blob {digest} is not a {MANIFEST_FORMAT} request manifest"
         raise ValueError(msg)
+    chain: list[dict[str, Any]] = []
+    part: dict[str, Any] | None = manifest["messages"]
+    while part is not None:
+        chain.append(part)
+        base = part["base"]
+        part = _load(blobs, base)["messages"] if base is not None and part["keep"] else None
     messages: list[dict[str, Any]] = []
-    link = manifest["messages"]["last"]
-    while link is not None:
-        entry = _load(blobs, link)
-        messages.append(entry["message"])
-        link = entry["prev"]
-    messages.reverse()
+    for part in reversed(chain):
+        messages = [*messages[: part["keep"]], *part["append"]]
     return {
         "model": manifest["model"],
         "system": _load(blobs, manifest["system"]),

@@ -10,11 +10,12 @@ function of the events.
 Seams (all injectable): the ``Provider`` (model), the ``ToolExecutor`` (tools), the
 ``PermissionAnswerer`` (a user, a client, or a recording), the ``Clock`` and the update sink.
 
-Persistence: events triggered by pure decisions (tool calls requested, rule decisions, closed
-calls) are saved together just before the next side effect (a model call, a question, a tool
-run, the end of the turn); a model response, an answer and the result of a tool that may write
-are saved at once. If the process dies, at most the pure consequences of the last saved input
-are lost, and the decider re-derives them on resume.
+Persistence (one commit per step in the common case): pending events are saved together just
+before a side effect that must not be repeated blindly (running tools, asking someone) and at the
+end of a turn; the user's message, a permission answer and the result of a tool that may write
+are saved at once. What a crash can lose is therefore only what is safe to redo: a model
+response not yet followed by any tool run (the model is asked again), the decider's pure
+consequences (re-derived), and results of read-only tools (run again).
 
 Cancellation (``asyncio`` task cancellation, e.g. Ctrl-C): running tools are cancelled (bash
 kills its process group), ``TurnCancelled`` is recorded with the open calls, and each open call
@@ -298,7 +299,7 @@ class AgentLoop:
             from coder_es.agent.prompt import recorded_prompt
 
             st = self.state
-            preset_tools = self.deps.decision.policy.preset.tools
+            preset_tools = self.deps.decision.policy.tools
             self._settings = RequestSettings(
                 model=st.model or self.deps.provider.model,
                 system=recorded_prompt(st.settings, self.app.blobs, st.workspace),
@@ -309,14 +310,13 @@ class AgentLoop:
 
     async def _call_model(self, step: int) -> str | None:
         """One model turn, recorded. Returns an error message if the turn must stop."""
-        messages, links = self.messages.messages(self.state.head)
+        messages = self.messages.messages(self.state.head)
         request = build_request(
             messages,
             self.request_settings(),
             {"session_id": self.session_id, "node": self.state.head, "step": step},
         )
-        digest = self.recorder.record(request, links)
-        self.flush()
+        digest = self.recorder.record(request, self.messages.take_stable())
         attempt = 0
         while True:
             attempt += 1
@@ -359,7 +359,6 @@ class AgentLoop:
                 request_digest=digest,
             )
         )
-        self.flush()
         self.emit(
             up.ModelResponse(
                 node,

@@ -10,8 +10,11 @@ from coder_es.audit.records import AuditEvent
 _ENTRY_KEYS = ("base", "disk", "proposed", "target", "result", "before", "after")
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def _is_digest(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
 
 
 def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:

@@ -14,6 +14,7 @@ around a broken link are kept for the diagnosis at the end, which tells apart:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coder_es.audit.anchor import Anchor
@@ -37,6 +38,10 @@ def _rehash(event: AuditEvent, version: int) -> str:
     return compute_hash(event.session, version, event.topic, event.timestamp, event.fields)
 
 
+def _built(event: AuditEvent | Callable[[], AuditEvent]) -> AuditEvent:
+    return event if isinstance(event, AuditEvent) else event()
+
+
 def _span(first: int, last: int) -> str:
     return f"version {first}" if first == last else f"versions {first}..{last}"
 
@@ -51,17 +56,27 @@ class StoreChainCheck:
     problems: list[Problem] = field(default_factory=list)
     _breaks: list[int] = field(default_factory=list)
     _suspects: dict[int, AuditEvent] = field(default_factory=dict)
-    _window: list[AuditEvent] = field(default_factory=list)
+    _window: list[AuditEvent | Callable[[], AuditEvent]] = field(default_factory=list)
     _hash_at_anchor: str | None = None
     _at_anchor: AuditEvent | None = None
     _overflow: int = 0
 
     def feed(self, event: AuditEvent) -> None:
-        version = event.version
+        self.feed_link(event.version, event.chain_hash, event.prev_hash, event)
+
+    def feed_link(
+        self,
+        version: int,
+        chain_hash: str,
+        prev_hash: str | None,
+        event: AuditEvent | Callable[[], AuditEvent],
+    ) -> None:
+        """One event, in version order. ``event`` may be a function that builds it: it is only
+        called for events next to a broken link (the walk itself needs just the two hashes)."""
         self.events += 1
         if version == self.last_version + 1:
-            if event.prev_hash != self.last_hash:
-                self._break(event)
+            if prev_hash != self.last_hash:
+                self._break(version, event)
         elif version > self.last_version + 1:
             self.problems.append(
                 Problem(
@@ -75,22 +90,25 @@ class StoreChainCheck:
             msg = f"events must be fed in version order ({version} after {self.last_version})"
             raise ValueError(msg)
         if self.anchor is not None and version == self.anchor.version:
-            self._hash_at_anchor = event.chain_hash
-            self._at_anchor = event
-        if len(self._window) == 2:
-            self._window.pop(0)
-        self._window.append(event)
+            self._hash_at_anchor = chain_hash
+            self._at_anchor = _built(event)
+        window = self._window
+        if len(window) == 2:
+            window.pop(0)
+        window.append(event)
         self.last_version = version
-        self.last_hash = event.chain_hash
+        self.last_hash = chain_hash
 
-    def _break(self, event: AuditEvent) -> None:
-        self._breaks.append(event.version)
+    def _break(self, version: int, event: AuditEvent | Callable[[], AuditEvent]) -> None:
+        self._breaks.append(version)
         if len(self._suspects) >= MAX_SUSPECTS:
             self._overflow += 1
             return
         for neighbour in self._window:
-            self._suspects[neighbour.version] = neighbour
-        self._suspects[event.version] = event
+            built = _built(neighbour)
+            self._suspects[built.version] = built
+        built = _built(event)
+        self._suspects[version] = built
 
     # ------------------------------------------------------------------ diagnosis
 

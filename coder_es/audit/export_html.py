@@ -17,7 +17,7 @@ ROLE_COLOURS = {
     "tool_result": "#ea580c",
     "summary": "#7c3aed",
 }
-EDGE_COLOUR = "#64748b"
+EDGE_COLOUR = "#0ea5e9"  # used nowhere else on the page, so a screenshot can find the tree
 ROW, COL, PAD = 26, 22, 16
 
 _CSS = """

@@ -118,7 +118,6 @@ def verify_jsonl(path: Path) -> VerifyReport:
     items: list[FileEvent] = []
     trailer: dict[str, Any] | None = None
     trailer_line = 0
-    offset = len(raw_lines[0]) + 1
     digest = hashlib.sha256(raw_lines[0] + b"\n")
     for number, raw in enumerate(raw_lines[1:], start=2):
         try:
@@ -134,7 +133,6 @@ def verify_jsonl(path: Path) -> VerifyReport:
             trailer, trailer_line = record, number
             continue
         digest.update(raw + b"\n")
-        offset += len(raw) + 1
         try:
             event = _event_from(record, session)
         except (KeyError, TypeError, ValueError) as e:

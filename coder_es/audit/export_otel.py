@@ -173,7 +173,9 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
                         "gen_ai.response.model": f.get("model"),
                         "gen_ai.response.id": f.get("request_id"),
                         "gen_ai.response.finish_reasons": [str(f.get("stop_reason"))],
-                        "gen_ai.usage.input_tokens": _usage(usage, "input_tokens", "prompt_tokens"),
+                        "gen_ai.usage.input_tokens": _usage(
+                            usage, "input_tokens", "prompt_tokens"
+                        ),
                         "gen_ai.usage.output_tokens": _usage(
                             usage, "output_tokens", "completion_tokens"
                         ),
@@ -237,7 +239,8 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
             elif e.kind == "ToolCallCompleted":
                 tool.attributes["coder_es.tool.duration_ms"] = f.get("duration_ms")
                 tool.attributes["coder_es.node.id"] = str(e.version)
-                changed = [c.get("path") for c in f.get("files_changed") or [] if isinstance(c, dict)]
+                changes = f.get("files_changed") or []
+                changed = [c.get("path") for c in changes if isinstance(c, dict)]
                 if changed:
                     tool.attributes["coder_es.files_changed"] = [str(p) for p in changed]
                 if f.get("is_error"):
@@ -248,7 +251,10 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
                 _span_event(
                     e,
                     f"coder_es.{'edit' if e.kind == 'EditApplied' else 'file'}",
-                    {"coder_es.file.path": f.get("path"), "coder_es.edit.outcome": f.get("outcome")},
+                    {
+                        "coder_es.file.path": f.get("path"),
+                        "coder_es.edit.outcome": f.get("outcome"),
+                    },
                 )
             )
         else:

@@ -10,7 +10,9 @@ from coder_es.audit.errors import ExportOptionError
 from coder_es.audit.records import AuditEvent
 from coder_es.domain.session import Session
 
-NODE_KINDS = frozenset({"UserMessageAdded", "ModelResponded", "ToolCallCompleted", "ContextCompacted"})
+NODE_KINDS = frozenset(
+    {"UserMessageAdded", "ModelResponded", "ToolCallCompleted", "ContextCompacted"}
+)
 
 
 def known_kinds() -> list[str]:

@@ -57,7 +57,7 @@ class VerifyReport:
     """The head (last version and its chain hash) of each session checked: a witness a user can
     keep elsewhere to detect later truncation of the whole store."""
     notes: tuple[str, ...] = field(default=())
-    """Facts that are not problems (e.g. events redacted at export, whose content is not checked)."""
+    """Facts that are not problems (events redacted at export: their content is not checked)."""
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Mapper, StoredEvent
 
-from coder_es.domain.chain import canonical_json
+from coder_es.domain.chain import _default as _chain_default
 
 _TYPE_KEY = b'"_type_"'
 # Fields of a recorded state that are not event content: the chain hash leaves them out.
@@ -75,6 +75,15 @@ class AuditEvent:
         return out
 
 
+# ``canonical_json`` with its encoder built once (json.dumps builds one per call): the hot loop.
+_encode = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_chain_default
+).encode
+_sha256 = hashlib.sha256
+# json.loads on bytes sniffs the encoding and builds a decoder per call; states are UTF-8.
+_decode_json = json.JSONDecoder().decode
+
+
 def compute_hash(session: str, version: int, topic: str, timestamp: str, fields: Any) -> str:
     """Same bytes as ``coder_es.domain.chain.event_hash``, from already-plain values."""
     body = {
@@ -84,7 +93,7 @@ def compute_hash(session: str, version: int, topic: str, timestamp: str, fields:
         "timestamp": timestamp,
         "fields": fields,
     }
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    return _sha256(_encode(body).encode()).hexdigest()
 
 
 class EventDecoder:
@@ -92,6 +101,16 @@ class EventDecoder:
 
     def __init__(self, mapper: Mapper[Any]) -> None:
         self._mapper = mapper
+        self._plain_bytes = not (mapper.cipher or mapper.compressor)
+        self._last_id: Any = None
+        self._last_str = ""
+
+    def session_str(self, originator_id: Any) -> str:
+        # Events of one session come in runs: format its id once per run.
+        if originator_id is not self._last_id:
+            self._last_id = originator_id
+            self._last_str = str(originator_id)
+        return self._last_str
 
     def plain_state(self, stored: StoredEvent) -> bytes:
         state = stored.state
@@ -103,9 +122,9 @@ class EventDecoder:
 
     def state(self, stored: StoredEvent) -> tuple[dict[str, Any], str]:
         """(fields with ``class_version``, ISO timestamp) of a stored event, as recorded."""
-        raw = self.plain_state(stored)
+        raw = stored.state if self._plain_bytes else self.plain_state(stored)
         if raw.count(_TYPE_KEY) == 1:
-            state = json.loads(raw)
+            state = _decode_json(raw.decode("utf-8"))
             stamp = state.pop("timestamp", None)
             if isinstance(stamp, dict) and stamp.get("_type_") == "datetime_iso":
                 return state, str(stamp["_data_"])
@@ -113,10 +132,25 @@ class EventDecoder:
         stamp = state.pop("timestamp")
         return _plain(state), stamp.isoformat() if isinstance(stamp, datetime) else str(stamp)
 
+    def link(self, stored: StoredEvent) -> tuple[str, str | None]:
+        """(chain hash, prev_hash) of a stored event: all a chain walk needs, without building
+        an ``AuditEvent`` (which only the diagnosis of a broken link needs)."""
+        fields, stamp = self.state(stored)
+        fields.pop("class_version", None)
+        prev = fields.get("prev_hash")
+        body = {
+            "session": self.session_str(stored.originator_id),
+            "version": stored.originator_version,
+            "topic": stored.topic,
+            "timestamp": stamp,
+            "fields": fields,
+        }
+        return _sha256(_encode(body).encode()).hexdigest(), prev if isinstance(prev, str) else None
+
     def decode(self, stored: StoredEvent) -> AuditEvent:
         fields, stamp = self.state(stored)
         class_version = fields.pop("class_version", None)
-        session = str(stored.originator_id)
+        session = self.session_str(stored.originator_id)
         return AuditEvent(
             session=session,
             version=stored.originator_version,

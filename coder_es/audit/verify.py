@@ -12,6 +12,7 @@ A session found intact advances its anchor (``coder_es.audit.anchor``) so later 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -31,12 +32,14 @@ from coder_es.audit.records import EventDecoder, iter_session_events
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
 
 NOTIFICATION_BATCH = 5000
+REF_TOPIC_ENDINGS = tuple(f".{kind}" for kind in sorted(REF_KINDS))
 
 
 def _resolve(app: Any, ref: UUID | str) -> UUID:
     if isinstance(ref, UUID):
         return ref
-    return app.resolve_session(ref)  # type: ignore[no-any-return]
+    resolved: UUID = app.resolve_session(ref)
+    return resolved
 
 
 def _check_blobs(app: Any, refs: dict[str, tuple[str, int, str]]) -> list[Problem]:
@@ -47,7 +50,9 @@ def _check_blobs(app: Any, refs: dict[str, tuple[str, int, str]]) -> list[Proble
             app.blobs.get(digest)
         except BlobNotFoundError:
             problems.append(
-                Problem(session, version, BLOB_MISSING, f"blob {digest} ({what}) is not in the store")
+                Problem(
+                    session, version, BLOB_MISSING, f"blob {digest} ({what}) is not in the store"
+                )
             )
         except StoreError as e:
             problems.append(Problem(session, version, BLOB_CORRUPT, f"{what}: {e}"))
@@ -112,7 +117,7 @@ def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) ->
         batch = app.recorder.select_notifications(start=start, limit=NOTIFICATION_BATCH)
         for stored in batch:
             events += 1
-            session = str(stored.originator_id)
+            session = decoder.session_str(stored.originator_id)
             if session in disordered:
                 continue
             check = checks.get(session)
@@ -125,11 +130,17 @@ def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) ->
                 # session again from its events in version order.
                 disordered.add(session)
                 continue
-            event = decoder.decode(stored)
-            check.feed(event)
-            if check_blobs and event.kind in REF_KINDS:
+            if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
+                event = decoder.decode(stored)
+                check.feed(event)
                 for digest, what in blob_refs(event):
                     refs.setdefault(digest, (session, event.version, what))
+            else:
+                chain_hash, prev_hash = decoder.link(stored)
+                check.feed_link(
+                    stored.originator_version, chain_hash, prev_hash,
+                    partial(decoder.decode, stored),
+                )
         if len(batch) < NOTIFICATION_BATCH:
             break
         start = batch[-1].id + 1

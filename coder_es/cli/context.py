@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.application import CoderApp
+from coder_es.config import Config, Overrides, load_config
 from coder_es.domain.chain import canonical_json
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
@@ -18,14 +19,20 @@ from coder_es.store.config import StoreConfig
 @dataclass
 class Context:
     workspace: Path
+    settings: Config
+    """The validated configuration: defaults < user file < project file < environment < flags."""
     config: StoreConfig
+    """Where the events and blobs live (from ``settings.store``)."""
     _app: CoderApp | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Context:
         workspace = Path(args.workspace).resolve()
-        config = StoreConfig.resolve(workspace=workspace, store=args.store, backend=args.backend)
-        return cls(workspace=workspace, config=config)
+        if not workspace.is_dir():
+            msg = f"the workspace {workspace} is not a directory"
+            raise UsageError(msg)
+        settings = load_config(workspace, overrides=Overrides.from_args(args))
+        return cls(workspace=workspace, settings=settings, config=settings.store.to_store_config())
 
     @property
     def app(self) -> CoderApp:

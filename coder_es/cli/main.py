@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    ctx = Context.from_args(args)
+    ctx: Context | None = None
     try:
+        ctx = Context.from_args(args)
         return int(args.handler(args, ctx) or 0)
     except UsageError as e:
         print(f"coder-es: {e}", file=sys.stderr)
@@ -71,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("coder-es: interrupted", file=sys.stderr)
         return 130
     finally:
-        ctx.close()
+        if ctx is not None:
+            ctx.close()
 
 
 def run() -> None:

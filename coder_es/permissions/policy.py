@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coder_es.permissions.presets import Preset, get_preset
-from coder_es.permissions.rules import Rule, split_command, suggest_pattern
+from coder_es.permissions.rules import TOOL_NAMES, Rule, split_command, suggest_pattern
 from coder_es.tools.base import Subject
 
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
@@ -56,6 +56,18 @@ class Policy:
     @classmethod
     def for_agent(cls, agent: str, user_rules: Sequence[Rule] = ()) -> Policy:
         return cls(preset=get_preset(agent), user_rules=tuple(user_rules))
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The tools offered to the model: the preset's, plus any a user rule allows or asks for
+        (``--allow write`` with the ``plan`` agent offers ``write``)."""
+        extra: list[str] = []
+        for rule in self.user_rules:
+            if rule.action == "deny":
+                continue
+            names = TOOL_NAMES if rule.tool == "*" else (rule.tool,)
+            extra += [n for n in names if n not in self.preset.tools and n not in extra]
+        return (*self.preset.tools, *extra)
 
     def to_settings(self) -> dict[str, Any]:
         """The rules in force, as recorded in a session's settings."""

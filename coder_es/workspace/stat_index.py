@@ -11,7 +11,9 @@ again (nor are its names matched against ``.gitignore``); only changed directori
 Racy entries: a file written in the same timestamp tick as the scan that recorded it could be
 rewritten with the same size and the same mtime. Like git's "racily clean" entries, any file or
 directory whose mtime is within ``racy_window_ns`` of the scan that recorded it is re-checked by
-content on the next scan, so such a change is never missed.
+content on the next scan, so such a change is never missed. The window covers the timestamp
+granularity: 50 ms where the file system keeps sub-second times (the kernel's coarse clock ticks
+every 1-10 ms), 2 s where every mtime seen is a whole second (FAT, some network file systems).
 
 The index is a cache: it lives in memory and can be rebuilt from the disk at any time.
 """
@@ -29,7 +31,8 @@ from typing import Any
 from coder_es.store.blobs import BlobStore
 from coder_es.workspace.ignore import IgnoreMatcher
 
-RACY_WINDOW_NS = 2_000_000_000
+FINE_RACY_WINDOW_NS = 50_000_000
+COARSE_RACY_WINDOW_NS = 2_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +89,21 @@ class StatIndex:
         blobs: BlobStore,
         *,
         ignore: IgnoreMatcher | None = None,
-        racy_window_ns: int = RACY_WINDOW_NS,
+        racy_window_ns: int | None = None,
     ) -> None:
         self.root = Path(root)
         self._root_s = os.path.join(os.fspath(root), "")
         self.blobs = blobs
         self.ignore = ignore or IgnoreMatcher(self.root)
-        self.racy_window_ns = racy_window_ns
+        # Until the build has seen the file system's timestamps, assume the coarse case.
+        self.racy_window_ns = COARSE_RACY_WINDOW_NS if racy_window_ns is None else racy_window_ns
         self.files: dict[str, _FileEntry] = {}
         self._dirs: dict[str, _DirEntry] = {}
         self.hashed = 0  # files read and hashed by the last scan (for benchmarks and tests)
         self._scan("", build=True)
+        if racy_window_ns is None:
+            fine = any(e.mtime_ns % 1_000_000_000 for e in self.files.values())
+            self.racy_window_ns = FINE_RACY_WINDOW_NS if fine else COARSE_RACY_WINDOW_NS
 
     def hashes(self) -> dict[str, str]:
         """path -> content hash of every indexed file."""

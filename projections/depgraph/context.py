@@ -12,13 +12,21 @@ directly in a directory, ``gomods`` the set of Go modules, ``crates`` the set of
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Hashable
+from typing import Protocol, TypeVar
 
 from projections.depgraph.model import FileImports, FileTags, Import
+
+T = TypeVar("T")
 
 
 class Lookups(Protocol):
     root_name: str
+
+    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, shared by all resolutions of one update (the workspace does not
+        change while they run); the facts it read are recorded for each caller."""
+        ...
 
     def exists(self, path: str) -> bool: ...
 

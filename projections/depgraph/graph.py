@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from projections.depgraph import resolve_go, resolve_js, resolve_python, resolve_rust
 from projections.depgraph.cache import ParseCache
@@ -52,6 +52,7 @@ _RESOLVERS: dict[str, Callable[[str, FileImports, Any], Resolved]] = {
     "rust": resolve_rust.resolve,
 }
 _GO_UNIT_KINDS = frozenset({"function", "type"})
+T = TypeVar("T")
 
 
 def _basename(path: str) -> str:
@@ -62,10 +63,26 @@ class _View:
     """The resolvers' window onto the graph (the ``context.Lookups`` protocol), recording the
     key of every fact read."""
 
-    def __init__(self, graph: DepGraph) -> None:
+    def __init__(self, graph: DepGraph, memo: dict[Hashable, tuple[Any, frozenset[str]]]) -> None:
         self._g = graph
+        self._memo = memo
         self.root_name = graph.root_name
         self.read: set[str] = set()
+
+    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
+        hit = self._memo.get(key)
+        if hit is not None:
+            self.read.update(hit[1])
+            return hit[0]  # type: ignore[no-any-return,unused-ignore]
+        outer = self.read
+        self.read = set()
+        try:
+            value = compute()
+        finally:
+            inner, self.read = self.read, outer
+        outer.update(inner)
+        self._memo[key] = (value, frozenset(inner))
+        return value
 
     def exists(self, path: str) -> bool:
         self.read.add("e:" + path)
@@ -263,8 +280,9 @@ class DepGraph:
             to_resolve.update(self._probe_index.get(key, ()))
         to_resolve.difference_update(removed)
         reresolved = sorted(p for p in to_resolve if p in self._imports)
+        memo: dict[Hashable, tuple[Any, frozenset[str]]] = {}
         for path in reresolved:
-            self._resolve(path)
+            self._resolve(path, memo)
         for path in removed:
             if not self._dependents.get(path):
                 self._dependents.pop(path, None)
@@ -326,9 +344,9 @@ class DepGraph:
             del self._unresolved[path]
             del self._probes[path]
 
-    def _resolve(self, path: str) -> None:
+    def _resolve(self, path: str, memo: dict[Hashable, tuple[Any, frozenset[str]]]) -> None:
         parsed = self._imports[path]
-        view = _View(self)
+        view = _View(self, memo)
         targets, unresolved = _RESOLVERS[parsed.language](path, parsed, view)
         self._store(path, tuple(sorted(targets)), tuple(sorted(unresolved)), frozenset(view.read))
 

@@ -68,7 +68,7 @@ def _wheel_tags(module_language: str) -> str:
     path = Path(os.path.dirname(mod.__file__)) / "queries" / "tags.scm"
     if path.is_file():
         return path.read_text()
-    # A grammar wheel without tags: fall back to the copy kept here.
+    # A grammar wheel without tags: fall back to the copy kept here (taken from the wheels).
     return (_QUERY_DIR / f"tags-{module_language}.scm").read_text()
 
 

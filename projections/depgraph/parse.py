@@ -51,13 +51,16 @@ def python_imports(data: bytes) -> tuple[Import, ...]:
         # Unpaired triple quotes, or an import after ``;`` (which the line scan does not
         # see): parse the whole file rather than guess.
         return python_imports_full(data)
-    ranges = []
+    ranges: list[tuple[int, int]] = []
     end = -1
     for start in _outside(starts, strings):
         if start < end:
             continue
         end = _statement_end(data, start)
-        ranges.append((start, end))
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)  # consecutive lines parse as one range
+        else:
+            ranges.append((start, end))
     if not ranges:
         return ()
     p = parser("python")
@@ -105,16 +108,62 @@ def _ranges(data: bytes, spans: list[tuple[int, int]]) -> list[Range]:
 
 
 def python_imports_full(data: bytes) -> tuple[Import, ...]:
-    """Imports from a parse of the whole file (the reference the fast path is tested against)."""
-    return _python_imports_from(parser("python").parse(data).root_node)
+    """Imports from a parse of the whole file, read from the nodes (the reference the fast path
+    is tested against)."""
+    return _python_imports_from(parser("python").parse(data).root_node, decode_text=False)
 
 
-def _python_imports_from(root: Node) -> tuple[Import, ...]:
+def _python_imports_from(root: Node, decode_text: bool = True) -> tuple[Import, ...]:
     found: list[Import] = []
     for name, nodes in QueryCursor(imports_query("python")).captures(root).items():
         for node in nodes:
-            found.extend(_python_import(node) if name == "import" else _python_from(node))
-    return tuple(sorted(set(found)))
+            if decode_text and not node.has_error:
+                found.extend(_python_statement(node, name))
+            elif name == "import":
+                found.extend(_python_import(node))
+            else:
+                found.extend(_python_from(node))
+    return _sorted(found)
+
+
+def _sorted(found: list[Import]) -> tuple[Import, ...]:
+    unique = {(i.line, i.kind, i.module, i.names, i.level): i for i in found}
+    return tuple(unique[k] for k in sorted(unique))
+
+
+_COMMENT = re.compile(r"#[^\n]*")
+_AROUND_DOT = re.compile(r"\s*\.\s*")
+_FROM = re.compile(r"from\s*(\.*)\s*([\w.]*)\s*import\b(.*)", re.S)
+
+
+def _python_statement(node: Node, kind: str) -> list[Import]:
+    """Decode an import statement tree-sitter found without errors from its text: the
+    grammar of these statements is small, and reading the text once is much cheaper than
+    walking their nodes from Python. ``python_imports_full`` walks the nodes instead, and the
+    tests hold the two equal."""
+    text = _text(node)
+    if "#" in text:
+        text = _COMMENT.sub("", text)
+    text = _AROUND_DOT.sub(".", text.replace("\\\n", " "))
+    line = node.start_point.row + 1
+    if kind == "import":
+        out = []
+        for part in text[len("import") :].split(","):
+            words = part.split()
+            if words:
+                out.append(Import(line, "import", words[0]))
+        return out
+    m = _FROM.match(text)
+    if m is None:
+        return _python_from(node)
+    names = set()
+    for part in m.group(3).replace("(", " ").replace(")", " ").split(","):
+        words = part.split()
+        if words:
+            names.add(words[0])
+    if not names:
+        return []
+    return [Import(line, "from", m.group(2), tuple(sorted(names)), len(m.group(1)))]
 
 
 def _python_import(node: Node) -> list[Import]:
@@ -206,6 +255,12 @@ def _outside(starts: list[int], spans: list[tuple[int, int]]) -> list[int]:
 def _statement_end(data: bytes, start: int) -> int:
     """Where the statement starting at ``start`` ends: the newline after it, following
     parentheses and backslash continuations."""
+    nl = data.find(b"\n", start)
+    if nl < 0:
+        return len(data)
+    first = data[start:nl]
+    if b"(" not in first and b"\\" not in first:
+        return nl + 1  # the common case: a one-line statement
     pos = start
     depth = 0
     n = len(data)
@@ -238,7 +293,7 @@ def _js_imports(language: str, data: bytes) -> tuple[Import, ...]:
         spec = _string_value(sources[0])
         if spec:
             found.add(Import(statement.start_point.row + 1, kind, spec))
-    return tuple(sorted(found))
+    return _sorted(list(found))
 
 
 def _string_value(node: Node) -> str:
@@ -262,7 +317,7 @@ def _go_imports(data: bytes) -> FileImports:
             spec = _string_value(caps["source"][0])
             if spec:
                 found.add(Import(caps["import"][0].start_point.row + 1, "import", spec))
-    return FileImports("go", tuple(sorted(found)), package)
+    return FileImports("go", _sorted(list(found)), package)
 
 
 # -- Rust -----------------------------------------------------------------------------------------
@@ -288,7 +343,7 @@ def _rust_imports(data: bytes) -> tuple[Import, ...]:
             line = caps["use"][0].start_point.row + 1
             for use_path in _use_paths(caps["argument"][0]):
                 found.add(Import(line, "use", use_path))
-    return tuple(sorted(found))
+    return _sorted(list(found))
 
 
 def _use_paths(node: Node) -> list[str]:

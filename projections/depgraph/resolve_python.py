@@ -14,6 +14,8 @@ only (not the packages above it). Stub files (``.pyi``) count when no ``.py`` is
 
 from __future__ import annotations
 
+from functools import partial
+
 from projections.depgraph.context import Lookups, Resolved
 from projections.depgraph.model import FileImports, Import
 from projections.depgraph.paths import child, dirname
@@ -30,8 +32,12 @@ def resolve(path: str, parsed: FileImports, ctx: Lookups) -> Resolved:
             found = _relative(path, imp, ctx)
         else:
             if roots is None:
-                roots = _roots(path, ctx)
-            found = _absolute(imp, roots, ctx)
+                directory = dirname(path)
+                roots = ctx.remembered(("py-roots", directory), partial(_roots, directory, ctx))
+            found = ctx.remembered(
+                ("py-abs", imp.module, imp.names, tuple(roots)),
+                partial(_absolute, imp, roots, ctx),
+            )
         if found:
             targets.update(found)
         else:
@@ -108,9 +114,9 @@ def _absolute(imp: Import, roots: list[tuple[str, tuple[str, ...]]], ctx: Lookup
     return []
 
 
-def _roots(path: str, ctx: Lookups) -> list[tuple[str, tuple[str, ...]]]:
+def _roots(file_dir: str, ctx: Lookups) -> list[tuple[str, tuple[str, ...]]]:
     roots: list[tuple[str, tuple[str, ...]]] = []
-    directory = dirname(path)
+    directory = file_dir
     top: str | None = None
     while True:
         if not ctx.exists(child(directory, "__init__.py")):
@@ -120,7 +126,7 @@ def _roots(path: str, ctx: Lookups) -> list[tuple[str, tuple[str, ...]]]:
             break
         directory = dirname(directory)
     if top is None:
-        roots.append((dirname(path), ()))
+        roots.append((file_dir, ()))
     elif top:
         roots.append((dirname(top), ()))
     if top == "" or (top is None and ctx.exists("__init__.py")):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,17 +194,3 @@ def _read(path: str) -> bytes | None:
             return f.read()
     except OSError:
         return None
-
-
-def rescan_paths(root: Path, rules: IgnoreRules, paths: Iterable[str]) -> dict[str, bytes]:
-    """Read the given paths from disk, keeping those the rules and the size cap allow."""
-    out = {}
-    for path in sorted(paths):
-        full = root / path
-        if full.is_symlink() or not full.is_file() or rules.ignored(path):
-            continue
-        if full.stat().st_size <= MAX_FILE_BYTES:
-            data = _read(str(full))
-            if data is not None:
-                out[path] = data
-    return out

@@ -55,7 +55,8 @@ def record_demo(app: CoderApp) -> UUID:
                                    output="def add(a, b):\n    return a - b\n", duration_ms=3)
         reply2 = session.record_model_response(
             blocks=[{"type": "tool_use", "id": "t2", "name": "write",
-                     "input": {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}}],
+                     "input": {"path": "calc.py",
+                               "content": "def add(a, b):\n    return a + b\n"}}],
             stop_reason="tool_use", usage={"input_tokens": 200, "output_tokens": 40},
             provider="anthropic", model="claude-x",
         )

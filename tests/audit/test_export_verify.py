@@ -99,7 +99,9 @@ def test_problems_are_named(tmp_path: Path, small_export: bytes) -> None:
     assert (5, "truncated") in kinds(b"".join(lines[:-1]))
 
 
-def test_filtered_export_verifies_and_says_it_is_partial(recorded: Recorded, tmp_path: Path) -> None:
+def test_filtered_export_verifies_and_says_it_is_partial(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     data = export_session(
         recorded.app,
         recorded.session,
@@ -116,7 +118,10 @@ def test_filtered_export_verifies_and_says_it_is_partial(recorded: Recorded, tmp
 
 
 def test_cli_export_and_verify_exit_codes(
-    recorded: Recorded, sqlite_config: StoreConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    recorded: Recorded,
+    sqlite_config: StoreConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     recorded.app.close()
     store = ["--backend", "sqlite", "--store", str(sqlite_config.path)]

@@ -214,3 +214,23 @@ def test_lmdb_value_tampering_is_detected(tmp_path: Path) -> None:
         pytest.skip("the LMDB backend stores event state encoded (the test cannot find it)")
     report = _verify(config, sid)
     assert (2, "modified") in kinds(report)
+
+
+def test_anchor_advanced_after_save_catches_truncation_without_a_prior_verify(
+    sqlite_config: StoreConfig,
+) -> None:
+    from coder_es.audit.anchor import advance_after_save
+
+    app = CoderApp(sqlite_config)
+    try:
+        session = app.start_session(workspace="/w")
+        for text in ("one", "two", "three"):
+            loaded = app.get_session(session.id)
+            loaded.add_user_message(text)
+            app.save(loaded)
+            advance_after_save(app, loaded)
+        sid = session.id
+    finally:
+        app.close()
+    _tampered(sqlite_config, [(f"DELETE FROM stored_events {ROW}", (sid.hex, 4))])
+    assert kinds(_verify(sqlite_config, sid)) == {(4, "truncated")}

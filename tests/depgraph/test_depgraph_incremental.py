@@ -145,9 +145,9 @@ def _tsconfig() -> st.SearchStrategy[tuple[str, bytes]]:
     base = st.sampled_from(['"baseUrl": ".",', ""])
     return st.tuples(
         st.just("web/tsconfig.json"),
-        st.builds(lambda t, b: f'{{"compilerOptions": {{{b} "paths": {{"@/*": ["{t}"]}}}}}}', target, base).map(
-            str.encode
-        ),
+        st.builds(
+            lambda t, b: f'{{"compilerOptions": {{{b} "paths": {{"@/*": ["{t}"]}}}}}}', target, base
+        ).map(str.encode),
     )
 
 
@@ -164,7 +164,9 @@ def _go() -> st.SearchStrategy[tuple[str, bytes]]:
         st.builds(
             render,
             st.sampled_from(["lib", "main", "lib_test"]),
-            st.lists(st.sampled_from(["example.com/m/lib", "example.com/n/lib", "fmt"]), max_size=2),
+            st.lists(
+                st.sampled_from(["example.com/m/lib", "example.com/n/lib", "fmt"]), max_size=2
+            ),
             st.lists(st.sampled_from(_GO_NAMES), max_size=2, unique=True),
             st.lists(st.sampled_from(_GO_NAMES), max_size=2),
         ),
@@ -178,18 +180,29 @@ def _rust() -> st.SearchStrategy[tuple[str, bytes]]:
 
 _CONFIGS = st.one_of(
     _tsconfig(),
-    st.tuples(st.just("go.mod"), st.sampled_from([b"module example.com/m\n", b"module example.com/n\n"])),
+    st.tuples(
+        st.just("go.mod"), st.sampled_from([b"module example.com/m\n", b"module example.com/n\n"])
+    ),
     st.tuples(st.just("Cargo.toml"), st.just(b'[package]\nname = "k"\n')),
     st.tuples(st.just(".gitignore"), st.sampled_from([b"", b"tools/\n", b"*.js\n", b"lib/y.go\n"])),
 )
 _WRITE = st.one_of(_python(), _typescript(), _go(), _rust(), _CONFIGS)
-_ALL_PATHS = _PY_PATHS + _TS_PATHS + _GO_PATHS + _RS_PATHS + ["web/tsconfig.json", "go.mod", "Cargo.toml", ".gitignore"]
+_ALL_PATHS = (
+    _PY_PATHS
+    + _TS_PATHS
+    + _GO_PATHS
+    + _RS_PATHS
+    + ["web/tsconfig.json", "go.mod", "Cargo.toml", ".gitignore"]
+)
 _DELETE = st.tuples(st.sampled_from(_ALL_PATHS), st.none())
 _BATCH = st.lists(st.one_of(_WRITE, _WRITE, _DELETE), min_size=1, max_size=4).map(dict)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(initial=st.lists(_WRITE, max_size=12).map(dict), batches=st.lists(_BATCH, min_size=1, max_size=6))
+@given(
+    initial=st.lists(_WRITE, max_size=12).map(dict),
+    batches=st.lists(_BATCH, min_size=1, max_size=6),
+)
 def test_incremental_updates_equal_a_full_rebuild(
     initial: dict[str, bytes], batches: list[dict[str, bytes | None]]
 ) -> None:

@@ -1,0 +1,213 @@
+"""Agent loop overhead: everything a step costs besides the model and the tools.
+
+A session of N steps (default 1000) runs against a scripted provider with no delay whose every
+turn calls one trivial tool (``noop``, read-only, allowed by rule). Each step is timed from the
+start of one model call to the start of the next; the time spent inside the provider's stream
+and inside the tool is subtracted, leaving the loop's own work: deciding, building and recording
+the request, recording the response, the permission decision and the result, and saving them.
+
+    python3 bench/loop.py                      sqlite and lmdb (when it opens), 1000 steps
+    python3 bench/loop.py --steps 200 --backend sqlite
+
+Printed per backend: the median overhead per step over all steps, the median of steps 1-20
+(the baseline, same run) and of the last 20 steps, and their ratio (the target is <= 2: no
+O(history) work per step). ``store floor`` is the median time to save one small event on the same
+backend, measured in this run, for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from coder_es.agent.decider import DecisionContext  # noqa: E402
+from coder_es.agent.runner import AgentLoop, LoopConfig, LoopDeps  # noqa: E402
+from coder_es.application import CoderApp  # noqa: E402
+from coder_es.permissions.policy import PermissionAnswer, Policy  # noqa: E402
+from coder_es.permissions.presets import Preset  # noqa: E402
+from coder_es.permissions.rules import Rule  # noqa: E402
+from coder_es.providers.base import Provider  # noqa: E402
+from coder_es.providers.scripted import ScriptedProvider  # noqa: E402
+from coder_es.providers.types import ModelRequest, StreamEvent  # noqa: E402
+from coder_es.service import updates as up  # noqa: E402
+from coder_es.store.config import StoreConfig  # noqa: E402
+from coder_es.tools.base import Subject, Tool, ToolCall, ToolContext, ToolResult  # noqa: E402
+from coder_es.tools.registry import LocalExecutor, ToolRegistry  # noqa: E402
+
+
+@dataclass(frozen=True)
+class NoopInput:
+    n: int = 0
+
+
+class NoopTool(Tool[NoopInput]):
+    name = "noop"
+    description = "does nothing"
+    input_type = NoopInput
+    read_only = True
+
+    def subject(self, args: NoopInput, root: Path) -> Subject:
+        return Subject("command", "noop")
+
+    async def run(self, args: NoopInput, ctx: ToolContext) -> ToolResult:
+        return ToolResult(f"ok {args.n}")
+
+
+@dataclass
+class Timings:
+    model_starts: list[float] = field(default_factory=list)
+    excluded: list[float] = field(default_factory=list)  # model + tool time, per step
+
+
+class TimedProvider(Provider):
+    name: ClassVar[str] = "scripted"
+
+    def __init__(self, inner: ScriptedProvider, timings: Timings) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.t = timings
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        start = time.perf_counter()
+        self.t.model_starts.append(start)
+        self.t.excluded.append(0.0)
+        spent = 0.0
+        it = self.inner.stream(request).__aiter__()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                event = await it.__anext__()
+            except StopAsyncIteration:
+                break
+            spent += time.perf_counter() - t0
+            yield event
+        self.t.excluded[-1] += spent
+
+
+class TimedExecutor:
+    def __init__(self, inner: LocalExecutor, timings: Timings) -> None:
+        self.inner = inner
+        self.t = timings
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        t0 = time.perf_counter()
+        result = await self.inner.execute(call, ctx)
+        self.t.excluded[-1] += time.perf_counter() - t0
+        return result
+
+
+async def _never_asked(_q: up.PermissionRequired) -> PermissionAnswer:
+    raise AssertionError("the benchmark should never ask")
+
+
+def run_session(backend: str, steps: int, where: Path) -> list[float]:
+    config = StoreConfig(backend=backend, path=where / backend)
+    app = CoderApp(config)
+    try:
+        workspace = where / "ws"
+        workspace.mkdir(exist_ok=True)
+        turns: list[dict[str, Any]] = [
+            {"blocks": [
+                {"type": "text", "text": f"step {i}: calling the tool"},
+                {"type": "tool_use", "name": "noop", "input": {"n": i}},
+            ]}
+            for i in range(steps)
+        ]
+        turns.append({"blocks": [{"type": "text", "text": "done"}]})
+        timings = Timings()
+        registry = ToolRegistry([NoopTool()])
+        preset = Preset("bench", ("noop",), (Rule("*", None, "allow", "preset:bench"),))
+        # The doom-loop guard is off: the inputs differ anyway, this only documents intent.
+        policy = Policy(preset=preset, doom_threshold=0)
+        deps = LoopDeps(
+            provider=TimedProvider(ScriptedProvider(turns, chunk_chars=64), timings),
+            executor=TimedExecutor(LocalExecutor(registry), timings),
+            answerer=_never_asked,
+            decision=DecisionContext(registry, policy, max_steps=steps + 1),
+        )
+        session = app.start_session(workspace=str(workspace), agent="bench", model="bench")
+        loop = AgentLoop(app, session.id, deps, config=LoopConfig(max_steps=steps + 1))
+        outcome = asyncio.run(loop.send("go"))
+        assert outcome.reason == "end_turn", outcome
+        starts = timings.model_starts
+        return [
+            (starts[i + 1] - starts[i]) - timings.excluded[i] for i in range(len(starts) - 1)
+        ]
+    finally:
+        app.close()
+
+
+def store_floor(backend: str, where: Path, n: int = 200) -> float:
+    app = CoderApp(StoreConfig(backend=backend, path=where / f"{backend}-floor"))
+    try:
+        session = app.start_session(workspace="/w")
+        samples = []
+        for i in range(n):
+            session.record_error(kind="bench", message=f"event {i}")
+            t0 = time.perf_counter()
+            app.save(session)
+            samples.append(time.perf_counter() - t0)
+        return statistics.median(samples)
+    finally:
+        app.close()
+
+
+def backend_available(backend: str, where: Path) -> str | None:
+    try:
+        CoderApp(StoreConfig(backend=backend, path=where / f"{backend}-probe")).close()
+    except Exception as e:  # report and skip, the other backends still run
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--backend", action="append", choices=["sqlite", "lmdb", "popo"])
+    args = parser.parse_args()
+    backends = args.backend or ["sqlite", "lmdb"]
+    window = 20
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        for backend in backends:
+            problem = backend_available(backend, where)
+            if problem is not None:
+                print(f"{backend}: skipped ({problem})")
+                continue
+            floor = store_floor(backend, where)
+            t0 = time.perf_counter()
+            overhead = run_session(backend, args.steps, where)
+            total = time.perf_counter() - t0
+            early = statistics.median(overhead[:window])
+            late = statistics.median(overhead[-window:])
+            at10 = statistics.median(overhead[5:15])
+            ms = 1000.0
+            print(
+                f"{backend}: {args.steps} steps in {total:.1f} s; loop overhead per step: "
+                f"median {statistics.median(overhead) * ms:.2f} ms, "
+                f"p90 {statistics.quantiles(overhead, n=10)[-1] * ms:.2f} ms"
+            )
+            print(
+                f"{backend}: baseline steps 1-{window} median {early * ms:.2f} ms; "
+                f"around step 10 {at10 * ms:.2f} ms; last {window} steps {late * ms:.2f} ms; "
+                f"ratio step {args.steps} / step 10 = {late / at10:.2f} (target <= 2)"
+            )
+            print(
+                f"{backend}: store floor (one save) {floor * ms:.2f} ms; "
+                f"overhead / floor = {statistics.median(overhead) / floor:.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`coder-es run` from the command line (in-process through main())."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_helpers import git_repo, text, tool, turn
+
+from coder_es.cli.main import main
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODER_ES_SCRIPT",
+                "CODER_ES_PROVIDER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CODER_ES_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("CODER_ES_BACKEND", "sqlite")
+    return git_repo(tmp_path / "repo", {"notes.md": "a\n", "secrets/k": "s\n"})
+
+
+def script(path: Path, *turns: dict) -> str:  # type: ignore[type-arg]
+    path.write_text(json.dumps({"turns": list(turns)}))
+    return str(path)
+
+
+def run(repo: Path, *args: str) -> int:
+    return main(["--workspace", str(repo), "run", *args])
+
+
+def test_json_output_names_the_session_first_and_resume_by_prefix(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = script(tmp_path / "s.json", turn(tool("bash", command="cat notes.md")), turn(text("seen")))
+    assert run(repo, "look", "--script", s, "--json") == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines[0]["type"] == "session" and not lines[0]["resumed"]
+    types = [x["type"] for x in lines]
+    assert types[1] == "user_message" and types[-1] == "turn_ended"
+    assert {"tool_started", "tool_completed", "model_response", "text_delta"} <= set(types)
+    sid = lines[0]["session_id"]
+    s2 = script(tmp_path / "s2.json", turn(text("again")))
+    assert run(repo, "more", "--session", sid[:6], "--script", s2, "--json") == 0
+    again = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert again[0]["session_id"] == sid and again[0]["resumed"]
+
+
+def test_without_a_provider_it_explains_how_to_run_offline(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(repo, "hello") == 2
+    err = capsys.readouterr().err
+    assert "ANTHROPIC_API_KEY" in err and "--provider scripted --script" in err
+
+
+def test_bad_usage_exits_2(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = script(tmp_path / "s.json", turn(text("x")))
+    assert run(repo, "x", "--script", s, "--allow", "rm:*") == 2
+    assert "unknown tool 'rm'" in capsys.readouterr().err
+    assert run(repo, "x", "--script", str(tmp_path / "missing.json")) == 2
+    assert run(repo, "x", "--script", s, "--session", "nope") == 2
+    assert run(repo, "--script", s) == 2
+
+
+def test_deny_rules_and_yes(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = script(
+        tmp_path / "s.json",
+        turn(tool("write", path="secrets/new", content="x"), tool("bash", command="touch made")),
+        turn(text("done")),
+    )
+    code = run(repo, "go", "--script", s, "--agent", "plan", "--allow", "write",
+               "--deny", "write:secrets/**", "--yes", "--json")
+    assert code == 0
+    decided = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    decided = [x for x in decided if x["type"] == "permission_decided"]
+    assert [(x["tool"], x["decision"], x["decided_by"]) for x in decided] == [
+        ("write", "deny", "rule"), ("bash", "allow", "user"),
+    ]
+    assert not (repo / "secrets/new").exists() and (repo / "made").exists()
+
+
+def test_human_output_streams_text_and_shows_tools(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = script(tmp_path / "s.json", turn(text("Checking."), tool("read", path="notes.md")),
+               turn(text("All good.")))
+    assert run(repo, "check", "--script", s) == 0
+    out = capsys.readouterr()
+    assert "Checking." in out.out and "All good." in out.out
+    assert "read" in out.err and "notes.md" in out.err

@@ -1,0 +1,108 @@
+"""Secrets never reach the store: redaction before events exist, markers that say what went."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coder_es.application import CoderApp
+from coder_es.audit.export import ExportOptions, export_session
+from coder_es.domain.session import Session
+from coder_es.redaction import RedactionConfigError, Redactor
+from coder_es.store.config import StoreConfig
+from tests.audit.conftest import SECRET_KEY, record_demo
+
+SHAPES = {
+    "anthropic_key": "sk-ant-api03-abcdefghijklmnopqrstuv",
+    "openai_key": "sk-proj-ABCDEFGHIJKLMNOPQRSTUV12",
+    "github_token": "ghp_" + "a1B2" * 9,
+    "github_pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "slack_token": "xoxb-123456789012-abcdefABCDEF",
+    "bearer_token": "Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_builtin_secret_shapes_are_replaced_by_named_markers(name: str) -> None:
+    redactor = Redactor.from_environ({})
+    text = f"before {SHAPES[name]} after"
+    out = redactor.redact_text(text)
+    assert f"[REDACTED:pattern:{name}]" in out
+    assert out.startswith("before ") and out.endswith(" after")
+    assert redactor.redact_bytes(text.encode()) == out.encode()
+
+
+def test_private_key_blocks_and_ordinary_text() -> None:
+    redactor = Redactor.from_environ({})
+    pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\nAAAA\n-----END OPENSSH PRIVATE KEY-----"
+    assert redactor.redact_text(f"key:\n{pem}\n") == "key:\n[REDACTED:pattern:private_key]\n"
+    ordinary = "task-list skip Bearer of bad news: sk-1 AKIA ghp_short"
+    assert redactor.redact_text(ordinary) == ordinary
+
+
+def test_environment_values_and_user_patterns() -> None:
+    env = {
+        "OPENAI_API_KEY": "opensesame-123456",
+        "DB_PASSWORD_FILE_X": "hunter2hunter2",
+        "MY_SETTING": "plainvalue-123",
+        "SHORT_TOKEN": "abc",  # too short to redact without mangling text
+        "CODER_ES_REDACT_ENV": "MY_SETTING",
+        "CODER_ES_REDACT_PATTERNS": '{"ticket": "TICKET-[0-9]+"}',
+    }
+    redactor = Redactor.from_environ(env)
+    out = redactor.redact_value(
+        {"cmd": ["echo opensesame-123456", "hunter2hunter2", "plainvalue-123 abc TICKET-42"]}
+    )
+    assert out == {"cmd": [
+        "echo [REDACTED:env:OPENAI_API_KEY]",
+        "[REDACTED:env:DB_PASSWORD_FILE_X]",
+        "[REDACTED:env:MY_SETTING] abc [REDACTED:user:ticket]",
+    ]}
+    with pytest.raises(RedactionConfigError, match="not a valid regular expression"):
+        Redactor.from_environ({"CODER_ES_REDACT_PATTERNS": '["("]'})
+    with pytest.raises(RedactionConfigError, match="JSON"):
+        Redactor.from_environ({"CODER_ES_REDACT_PATTERNS": "TICKET-*"})
+
+
+def test_planted_secret_never_reaches_the_store_or_any_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_secret = "env-secret-value-0123456789"
+    monkeypatch.setenv("DEPLOY_TOKEN", env_secret)
+    config = StoreConfig(backend="sqlite", path=tmp_path / "store")
+    app = CoderApp(config)
+    try:
+        sid = record_demo(app)  # plants SECRET_KEY in a tool output
+        redactor = Session.redactor
+        assert redactor is not None
+        # A large tool output goes to a blob: the storer redacts it first.
+        blob = app.blobs.put(redactor.redact_bytes(f"log line {env_secret}\n".encode()))
+
+        def more(s: Session) -> None:
+            s.complete_tool_call(
+                tool_use_id="t9", name="bash", output=f"export DEPLOY_TOKEN={env_secret}",
+                output_blob=blob,
+            )
+            s.add_user_message(f"my key is {SECRET_KEY}, keep it safe")
+
+        app.update(sid, more)
+        exports = [
+            export_session(app, sid, ExportOptions(format=fmt))
+            for fmt in ("jsonl", "otel", "md", "html")
+        ]
+        assert b"[REDACTED:env:DEPLOY_TOKEN]" in app.blobs.get(blob)
+    finally:
+        app.close()
+    raw = b"".join(p.read_bytes() for p in config.path.iterdir() if p.is_file())
+    with sqlite3.connect(config.sqlite_file) as conn:
+        rows = conn.execute("SELECT state FROM stored_events").fetchall()
+    stored = b"".join(bytes(r[0]) for r in rows)
+    for secret in (SECRET_KEY.encode(), env_secret.encode()):
+        assert secret not in raw and secret not in stored
+        for data in exports:
+            assert secret not in data
+    assert b"[REDACTED:pattern:anthropic_key]" in stored
+    assert b"[REDACTED:env:DEPLOY_TOKEN]" in stored

@@ -1,0 +1,103 @@
+"""bash (process groups, timeouts, cancellation, change detection), grep and find."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from coder_es.tools.base import ToolCall, ToolContext, ToolResult
+from coder_es.tools.registry import LocalExecutor, default_registry
+
+Make = Callable[..., ToolContext]
+
+
+def run(tool_name: str, args: dict, ctx: ToolContext) -> ToolResult:  # type: ignore[type-arg]
+    executor = LocalExecutor(default_registry())
+    return asyncio.run(executor.execute(ToolCall(ctx.tool_use_id, tool_name, args), ctx))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_bash_captures_both_streams_and_the_exit_code(make_ctx: Make) -> None:
+    res = run("bash", {"command": "echo out; echo err >&2; exit 3"}, make_ctx())
+    assert res.is_error
+    assert res.output == "out\n[stderr]\nerr\n[exit code 3]"
+
+
+def test_bash_reports_the_files_a_command_changed(make_ctx: Make, repo: Path) -> None:
+    ctx = make_ctx()
+    res = run("bash", {"command": "echo hi > made.txt && rm src/util.py && echo x >> README.md"}, ctx)
+    assert not res.is_error
+    kinds = {c.path: (c.before is None, c.after is None) for c in res.files_changed}
+    assert kinds == {
+        "made.txt": (True, False), "src/util.py": (False, True), "README.md": (False, False),
+    }
+    # A user's change between two commands is not blamed on the next command.
+    (repo / "src/app.py").write_text("changed by the user\n")
+    again = run("bash", {"command": "true"}, ctx)
+    assert again.files_changed == ()
+
+
+def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, repo: Path) -> None:
+    started = time.monotonic()
+    res = run(
+        "bash", {"command": "sleep 30 & echo $! > child.pid; wait", "timeout_ms": 300}, make_ctx()
+    )
+    assert time.monotonic() - started < 10
+    assert res.is_error and "timed out after 300 ms" in res.output
+    assert not alive(int((repo / "child.pid").read_text()))
+
+
+def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> None:
+    ctx = make_ctx()
+    executor = LocalExecutor(default_registry())
+
+    async def scenario() -> None:
+        call = ToolCall("t1", "bash", {"command": "sleep 30 & echo $! > child.pid; wait"})
+        task = asyncio.create_task(executor.execute(call, ctx))
+        while not (repo / "child.pid").exists():
+            await asyncio.sleep(0.02)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError("the cancellation was swallowed")
+
+    asyncio.run(scenario())
+    assert ctx.cancelled.is_set()
+    assert not alive(int((repo / "child.pid").read_text()))
+
+
+def test_grep_respects_gitignore_and_options(make_ctx: Make) -> None:
+    out = run("grep", {"pattern": "hello"}, make_ctx()).output
+    assert out.splitlines() == ["README.md:2: hello world", "src/app.py:2:     return 'hello'"]
+    assert "src/util.py:1: HELLO = 1" in run(
+        "grep", {"pattern": "^hello", "ignore_case": True, "path": "src"}, make_ctx()
+    ).output
+    limited = run("grep", {"pattern": "hello", "max_results": 1}, make_ctx()).output
+    assert "stopped at 1 matches" in limited
+    bad = run("grep", {"pattern": "("}, make_ctx())
+    assert bad.is_error and "invalid regular expression" in bad.output
+
+
+def test_find_matches_names_at_any_depth_or_whole_paths(make_ctx: Make) -> None:
+    assert run("find", {"pattern": "*.py"}, make_ctx()).output == "src/app.py\nsrc/util.py"
+    assert run("find", {"pattern": "src/a*.py"}, make_ctx()).output == "src/app.py"
+    assert run("find", {"pattern": "*.log"}, make_ctx()).output.startswith("No files match")
+    assert "1 more" in run("find", {"pattern": "*", "max_results": 3}, make_ctx()).output
