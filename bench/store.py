@@ -209,13 +209,19 @@ def process_writers(env: dict[str, str], n: int) -> float:
     ]
     for p in procs:
         p.start()
-    for _ in procs:
-        ready.acquire()
-    t = time.perf_counter()
-    go.set()
-    ends = [done.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join()
+    try:
+        for _ in procs:
+            if not ready.acquire(timeout=120):
+                msg = f"a writer process did not start (exit codes {[p.exitcode for p in procs]})"
+                raise RuntimeError(msg)
+        t = time.perf_counter()
+        go.set()
+        ends = [done.get(timeout=600) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
     return WRITERS * n * BATCH / (max(ends) - t)
 
 

@@ -9,8 +9,11 @@ allowed once. Deny rules deny either way.
 
 Provider choice: ``--provider`` (anthropic, openai, ollama, scripted), else ``CODER_ES_PROVIDER``,
 else the first of anthropic / openai whose API key is set, else scripted when ``--script`` or
-``CODER_ES_SCRIPT`` names a script. Exit codes: 0 the turn ended normally, 1 it ended on an
-error or the step limit, 2 bad usage (including no usable provider), 130 cancelled (Ctrl-C).
+``CODER_ES_SCRIPT`` names a script. The model: ``--model``, else ``CODER_ES_MODEL``, else a
+default per provider (a resumed session keeps its own).
+
+Exit codes: 0 the turn ended normally, 1 it ended on an error or the step limit, 2 bad usage
+(including no usable provider), 130 cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -46,12 +49,34 @@ NO_PROVIDER = (
 )
 
 
+RULES_HELP = """\
+permission rules (--allow / --deny RULE):
+  RULE is TOOL or TOOL:PATTERN; TOOL is bash, read, write, edit, grep, find or *.
+  bash patterns match the command ('git *' also matches plain 'git'); every part of
+  'a && b', 'a | b', 'a; b' must be allowed, and $(..), backticks and '>' are never
+  allowed by a pattern. File patterns match workspace-relative paths: * and ? stay in
+  one directory, ** spans directories ('secrets/**'); paths outside the workspace need
+  an absolute pattern ('read:/etc/**').
+  Order: your deny rules and 'always deny' answers; repeated identical calls ask;
+  'always allow' answers; your rules (last match wins); outside paths ask; the agent
+  preset (build: all allowed; plan: reads + safe commands, other commands ask, no
+  writes; explore: reads only); otherwise ask.
+  run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
+"""
+
+
 def register(subparsers: Any) -> None:
     for name, help_text in (
         ("run", "run one agent turn non-interactively"),
         ("chat", "talk with the agent interactively"),
     ):
-        p = subparsers.add_parser(name, help=help_text)
+        p = subparsers.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=RULES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if name == "run":
             p.add_argument(
                 "prompt",
@@ -123,7 +148,9 @@ def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str
             return name, os.environ[SCRIPT_ENV]
         else:
             raise UsageError(NO_PROVIDER)
-    model = args.model or (DEFAULT_MODELS.get(name or "") if not resuming else None)
+    model = args.model or os.environ.get("CODER_ES_MODEL") or None
+    if model is None and not resuming:
+        model = DEFAULT_MODELS.get(name or "")
     return name, model
 
 

@@ -36,7 +36,7 @@ def git_repo(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def tool(name: str, id: str | None = None, **input: Any) -> dict[str, Any]:  # noqa: A002
+def tool(name: str, id: str | None = None, **input: Any) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": input}
     if id is not None:
         block["id"] = id
@@ -70,8 +70,12 @@ class Harness:
         return AgentService(self.app, self.root, provider_factory=factory)
 
     def start(
-        self, turns: Sequence[dict[str, Any]], *, agent: str = "build",
-        rules: Sequence[Rule] = (), max_steps: int = 50,
+        self,
+        turns: Sequence[dict[str, Any]],
+        *,
+        agent: str = "build",
+        rules: Sequence[Rule] = (),
+        max_steps: int = 50,
     ) -> SessionHandle:
         options = SessionOptions(agent=agent, rules=tuple(rules), max_steps=max_steps)
         return asyncio.run(self.service(turns).create_session(options))
@@ -91,7 +95,10 @@ class Harness:
 
 
 def collect(
-    handle: SessionHandle, message: str | None, *, yes: bool | None = True,
+    handle: SessionHandle,
+    message: str | None,
+    *,
+    yes: bool | None = True,
     on_update: Callable[[SessionHandle, up.Update], Awaitable[None]] | None = None,
 ) -> list[up.Update]:
     """Run one turn to its end and return its updates."""
@@ -118,7 +125,9 @@ def make_harness(tmp_path: Path, backend: str = "sqlite") -> Harness:
         tmp_path / "repo",
         {
             "README.md": "# Demo\n",
-            "src/calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+            "src/calc.py": (
+                "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+            ),
             "AGENTS.md": "Run the tests with pytest.\n",
             "secrets/key.txt": "hunter2\n",
         },

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import Harness, make_harness  # noqa: E402
+from agent_helpers import Harness, make_harness
 
 
 @pytest.fixture

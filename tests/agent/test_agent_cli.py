@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import git_repo, text, tool, turn
@@ -13,15 +14,20 @@ from coder_es.cli.main import main
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODER_ES_SCRIPT",
-                "CODER_ES_PROVIDER"):
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CODER_ES_SCRIPT",
+        "CODER_ES_PROVIDER",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CODER_ES_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("CODER_ES_BACKEND", "sqlite")
     return git_repo(tmp_path / "repo", {"notes.md": "a\n", "secrets/k": "s\n"})
 
 
-def script(path: Path, *turns: dict) -> str:  # type: ignore[type-arg]
+def script(path: Path, *turns: dict[str, Any]) -> str:
     path.write_text(json.dumps({"turns": list(turns)}))
     return str(path)
 
@@ -70,13 +76,26 @@ def test_deny_rules_and_yes(repo: Path, tmp_path: Path, capsys: pytest.CaptureFi
         turn(tool("write", path="secrets/new", content="x"), tool("bash", command="touch made")),
         turn(text("done")),
     )
-    code = run(repo, "go", "--script", s, "--agent", "plan", "--allow", "write",
-               "--deny", "write:secrets/**", "--yes", "--json")
+    code = run(
+        repo,
+        "go",
+        "--script",
+        s,
+        "--agent",
+        "plan",
+        "--allow",
+        "write",
+        "--deny",
+        "write:secrets/**",
+        "--yes",
+        "--json",
+    )
     assert code == 0
     decided = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     decided = [x for x in decided if x["type"] == "permission_decided"]
     assert [(x["tool"], x["decision"], x["decided_by"]) for x in decided] == [
-        ("write", "deny", "rule"), ("bash", "allow", "user"),
+        ("write", "deny", "rule"),
+        ("bash", "allow", "user"),
     ]
     assert not (repo / "secrets/new").exists() and (repo / "made").exists()
 
@@ -84,9 +103,60 @@ def test_deny_rules_and_yes(repo: Path, tmp_path: Path, capsys: pytest.CaptureFi
 def test_human_output_streams_text_and_shows_tools(
     repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    s = script(tmp_path / "s.json", turn(text("Checking."), tool("read", path="notes.md")),
-               turn(text("All good.")))
+    s = script(
+        tmp_path / "s.json",
+        turn(text("Checking."), tool("read", path="notes.md")),
+        turn(text("All good.")),
+    )
     assert run(repo, "check", "--script", s) == 0
     out = capsys.readouterr()
     assert "Checking." in out.out and "All good." in out.out
     assert "read" in out.err and "notes.md" in out.err
+
+
+def test_fixture_scripts_run_offline(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixture = Path(__file__).resolve().parents[2] / "fixtures/scripts/fix_add.json"
+    assert run(repo, "look around", "--script", str(fixture), "--agent", "plan", "--json") == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    completed = [x for x in lines if x["type"] == "tool_completed"]
+    assert [x["name"] for x in completed] == ["find", "grep", "bash"]
+    assert not any(x["is_error"] for x in completed)
+
+
+def test_chat_prompts_for_permissions_and_quits(repo: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    s = script(
+        tmp_path / "s.json",
+        turn(tool("bash", command="touch chatted")),
+        turn(text("made it")),
+        turn(tool("bash", command="touch again")),
+        turn(text("second")),
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(repo),
+            "chat",
+            "--agent",
+            "plan",
+            "--script",
+            s,
+        ],
+        input="make a file\no\nmake another\nr\nnot now\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "made it" in proc.stdout and "second" in proc.stdout
+    assert "permission" in proc.stderr and "touch chatted" in proc.stderr
+    assert (repo / "chatted").exists() and not (repo / "again").exists()
+    assert "not now" in proc.stderr  # the rejection reason is shown

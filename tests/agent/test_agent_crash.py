@@ -14,7 +14,7 @@ from agent_helpers import Harness, collect, text, tool, turn
 
 from coder_es.agent.decider import INTERRUPTED_BY_CRASH
 from coder_es.agent.request import expand_request
-from coder_es.application import CoderApp, chain_breaks
+from coder_es.application import ChainMapper, CoderApp, chain_breaks
 from coder_es.records import event_kind
 from coder_es.store.config import StoreConfig
 
@@ -22,21 +22,39 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, cwd: Path) -> list[str]:
-    return [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(cwd), "--backend", "sqlite", *args]
+    return [
+        sys.executable,
+        "-m",
+        "coder_es.cli.main",
+        "--workspace",
+        str(cwd),
+        "--backend",
+        "sqlite",
+        *args,
+    ]
 
 
 def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path) -> None:
     store = h.app.config.path
     h.app.close()
     first = tmp_path / "first.json"
-    first.write_text(json.dumps({"turns": [
-        turn(tool("bash", command="echo one > one.txt")),
-        turn(text("never arrives"), delay_ms=60_000),
-    ]}))
+    first.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    turn(tool("bash", command="echo one > one.txt")),
+                    turn(text("never arrives"), delay_ms=60_000),
+                ]
+            }
+        )
+    )
     env = {**os.environ, "CODER_ES_STORE": str(store), "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
         cli("run", "make one.txt", "--script", str(first), "--json", cwd=h.root),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert proc.stdout is not None
     session_id = json.loads(proc.stdout.readline())["session_id"]
@@ -49,7 +67,7 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
                 break
             time.sleep(0.05)
         else:  # pragma: no cover
-            raise AssertionError(f"the run never recorded its tool result: {proc.stderr.read()}")
+            raise AssertionError(f"the run never recorded its tool result: {proc.stderr}")
         time.sleep(0.3)  # well inside the 60 s model turn
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
@@ -60,11 +78,19 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
         second.write_text(json.dumps({"turns": [turn(text("Finished after the crash."))]}))
         resumed = subprocess.run(
             cli("run", "--session", session_id[:8], "--script", str(second), "--json", cwd=h.root),
-            capture_output=True, text=True, env=env, timeout=60,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
         )
         assert resumed.returncode == 0, resumed.stderr
         lines = [json.loads(line) for line in resumed.stdout.splitlines()]
-        assert lines[0] == {**lines[0], "type": "session", "session_id": session_id, "resumed": True}
+        assert lines[0] == {
+            **lines[0],
+            "type": "session",
+            "session_id": session_id,
+            "resumed": True,
+        }
         assert lines[-1]["type"] == "turn_ended" and lines[-1]["reason"] == "end_turn"
 
         sid = app.get_session(session_id).id
@@ -75,7 +101,9 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
         request = expand_request(app.blobs, response.request_digest)
         result_block = request["messages"][-1]["content"][0]
         assert result_block["type"] == "tool_result" and "[exit code 0]" in result_block["content"]
-        assert chain_breaks(app.mapper, app.stored_events(sid)) == []
+        mapper = app.mapper
+        assert isinstance(mapper, ChainMapper)
+        assert chain_breaks(mapper, app.stored_events(sid)) == []
     finally:
         if proc.poll() is None:  # pragma: no cover
             proc.kill()
@@ -92,9 +120,15 @@ def test_resume_settles_tools_that_were_in_flight(h: Harness) -> None:
             {"type": "tool_use", "id": "b1", "name": "bash", "input": {"command": "touch x"}},
             {"type": "tool_use", "id": "r1", "name": "read", "input": {"path": "README.md"}},
         ],
-        stop_reason="tool_use", usage={}, provider="scripted", model="m",
+        stop_reason="tool_use",
+        usage={},
+        provider="scripted",
+        model="m",
     )
-    for cid, name, inp in (("b1", "bash", {"command": "touch x"}), ("r1", "read", {"path": "README.md"})):
+    for cid, name, inp in (
+        ("b1", "bash", {"command": "touch x"}),
+        ("r1", "read", {"path": "README.md"}),
+    ):
         session.request_tool_call(node=node, tool_use_id=cid, name=name, input=inp)
         session.decide_permission(tool_use_id=cid, tool=name, subject="", decision="allow")
     h.app.save(session)
@@ -107,3 +141,52 @@ def test_resume_settles_tools_that_were_in_flight(h: Harness) -> None:
     assert results[0].output == INTERRUPTED_BY_CRASH
     assert results[1].output == "1\t# Demo"
     assert not (h.root / "x").exists()
+
+
+def test_ctrl_c_cancels_a_run_and_records_it(h: Harness, tmp_path: Path) -> None:
+    store = h.app.config.path
+    h.app.close()
+    slow = tmp_path / "slow.json"
+    slow.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    turn(tool("bash", command="sleep 30 & echo $! > child.pid; wait")),
+                ]
+            }
+        )
+    )
+    env = {**os.environ, "CODER_ES_STORE": str(store), "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        cli("run", "wait", "--script", str(slow), "--json", cwd=h.root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        pid_file = h.root / "child.pid"
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # pragma: no cover
+            proc.kill()
+    assert proc.returncode == 130, err
+    last = [json.loads(line) for line in out.splitlines()][-2:]
+    assert [x["type"] for x in last] == ["cancelled", "turn_ended"]
+    child = int(pid_file.read_text())
+    assert (
+        not Path(f"/proc/{child}").exists()
+        or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+    )
+    app = CoderApp(StoreConfig(backend="sqlite", path=store))
+    try:
+        sid = app.get_session(json.loads(out.splitlines()[0])["session_id"]).id
+        kinds = [event_kind(e) for e in app.session_events(sid)]
+        assert kinds[-2:] == ["TurnCancelled", "ToolCallCompleted"]
+    finally:
+        app.close()

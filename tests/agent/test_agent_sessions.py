@@ -21,8 +21,14 @@ def test_an_edit_session_records_every_step_in_order(h: Harness) -> None:
     handle = h.start(
         [
             turn(text("Looking."), tool("read", path="src/calc.py")),
-            turn(tool("edit", path="src/calc.py", old_string="return a - b\n\n\n",
-                      new_string="return a + b\n\n\n")),
+            turn(
+                tool(
+                    "edit",
+                    path="src/calc.py",
+                    old_string="return a - b\n\n\n",
+                    new_string="return a + b\n\n\n",
+                )
+            ),
             turn(text("Fixed add.")),
         ]
     )
@@ -31,10 +37,17 @@ def test_an_edit_session_records_every_step_in_order(h: Harness) -> None:
     assert isinstance(updates[-1], up.TurnEnded) and updates[-1].reason == "end_turn"
     assert (h.root / "src/calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
     assert h.kinds(handle) == [
-        "Started", "UserMessageAdded",
-        "ModelResponded", "ToolCallRequested", "PermissionDecided", "FileObserved",
+        "Started",
+        "UserMessageAdded",
+        "ModelResponded",
+        "ToolCallRequested",
+        "PermissionDecided",
+        "FileObserved",
         "ToolCallCompleted",
-        "ModelResponded", "ToolCallRequested", "PermissionDecided", "EditApplied",
+        "ModelResponded",
+        "ToolCallRequested",
+        "PermissionDecided",
+        "EditApplied",
         "ToolCallCompleted",
         "ModelResponded",
     ]
@@ -60,8 +73,15 @@ def test_a_user_edit_during_the_run_is_merged_not_lost(h: Harness) -> None:
     handle = h.start(
         [
             turn(tool("read", path="src/calc.py")),
-            turn(tool("edit", path="src/calc.py", old_string="def add(a, b):\n    return a - b",
-                      new_string="def add(a, b):\n    return a + b"), delay_ms=1),
+            turn(
+                tool(
+                    "edit",
+                    path="src/calc.py",
+                    old_string="def add(a, b):\n    return a - b",
+                    new_string="def add(a, b):\n    return a + b",
+                ),
+                delay_ms=1,
+            ),
             turn(text("done")),
         ]
     )
@@ -91,8 +111,10 @@ def test_shell_commands_run_and_their_file_changes_are_recorded(h: Harness) -> N
 def test_a_denied_call_gets_an_error_result_and_the_model_continues(h: Harness) -> None:
     handle = h.start(
         [
-            turn(tool("read", path="secrets/key.txt"),
-                 tool("write", path="secrets/key.txt", content="leaked")),
+            turn(
+                tool("read", path="secrets/key.txt"),
+                tool("write", path="secrets/key.txt", content="leaked"),
+            ),
             turn(text("I could not touch the secrets.")),
         ],
         rules=[parse_rule("write:secrets/**", "deny")],
@@ -186,13 +208,21 @@ def test_unknown_tools_bad_arguments_and_step_limits(h: Harness) -> None:
 def test_read_only_calls_run_concurrently_results_in_block_order(h: Harness) -> None:
     handle = h.start(
         [
-            turn(tool("read", path="README.md"), tool("grep", pattern="def"),
-                 tool("find", pattern="*.py"), tool("bash", command="echo after")),
+            turn(
+                tool("read", path="README.md"),
+                tool("grep", pattern="def"),
+                tool("find", pattern="*.py"),
+                tool("bash", command="echo after"),
+            ),
             turn(text("done")),
         ]
     )
     updates = collect(handle, "look")
-    order = [(type(u).__name__, u.name) for u in updates if isinstance(u, up.ToolStarted | up.ToolCompleted)]
+    order = [
+        (type(u).__name__, u.name)
+        for u in updates
+        if isinstance(u, up.ToolStarted | up.ToolCompleted)
+    ]
     assert order[:3] == [("ToolStarted", "read"), ("ToolStarted", "grep"), ("ToolStarted", "find")]
     assert order[-2:] == [("ToolStarted", "bash"), ("ToolCompleted", "bash")]
     assert [e.name for e in h.of(handle, "ToolCallCompleted")] == ["read", "grep", "find", "bash"]
@@ -209,9 +239,7 @@ def test_provider_errors_are_recorded_and_end_the_turn(h: Harness) -> None:
 
 def test_cancelling_mid_tool_kills_the_command_and_leaves_the_session_resumable(h: Harness) -> None:
     pid_file = h.root / "child.pid"
-    handle = h.start(
-        [turn(tool("bash", command="sleep 30 & echo $! > child.pid; wait"))]
-    )
+    handle = h.start([turn(tool("bash", command="sleep 30 & echo $! > child.pid; wait"))])
 
     async def cancel_when_running(hd: SessionHandle, update: up.Update) -> None:
         if isinstance(update, up.ToolStarted):
@@ -222,7 +250,11 @@ def test_cancelling_mid_tool_kills_the_command_and_leaves_the_session_resumable(
     updates = collect(handle, "wait forever", on_update=cancel_when_running)
     child = int(pid_file.read_text())
     assert not _alive(child)
-    assert [type(u).__name__ for u in updates[-3:]] == ["ToolCompleted", "TurnCancelled", "TurnEnded"]
+    assert [type(u).__name__ for u in updates[-3:]] == [
+        "ToolCompleted",
+        "TurnCancelled",
+        "TurnEnded",
+    ]
     cancelled = h.of(handle, "TurnCancelled")[0]
     call_id = h.of(handle, "ToolCallRequested")[0].tool_use_id
     assert cancelled.reason == "user pressed Ctrl-C" and cancelled.tool_use_ids == [call_id]

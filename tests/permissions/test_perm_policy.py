@@ -104,10 +104,16 @@ def test_paths_outside_the_workspace_need_an_explicit_rule(tmp_path: Path) -> No
     build = Policy.for_agent("build")
     ev = build.evaluate("read", subject)
     assert (ev.action, ev.matched_rule) == ("ask", "outside_workspace")
-    assert Policy.for_agent("build", [parse_rule("read", "allow")]).evaluate("read", subject).action == "ask"
+    assert (
+        Policy.for_agent("build", [parse_rule("read", "allow")]).evaluate("read", subject).action
+        == "ask"
+    )
     explicit = Policy.for_agent("build", [parse_rule(f"read:{tmp_path.as_posix()}/**", "allow")])
     assert explicit.evaluate("read", subject).action == "allow"
-    assert Policy.for_agent("build", [parse_rule("read", "deny")]).evaluate("read", subject).action == "deny"
+    assert (
+        Policy.for_agent("build", [parse_rule("read", "deny")]).evaluate("read", subject).action
+        == "deny"
+    )
 
 
 def test_doom_loop_asks_even_when_allowed() -> None:
@@ -133,3 +139,14 @@ def test_suggested_always_patterns() -> None:
     assert suggest_pattern("command", "a && b") == "a && b"
     assert suggest_pattern("path", "src/pkg/a.py") == "src/pkg/**"
     assert suggest_pattern("path", "README.md") == "**"
+
+
+def test_user_allow_rules_offer_tools_the_preset_leaves_out() -> None:
+    assert Policy.for_agent("plan").tools == ("read", "grep", "find", "bash")
+    widened = Policy.for_agent("plan", [parse_rule("write", "allow"), parse_rule("edit", "deny")])
+    assert widened.tools == ("read", "grep", "find", "bash", "write")
+    assert Policy.for_agent("explore", [parse_rule("*", "allow")]).tools[-3:] == (
+        "bash",
+        "write",
+        "edit",
+    )

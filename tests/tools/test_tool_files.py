@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from coder_es.tools.base import ToolCall, ToolContext
-from coder_es.tools.files import MAX_READ_BYTES, EditTool, ReadTool, WriteTool
+from coder_es.tools.files import MAX_READ_BYTES, EditInput, EditTool, ReadInput, ReadTool, WriteTool
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.tools.schema import ToolInputError, json_schema, parse_input
-from coder_es.tools.files import EditInput, ReadInput
 
 Make = Callable[..., ToolContext]
 
@@ -28,7 +27,10 @@ def test_schemas_name_exactly_the_documented_inputs() -> None:
         "bash": (["command"], ["command", "timeout_ms"]),
         "read": (["path"], ["path", "offset", "limit"]),
         "write": (["path", "content"], ["path", "content"]),
-        "edit": (["path", "old_string", "new_string"], ["path", "old_string", "new_string", "replace_all"]),
+        "edit": (
+            ["path", "old_string", "new_string"],
+            ["path", "old_string", "new_string", "replace_all"],
+        ),
         "grep": (["pattern"], ["pattern", "path", "ignore_case", "max_results"]),
         "find": (["pattern"], ["pattern", "path", "max_results"]),
     }
@@ -38,7 +40,9 @@ def test_schemas_name_exactly_the_documented_inputs() -> None:
         assert list(defs[name]["properties"]) == props, name
         assert defs[name]["additionalProperties"] is False
     assert json_schema(ReadInput)["properties"]["offset"] == {
-        "type": "integer", "description": "first line to show (1-based; default 1)", "minimum": 1,
+        "type": "integer",
+        "description": "first line to show (1-based; default 1)",
+        "minimum": 1,
     }
 
 
@@ -59,7 +63,10 @@ def test_invalid_arguments_are_explained(raw: object, message: str) -> None:
 
 
 def test_parse_fills_defaults_and_accepts_null_for_optional() -> None:
-    assert parse_input(EditInput, {"path": "a", "old_string": "x", "new_string": "y"}).replace_all is False
+    assert (
+        parse_input(EditInput, {"path": "a", "old_string": "x", "new_string": "y"}).replace_all
+        is False
+    )
     assert parse_input(ReadInput, {"path": "a", "limit": None}).limit is None
 
 

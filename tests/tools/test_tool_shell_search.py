@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, default_registry
@@ -14,7 +15,7 @@ from coder_es.tools.registry import LocalExecutor, default_registry
 Make = Callable[..., ToolContext]
 
 
-def run(tool_name: str, args: dict, ctx: ToolContext) -> ToolResult:  # type: ignore[type-arg]
+def run(tool_name: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     executor = LocalExecutor(default_registry())
     return asyncio.run(executor.execute(ToolCall(ctx.tool_use_id, tool_name, args), ctx))
 
@@ -40,11 +41,15 @@ def test_bash_captures_both_streams_and_the_exit_code(make_ctx: Make) -> None:
 
 def test_bash_reports_the_files_a_command_changed(make_ctx: Make, repo: Path) -> None:
     ctx = make_ctx()
-    res = run("bash", {"command": "echo hi > made.txt && rm src/util.py && echo x >> README.md"}, ctx)
+    res = run(
+        "bash", {"command": "echo hi > made.txt && rm src/util.py && echo x >> README.md"}, ctx
+    )
     assert not res.is_error
     kinds = {c.path: (c.before is None, c.after is None) for c in res.files_changed}
     assert kinds == {
-        "made.txt": (True, False), "src/util.py": (False, True), "README.md": (False, False),
+        "made.txt": (True, False),
+        "src/util.py": (False, True),
+        "README.md": (False, False),
     }
     # A user's change between two commands is not blamed on the next command.
     (repo / "src/app.py").write_text("changed by the user\n")
@@ -87,9 +92,10 @@ def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> 
 def test_grep_respects_gitignore_and_options(make_ctx: Make) -> None:
     out = run("grep", {"pattern": "hello"}, make_ctx()).output
     assert out.splitlines() == ["README.md:2: hello world", "src/app.py:2:     return 'hello'"]
-    assert "src/util.py:1: HELLO = 1" in run(
-        "grep", {"pattern": "^hello", "ignore_case": True, "path": "src"}, make_ctx()
-    ).output
+    assert (
+        "src/util.py:1: HELLO = 1"
+        in run("grep", {"pattern": "^hello", "ignore_case": True, "path": "src"}, make_ctx()).output
+    )
     limited = run("grep", {"pattern": "hello", "max_results": 1}, make_ctx()).output
     assert "stopped at 1 matches" in limited
     bad = run("grep", {"pattern": "("}, make_ctx())

@@ -9,7 +9,6 @@ import pytest
 from tree_sim import Agent, sha
 
 from coder_es.application import CoderApp
-from coder_es.branching import Branching
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
 from projections.checkpoint import encode_state

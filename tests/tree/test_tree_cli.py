@@ -51,7 +51,9 @@ def recorded(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
     return ws, str(session.id), n
 
 
-def test_tree_shows_branches_labels_files_and_head(recorded: tuple[Path, str, dict[str, str]]) -> None:
+def test_tree_shows_branches_labels_files_and_head(
+    recorded: tuple[Path, str, dict[str, str]],
+) -> None:
     ws, sid, n = recorded
     assert _cli(ws, "label", sid[:8], n["write"], "first-version").returncode == 0
     assert _cli(ws, "fork", sid[:8], n["ask"]).returncode == 0
@@ -91,7 +93,7 @@ def test_rewind_modes_and_diff(recorded: tuple[Path, str, dict[str, str]]) -> No
     assert b"line 4 agent" in (ws / "a.txt").read_bytes()
     diff = json.loads(_cli(ws, "diff", sid[:8], n["write"], n["edit"], "--json").stdout)
     assert [f["path"] for f in diff["files"]] == ["a.txt"]
-    assert [m["node"] for m in diff["only_b"]][0] == n["more"]
+    assert diff["only_b"][0]["node"] == n["more"]
 
 
 def test_bad_usage_exits_2(recorded: tuple[Path, str, dict[str, str]]) -> None:

@@ -1,0 +1,169 @@
+"""What the ACP agent and the WebSocket server share: the store, the provider choice, one
+``AgentService`` per workspace, and the configuration with hot reload.
+
+The configuration is applied on reload without a restart: permission rules and the provider
+for sessions opened from then on, and the server's approval filters for the next question.
+Store settings need a restart (the reload says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from coder_es.application import CoderApp
+from coder_es.clients.filters import ApprovalFilter
+from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, changed_sections
+from coder_es.errors import UsageError
+from coder_es.permissions.rules import Rule
+from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.service.api import AgentService, ProviderFactory, SessionOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    provider: str
+    model: str
+
+
+def choose_provider(
+    config: Config,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    script: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> ProviderChoice:
+    """The flags first (``--script`` implies the scripted provider), then a provider the config
+    files name, then ``CODER_ES_SCRIPT``, then the configured default."""
+    if script is not None:
+        if not os.path.isfile(script):
+            msg = f"cannot read the script {script}: no such file"
+            raise UsageError(msg)
+        return ProviderChoice("scripted", os.path.abspath(script))
+    if provider is not None:
+        return ProviderChoice(provider, model or (config.model if provider == config.provider else ""))
+    if config.origin("provider") is None and environ.get(SCRIPT_ENV):
+        return ProviderChoice("scripted", model or "")
+    return ProviderChoice(config.provider, model or config.model)
+
+
+def rules_of(config: Config) -> tuple[Rule, ...]:
+    """The configured permission rules, as the permission layer takes them (``*`` = any)."""
+    return tuple(
+        Rule(r.tool, None if r.pattern in ("", "*") else r.pattern, r.action, "user")
+        for r in config.permissions.rules
+    )
+
+
+class ClientRuntime:
+    def __init__(
+        self,
+        app: CoderApp,
+        workspace: str | Path,
+        config: Config,
+        choice: ProviderChoice,
+        *,
+        agent: str | None = None,
+        provider_factory: ProviderFactory | None = None,
+        overrides: Overrides | None = None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.app = app
+        self.workspace = Path(workspace).resolve()
+        self.choice = choice
+        self.agent = agent
+        self.provider_factory = provider_factory
+        self.overrides = overrides
+        self.environ = environ
+        self._services: dict[Path, AgentService] = {}
+        self.config = config
+        self.filter = ApprovalFilter.from_config(config.serve.rules)
+        self.rules = rules_of(config)
+        self.watcher: ConfigWatcher | None = None
+
+    # ------------------------------------------------------------------ sessions
+
+    def options(self, title: str = "") -> SessionOptions:
+        return SessionOptions(
+            agent=self.agent,
+            provider=self.choice.provider,
+            model=self.choice.model,
+            rules=self.rules,
+            title=title,
+        )
+
+    def service(self, cwd: str | Path | None = None) -> AgentService:
+        where = Path(cwd).resolve() if cwd is not None else self.workspace
+        if not where.is_dir():
+            msg = f"the working directory {where} is not a directory"
+            raise UsageError(msg)
+        service = self._services.get(where)
+        if service is None:
+            service = AgentService(self.app, where, provider_factory=self.provider_factory)
+            self._services[where] = service
+        return service
+
+    def check_provider(self) -> None:
+        """Build the provider once, so a missing key or script fails at start, not mid-session."""
+        factory = self.service().provider_factory
+        provider = factory(self.choice.provider, self.choice.model)
+        try:
+            asyncio.run(provider.aclose())
+        except RuntimeError:  # already inside a loop: nothing to release for a fresh provider
+            pass
+
+    # ------------------------------------------------------------------ configuration
+
+    def apply_config(self, config: Config) -> list[str]:
+        """Take a reloaded configuration; returns the sections that changed."""
+        old = self.config
+        changed = changed_sections(old, config)
+        self.config = config
+        self.filter = ApprovalFilter.from_config(config.serve.rules)
+        self.rules = rules_of(config)
+        moved = (config.serve.host, config.serve.port) != (old.serve.host, old.serve.port)
+        if "store" in changed or moved:
+            log.warning("store and listen-address changes take effect after a restart")
+        return changed
+
+    def watch(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_change: Callable[[Config, list[str]], None],
+        on_error: Callable[[ConfigError], None],
+        *,
+        interval: float = 1.0,
+    ) -> ConfigWatcher:
+        """Poll the config files; callbacks run on ``loop`` (the watcher polls on a thread)."""
+
+        def changed(config: Config) -> None:
+            def apply() -> None:
+                sections = self.apply_config(config)
+                on_change(config, sections)
+
+            loop.call_soon_threadsafe(apply)
+
+        def failed(error: ConfigError) -> None:
+            loop.call_soon_threadsafe(on_error, error)
+
+        self.watcher = ConfigWatcher(
+            self.workspace,
+            environ=self.environ,
+            overrides=self.overrides,
+            on_change=changed,
+            on_error=failed,
+            interval=interval,
+        ).start()
+        return self.watcher
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
