@@ -19,6 +19,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
+from coder_es.audit.anchor import advance_after_save
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
 from coder_es.errors import SessionNotFoundError, StoreError
@@ -116,6 +117,15 @@ class CoderApp(Application[UUID]):
     def construct_mapper(self) -> Mapper[UUID]:
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
 
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        recordings = super().save(*objs, **kwargs)
+        # The audit anchor is a witness of each session's head outside the chain itself, so that
+        # deleting a session's last events is detected too (coder_es.audit.anchor).
+        for obj in objs:
+            if isinstance(obj, Session):
+                advance_after_save(self, obj)
+        return recordings
+
     def close(self) -> None:
         self.views.close()
         self.blobs.close()
@@ -191,20 +201,3 @@ class CoderApp(Application[UUID]):
             raise SessionNotFoundError(ref, [str(m)[:8] for m in matches[:10]])
         return matches[0]
 
-
-def chain_breaks(mapper: ChainMapper, stored_events: list[StoredEvent]) -> list[tuple[int, str]]:
-    """(version, what is wrong) for every link of a session's hash chain that does not hold."""
-    problems: list[tuple[int, str]] = []
-    expected_prev = ""
-    expected_version = 1
-    for stored in stored_events:
-        if stored.originator_version != expected_version:
-            problems.append(
-                (stored.originator_version, f"expected version {expected_version} here")
-            )
-        state = mapper.decode_state(stored)
-        if state.get("prev_hash") != expected_prev:
-            problems.append((stored.originator_version, "does not link to the previous event"))
-        expected_prev = recorded_chain_hash(stored, state)
-        expected_version = stored.originator_version + 1
-    return problems

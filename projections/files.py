@@ -135,6 +135,12 @@ class FileStates:
     def _new_node(self, node: int, parent: int, event: Any) -> None:
         if parent != self.head:
             self._flush_pending()
+        shell_changes = getattr(event, "files_changed", None) or []
+        for change in shell_changes:
+            if change["path"] not in self.pending:
+                # The shell's ``before`` is what the disk held before the command ran, at the
+                # parent (still the head here).
+                self._observe(change["path"], change.get("before"))
         self.parent[node] = parent
         self.depth[node] = self.depth[parent] + 1
         changes = dict(self.pending) if parent == self.head else {}
@@ -144,14 +150,9 @@ class FileStates:
             # conversation, or a conflict): the new node starts from what the disk held.
             changes.setdefault(path, self.known[path])
         self.dirty.clear()
-        for change in getattr(event, "files_changed", None) or []:
-            path = change["path"]
-            if path not in changes:
-                # The shell's ``before`` is what the disk held before the command ran (at the
-                # parent, which is still the head here).
-                self._observe(path, change.get("before"))
-            changes[path] = change.get("after")
-            self._knew(path, change.get("after"), clean=True)
+        for change in shell_changes:
+            changes[change["path"]] = change.get("after")
+            self.known[change["path"]] = change.get("after")
         if changes:
             self.entries[node] = changes
         self.head = node
@@ -165,8 +166,6 @@ class FileStates:
             return
         if self.known[path] == value:
             return
-        if path in self.dirty:
-            return  # the disk was not at the head's state: the edit belongs to no node
         if path in self.pending:
             self.pending[path] = value  # changed again during the same step
             return

@@ -61,7 +61,9 @@ class ApprovalFilter:
             rule = matched[-1]
             assert rule is not None
             return PermissionAnswer(
-                "allow", "once", reason=f"allowed by the server rule {rule.describe()}",
+                "allow",
+                "once",
+                reason=f"allowed by the server rule {rule.describe()}",
                 decided_by="rule",
             )
         return None

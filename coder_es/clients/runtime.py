@@ -48,7 +48,9 @@ def choose_provider(
             raise UsageError(msg)
         return ProviderChoice("scripted", os.path.abspath(script))
     if provider is not None:
-        return ProviderChoice(provider, model or (config.model if provider == config.provider else ""))
+        return ProviderChoice(
+            provider, model or (config.model if provider == config.provider else "")
+        )
     if config.origin("provider") is None and environ.get(SCRIPT_ENV):
         return ProviderChoice("scripted", model or "")
     return ProviderChoice(config.provider, model or config.model)

@@ -209,19 +209,19 @@ class Session(Aggregate):
         settings: dict[str, Any] | None = None,
         id: UUID | None = None,
     ) -> Session:
-        return cls._create(
-            cls.Started,
-            id=id or uuid4(),
-            prev_hash=GENESIS,
-            workspace=workspace,
-            agent=agent,
-            provider=provider,
-            model=model,
-            title=title,
-            parent_session=parent_session,
-            parent_node=parent_node,
-            settings=dict(settings or {}),
-        )
+        fields: dict[str, Any] = {
+            "workspace": workspace,
+            "agent": agent,
+            "provider": provider,
+            "model": model,
+            "title": title,
+            "parent_session": parent_session,
+            "parent_node": parent_node,
+            "settings": dict(settings or {}),
+        }
+        if Session.redactor is not None:
+            fields = Session.redactor.redact_kwargs(fields)
+        return cls._create(cls.Started, id=id or uuid4(), prev_hash=GENESIS, **fields)
 
     def __init__(
         self,

@@ -143,7 +143,7 @@ class StoreConfig:
 
     def open_view_store(self) -> ViewStore:
         if self.backend == "lmdb":
-            from coder_es.store.lmdb import LMDBViewStore
+            from coder_es.store.lmdb_views import LMDBViewStore
 
             return LMDBViewStore(self.eventsourcing_env())
         if self.backend == "sqlite":

@@ -1,0 +1,46 @@
+"""Projection checkpoints in the ``coder_es.views`` sub-database of the store's LMDB Environment."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+from coder_es.store.lmdb import acquire_store, release_store
+from coder_es.store.lmdb_env import LMDBSettings
+from coder_es.store.views import ViewRecord, ViewStore
+
+_POSITION = struct.Struct(">q")
+
+
+class LMDBViewStore(ViewStore):
+    DB_NAME = b"coder_es.views"
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.settings = LMDBSettings.from_mapping(env)
+        self.store = acquire_store(self.settings)
+        self._db = self.store.db(self.DB_NAME)
+        self._closed = False
+
+    def get(self, key: str) -> ViewRecord | None:
+        with self.store.read() as txn:
+            raw: bytes | None = txn.get(key.encode(), db=self._db)
+        if raw is None:
+            return None
+        (position,) = _POSITION.unpack_from(raw)
+        return ViewRecord(position, bytes(raw[_POSITION.size :]))
+
+    def put(self, key: str, record: ViewRecord) -> None:
+        value = _POSITION.pack(record.position) + record.data
+        db = self._db
+        self.store.write(
+            lambda txn: txn.put(key.encode(), value, db=db), durable=self.settings.durable
+        )
+
+    def delete(self, key: str) -> None:
+        db = self._db
+        self.store.write(lambda txn: txn.delete(key.encode(), db=db), durable=self.settings.durable)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            release_store(self.store)
