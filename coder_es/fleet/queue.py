@@ -100,9 +100,7 @@ class FleetQueue:
                 )
                 row = await cur.fetchone()
                 if row is None or row[0] is None:
-                    await conn.execute(
-                        self.app.schema_manager.get_schema()  # type: ignore[arg-type]
-                    )
+                    await conn.execute(self.app.schema_manager.get_schema())
                 await conn.execute(CLAIMS_DDL)
                 await conn.commit()
             finally:
@@ -125,7 +123,10 @@ class FleetQueue:
         found = {r["status"]: int(r["n"]) for r in rows}
         known = ("todo", "doing", "succeeded", "failed")
         return QueueCounts(
-            *(found.get(k, 0) for k in known),
+            todo=found.get("todo", 0),
+            doing=found.get("doing", 0),
+            succeeded=found.get("succeeded", 0),
+            failed=found.get("failed", 0),
             other=sum(n for k, n in found.items() if k not in known),
         )
 

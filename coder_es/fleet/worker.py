@@ -1,0 +1,276 @@
+"""A fleet worker: takes session jobs from the queue and advances the sessions, several at once.
+
+How a job runs (``FleetWorker.advance``):
+
+1. Claim: the first attempt of a job records the session's version in ``coder_es_fleet_claims``.
+   A later attempt of the same job (after a crash) reads the same base version back.
+2. Send or resume: a job with a prompt sends it, unless an attempt of this job already recorded
+   a user message after the base version (jobs of a session run one at a time, so no other job
+   could have); then it resumes instead. A job without a prompt resumes. The agent loop continues
+   from the session's events either way, so a crashed worker's session goes on where it stopped.
+3. Conflicts: if the session was written by someone else meanwhile (optimistic concurrency in the
+   session aggregate), the worker first checks that the job is still its own in the queue; if it
+   is, it reloads the session and resumes (bounded); if the job was handed to another worker, it
+   steps aside. A conflict is never fatal to the worker.
+
+Crash recovery: every worker sends a heartbeat (procrastinate) and runs a reaper that, under an
+advisory lock (so reapers never race), puts the running jobs of workers whose heartbeat is older
+than ``stall_timeout_s`` back on the queue. Their session lock is released with them, and the next
+worker to take the job resumes the session from its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+from procrastinate import JobContext
+from procrastinate import exceptions as pexc
+
+from coder_es.agent.runner import SessionConflictError
+from coder_es.application import CoderApp
+from coder_es.fleet.errors import FleetError, require_postgres
+from coder_es.fleet.jobs import SessionJob
+from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
+from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
+from coder_es.records import event_kind
+from coder_es.service.api import AgentService, SessionOptions, auto_answerer
+from coder_es.store.config import StoreConfig
+
+log = logging.getLogger("coder_es.fleet")
+
+# Names the reapers' critical section in pg_try_advisory_xact_lock (any fixed number).
+_REAP_LOCK = 0x636F646572_7270
+
+# Workers run one store operation at a time (one thread), so a small pool is enough; the
+# server's connection limit is shared by the whole fleet.
+WORKER_POOL_ENV = {"POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "2"}
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    concurrency: int = 4
+    """Sessions advanced at once by one worker (asyncio tasks)."""
+    queue: str = DEFAULT_QUEUE
+    name: str | None = None
+    heartbeat_s: float = 2.0
+    stall_timeout_s: float = 15.0
+    """A worker silent for this long is taken for dead and its jobs are queued again."""
+    reap_interval_s: float = 2.0
+    poll_s: float = 1.0
+    """Fallback polling of the queue (new jobs normally arrive by LISTEN/NOTIFY)."""
+    until_empty: bool = False
+    """Exit when there is no job left to start, instead of waiting for more."""
+    max_conflicts: int = 5
+    install_signal_handlers: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise FleetError("a worker needs a concurrency of at least 1")
+        if self.stall_timeout_s <= self.heartbeat_s:
+            raise FleetError(
+                f"the stall timeout ({self.stall_timeout_s}s) must be longer than the heartbeat "
+                f"interval ({self.heartbeat_s}s), or live workers would be taken for dead"
+            )
+
+
+@dataclass(frozen=True)
+class JobReport:
+    session_id: str
+    outcome: str
+    """The turn's end (``end_turn``, ``error``, ``max_steps``...) or ``superseded``."""
+    steps: int
+    sent: bool
+    """True when this run recorded the job's prompt (False: resumed)."""
+    conflicts: int
+
+
+class FleetWorker:
+    def __init__(
+        self,
+        config: StoreConfig,
+        options: WorkerOptions | None = None,
+        *,
+        provider_factory: ProviderFactory | None = None,
+    ) -> None:
+        require_postgres(config.backend, "a fleet worker")
+        self.config = config
+        self.options = options or WorkerOptions()
+        self.provider_factory = provider_factory or fleet_provider_factory()
+        self.queue = FleetQueue(config, queue=self.options.queue, max_size=4)
+        env = {k: v for k, v in WORKER_POOL_ENV.items() if k not in config.extra}
+        self.app = CoderApp(config, env=env)
+        self.reports: list[JobReport] = []
+        self._register_task()
+
+    def _register_task(self) -> None:
+        worker = self
+
+        @self.queue.app.task(name=TASK_NAME, queue=self.options.queue, pass_context=True)
+        async def advance_session(context: JobContext, **args: Any) -> None:
+            job = SessionJob.from_args(args)
+            assert context.job.id is not None
+            report = await worker.advance(job, context.job.id, context.job.worker_id)
+            worker.reports.append(report)
+            log.info(
+                "session %s: %s after %d step(s)%s%s",
+                report.session_id,
+                report.outcome,
+                report.steps,
+                "" if report.sent else " (resumed)",
+                f", {report.conflicts} conflict(s)" if report.conflicts else "",
+            )
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Work until stopped (SIGINT/SIGTERM: finish running jobs first) or the queue is empty
+        with ``until_empty``."""
+        o = self.options
+        await self.queue.open()
+        reaper = asyncio.create_task(self._reap_forever())
+        try:
+            await self.queue.app.run_worker_async(
+                queues=[o.queue],
+                name=o.name or "coder-es-worker",
+                concurrency=o.concurrency,
+                wait=not o.until_empty,
+                fetch_job_polling_interval=o.poll_s,
+                update_heartbeat_interval=o.heartbeat_s,
+                stalled_worker_timeout=o.stall_timeout_s,
+                install_signal_handlers=o.install_signal_handlers,
+                delete_jobs="never",
+            )
+        finally:
+            reaper.cancel()
+            await asyncio.gather(reaper, return_exceptions=True)
+            await self.queue.close()
+
+    def close(self) -> None:
+        self.app.close()
+
+    async def _reap_forever(self) -> None:
+        while True:
+            try:
+                retried = await self.reap_once()
+                if retried:
+                    log.warning("requeued job(s) %s of workers that stopped", retried)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed round is retried on the next tick
+                log.exception("reaping stalled jobs failed")
+            await asyncio.sleep(self.options.reap_interval_s)
+
+    async def reap_once(self) -> list[int]:
+        """Queue again the running jobs of workers whose heartbeat stopped."""
+        manager = self.queue.app.job_manager
+        retried: list[int] = []
+        async with self.queue.connector.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_REAP_LOCK,))
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                return retried  # another worker is reaping right now
+            stalled = await manager.get_stalled_jobs(
+                queue=self.options.queue,
+                task_name=TASK_NAME,
+                seconds_since_heartbeat=self.options.stall_timeout_s,
+            )
+            for job in stalled:
+                with contextlib.suppress(pexc.ConnectorException):
+                    await manager.retry_job(job)
+                    assert job.id is not None
+                    retried.append(job.id)
+        return retried
+
+    # ------------------------------------------------------------------ one job
+
+    async def advance(self, job: SessionJob, job_id: int, worker_id: int | None) -> JobReport:
+        conflicts = 0
+        while True:
+            try:
+                return await self._advance_once(job, job_id, conflicts)
+            except (SessionConflictError, IntegrityError) as e:
+                conflicts += 1
+                if worker_id is not None and not await self._still_ours(job_id, worker_id):
+                    log.warning(
+                        "session %s: job %d was handed to another worker; stepping aside",
+                        job.session_id,
+                        job_id,
+                    )
+                    return JobReport(job.session_id, "superseded", 0, False, conflicts)
+                if conflicts > self.options.max_conflicts:
+                    msg = (
+                        f"session {job.session_id}: {conflicts} write conflicts in a row; "
+                        "something else keeps writing to it"
+                    )
+                    raise FleetError(msg) from e
+                await asyncio.sleep(0.05 * conflicts)
+
+    async def _advance_once(self, job: SessionJob, job_id: int, conflicts: int) -> JobReport:
+        sid = UUID(job.session_id)
+        session = self.app.get_session(sid)
+        if not Path(session.workspace).is_dir():
+            msg = (
+                f"session {sid}: its workspace {session.workspace} is not on this worker; "
+                "workers need the sessions' workspaces at the same paths"
+            )
+            raise FleetError(msg)
+        base = await self._claim(job_id, sid, session.version)
+        send = job.prompt is not None and not self._message_recorded_after(sid, base)
+        service = AgentService(self.app, session.workspace, provider_factory=self.provider_factory)
+        options = SessionOptions(
+            agent=job.agent,
+            provider=job.provider,
+            model=job.model,
+            rules=job.parsed_rules(),
+            max_steps=job.max_steps,
+        )
+        handle = await service.open_session(str(sid), options)
+        answerer = auto_answerer(job.yes)
+        try:
+            if send:
+                assert job.prompt is not None
+                updates = handle.send(job.prompt, answerer=answerer)
+            else:
+                updates = handle.resume(answerer=answerer)
+            async for _update in updates:
+                pass
+        finally:
+            await handle.close()
+        outcome = handle.outcome
+        if outcome is None:  # pragma: no cover - the stream ends only with an outcome or raises
+            raise FleetError(f"session {sid}: the turn ended without an outcome")
+        return JobReport(job.session_id, outcome.reason, outcome.steps, send, conflicts)
+
+    def _message_recorded_after(self, sid: UUID, version: int) -> bool:
+        return any(
+            event_kind(e) == "UserMessageAdded" for e in self.app.session_events(sid, gt=version)
+        )
+
+    async def _claim(self, job_id: int, sid: UUID, version: int) -> int:
+        row = await self.queue.connector.execute_query_one_async(
+            "WITH ins AS ("
+            " INSERT INTO coder_es_fleet_claims (job_id, session_id, base_version)"
+            " VALUES (%(job_id)s, %(session_id)s, %(version)s)"
+            " ON CONFLICT (job_id) DO NOTHING RETURNING base_version)"
+            " SELECT base_version FROM ins"
+            " UNION ALL SELECT base_version FROM coder_es_fleet_claims WHERE job_id = %(job_id)s"
+            " LIMIT 1",
+            job_id=job_id,
+            session_id=str(sid),
+            version=version,
+        )
+        return int(row["base_version"])
+
+    async def _still_ours(self, job_id: int, worker_id: int) -> bool:
+        row = await self.queue.connector.execute_query_one_async(
+            "SELECT status::text AS status, worker_id FROM procrastinate_jobs WHERE id = %(id)s",
+            id=job_id,
+        )
+        return row is not None and row["status"] == "doing" and row["worker_id"] == worker_id
