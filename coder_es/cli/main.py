@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "coder_es.cli.run",
     "coder_es.cli.tree",
     "coder_es.cli.audit",
+    "coder_es.cli.clients",
 ]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2

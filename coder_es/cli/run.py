@@ -116,8 +116,15 @@ def register(subparsers: Any) -> None:
 # ---------------------------------------------------------------------- options
 
 
-def _rules(args: argparse.Namespace) -> tuple[Rule, ...]:
-    rules = [parse_rule(r, "allow") for r in args.allow]
+def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
+    # Rules from config files come first: among user rules the last match wins, so the
+    # command line overrides the project file, which overrides the user file.
+    rules = [
+        Rule(tool=r.tool, pattern=r.pattern or None, action=r.action, source="config")
+        for r in ctx.settings.permissions.rules
+        if r.source not in ("--allow", "--deny")
+    ]
+    rules += [parse_rule(r, "allow") for r in args.allow]
     rules += [parse_rule(r, "deny") for r in args.deny]
     return tuple(rules)
 
@@ -161,7 +168,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         agent=args.agent,
         provider=provider,
         model=model,
-        rules=_rules(args),
+        rules=_rules(args, ctx),
         max_steps=args.max_steps,
         title=args.title or (getattr(args, "prompt", None) or "")[:80],
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -50,8 +51,14 @@ class StepScriptedProvider(Provider):
             )
             yield StreamFailed(error)
             raise error
+        turn = self.turns[step]
+        # Tool call ids must be unique in a conversation; number them by step and block.
+        blocks = [
+            {**b, "id": b.get("id") or f"toolu_step{step}_{i}"} if b["type"] == "tool_use" else b
+            for i, b in enumerate(turn.blocks)
+        ]
         one = ScriptedProvider(
-            [self.turns[step]], model=self.model, source=self.source, sleep=self.sleep
+            [replace(turn, blocks=blocks)], model=self.model, source=self.source, sleep=self.sleep
         )
         async for event in one.stream(request):
             yield event

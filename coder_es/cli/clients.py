@@ -1,0 +1,84 @@
+"""``coder-es acp`` (an Agent Client Protocol agent on stdio) and ``coder-es serve`` (WebSocket).
+
+Both take the provider like ``run`` does (``--provider``, ``--model``, ``--script`` for the
+scripted provider; else the configuration, else ``CODER_ES_SCRIPT``) and watch the config files:
+a good edit applies to the next permission question and the next session, a broken one keeps the
+last good configuration and is reported (stderr; ``serve`` also tells connected clients).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from coder_es.cli.context import Context
+from coder_es.clients.runtime import ClientRuntime, choose_provider
+from coder_es.config import Overrides
+from coder_es.permissions.presets import PRESETS
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--provider", help="anthropic, openai, ollama or scripted")
+    p.add_argument("--model", help="model name")
+    p.add_argument("--script", help="script file for the scripted provider")
+    p.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
+    p.add_argument(
+        "--no-watch", action="store_true", help="do not reload the configuration on change"
+    )
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("acp", help="speak the Agent Client Protocol on stdio (editors)")
+    _common(p)
+    p.set_defaults(handler=cmd_acp)
+    p = subparsers.add_parser("serve", help="serve sessions over WebSocket (see docs/clients.md)")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 picks one)")
+    _common(p)
+    p.set_defaults(handler=cmd_serve)
+
+
+def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:
+    choice = choose_provider(
+        ctx.settings, provider=args.provider, model=args.model, script=args.script
+    )
+    runtime = ClientRuntime(
+        ctx.app,
+        ctx.workspace,
+        ctx.settings,
+        choice,
+        agent=args.agent,
+        overrides=Overrides.from_args(args),
+    )
+    runtime.check_provider()
+    return runtime
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="coder-es %(levelname)s: %(message)s"
+    )
+
+
+def cmd_acp(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.clients.acp_agent import serve_stdio
+
+    _logging()
+    runtime = _runtime(args, ctx)
+    asyncio.run(serve_stdio(runtime, watch=not args.no_watch))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.clients.ws_server import run_server
+
+    _logging()
+    runtime = _runtime(args, ctx)
+    try:
+        asyncio.run(run_server(runtime, watch=not args.no_watch))
+    except KeyboardInterrupt:
+        pass
+    return 0

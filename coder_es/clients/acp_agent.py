@@ -1,0 +1,648 @@
+"""``coder-es acp``: an Agent Client Protocol agent (v1, JSON-RPC over stdio).
+
+Built on the ``agent-client-protocol`` package (``acp.run_agent``). The mapping, in short (the
+full table is in docs/clients.md):
+
+- ``initialize``: load session, text + embedded-context prompts, session list and fork (unstable);
+  the client's ``fs`` capabilities decide whether file tools go through its buffers;
+- ``session/new`` / ``session/load`` open a session of ``cwd``; load first replays the
+  conversation (root -> head) as ``session/update`` notifications;
+- ``session/prompt`` streams text and thinking chunks, ``tool_call`` / ``tool_call_update``
+  (kind, status, locations, diffs) and returns the stop reason;
+- a question of the permission layer becomes ``session/request_permission`` with allow_once /
+  allow_always / reject_once / reject_always, recorded as ``PermissionDecided`` with
+  ``decided_by = "client"``; a cancelled answer cancels the turn;
+- ``session/cancel`` cancels the running turn (recorded); the prompt returns ``cancelled``;
+- branching: ``session/fork`` (unstable) and the slash commands ``/fork``, ``/switch``,
+  ``/rewind``, ``/tree``, advertised with ``available_commands_update``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from acp import PROTOCOL_VERSION, Client, RequestError, run_agent
+from acp.schema import (
+    AgentCapabilities,
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AllowedOutcome,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    ClientCapabilities,
+    EmbeddedResourceContentBlock,
+    ForkSessionResponse,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    SessionCapabilities,
+    SessionForkCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    TextContentBlock,
+    TextResourceContents,
+    ToolCallProgress,
+    ToolCallUpdate,
+    UnstructuredCommandInput,
+)
+
+from coder_es import __version__
+from coder_es.clients import acp_mapping as m
+from coder_es.clients import branch_ops
+from coder_es.clients.acp_files import ClientFileExecutor
+from coder_es.clients.history import session_history
+from coder_es.clients.runtime import ClientRuntime
+from coder_es.errors import CoderESError, UsageError
+from coder_es.permissions.policy import PermissionAnswer
+from coder_es.service import updates as up
+from coder_es.service.api import AgentService, SessionHandle
+from coder_es.tools.registry import LocalExecutor, default_registry
+from coder_es.workspace.atomic import read_current
+from coder_es.workspace.text import decode_text
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STOP_REASONS = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "max_tokens": "max_tokens",
+    "max_steps": "max_turn_requests",
+    "refusal": "refusal",
+    "cancelled": "cancelled",
+}
+
+COMMANDS = (
+    (
+        "fork",
+        "branch the conversation: /fork [NODE] here, /fork --new-session [NODE]",
+        "[--new-session] [NODE]",
+    ),
+    ("switch", "move to another node or branch (files follow through a merge)", "NODE"),
+    ("rewind", "go back to an earlier node on this branch", "NODE [--conversation|--files]"),
+    ("tree", "show the conversation tree with node ids", ""),
+)
+
+
+def permission_options(question: up.PermissionRequired) -> list[PermissionOption]:
+    pattern = f"{question.tool}:{question.suggested_pattern}"
+    return [
+        PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+        PermissionOption(
+            option_id="allow_always", name=f"Always allow {pattern}", kind="allow_always"
+        ),
+        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+        PermissionOption(
+            option_id="reject_always", name=f"Always reject {pattern}", kind="reject_always"
+        ),
+    ]
+
+
+def answer_for(option_id: str, question: up.PermissionRequired) -> PermissionAnswer:
+    """The permission layer's answer for the option the user picked in the client."""
+    pattern = question.suggested_pattern
+    if option_id == "allow_once":
+        return PermissionAnswer.allow_once(decided_by="client")
+    if option_id == "allow_always":
+        return PermissionAnswer.allow_always(pattern, decided_by="client")
+    if option_id == "reject_always":
+        return PermissionAnswer(
+            "deny", "always", pattern, "rejected by the user (always)", decided_by="client"
+        )
+    if option_id == "reject_once":
+        return PermissionAnswer.reject("rejected by the user", decided_by="client")
+    return PermissionAnswer.reject(f"the client answered an unknown option {option_id!r}", "client")
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The prompt as one message: text, then embedded context, then links."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            res = block.resource
+            if isinstance(res, TextResourceContents):
+                parts.append(f'<context uri="{res.uri}">\n{res.text}\n</context>')
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"[{block.name}]({block.uri})")
+    return "\n".join(parts)
+
+
+@dataclass
+class _Buffers:
+    """``BufferAccess`` over this connection for one session (the id is known after creation)."""
+
+    agent: CoderAcpAgent
+    session_id: str = ""
+
+    @property
+    def can_read(self) -> bool:
+        return self.agent.fs_read
+
+    @property
+    def can_write(self) -> bool:
+        return self.agent.fs_write
+
+    async def read(self, path: Path) -> str | None:
+        response = await self.agent.client.read_text_file(
+            session_id=self.session_id, path=str(path)
+        )
+        return response.content
+
+    async def write(self, path: Path, text: str) -> None:
+        await self.agent.client.write_text_file(
+            session_id=self.session_id, path=str(path), content=text
+        )
+
+
+@dataclass
+class AcpSession:
+    id: str
+    cwd: Path
+    service: AgentService
+    handle: SessionHandle
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)
+    shown: dict[str, asyncio.Event] = field(default_factory=dict)
+    progress: dict[str, str] = field(default_factory=dict)
+
+
+class CoderAcpAgent:
+    """The ``acp.Agent`` implementation."""
+
+    def __init__(self, runtime: ClientRuntime) -> None:
+        self.runtime = runtime
+        self._client: Client | None = None
+        self.sessions: dict[str, AcpSession] = {}
+        self.fs_read = False
+        self.fs_write = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise RequestError.internal_error({"details": "no client is connected"})
+        return self._client
+
+    async def _guard(self, work: Awaitable[T]) -> T:
+        """Our errors become JSON-RPC errors whose message the client shows."""
+        try:
+            return await work
+        except RequestError:
+            raise
+        except UsageError as e:
+            raise RequestError.invalid_params({"details": str(e)}) from e
+        except CoderESError as e:
+            raise RequestError.internal_error({"details": str(e)}) from e
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        fs = client_capabilities.fs if client_capabilities is not None else None
+        self.fs_read = bool(fs is not None and fs.read_text_file)
+        self.fs_write = bool(fs is not None and fs.write_text_file)
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION) or PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+                session_capabilities=SessionCapabilities(
+                    fork=SessionForkCapabilities(), list=SessionListCapabilities()
+                ),
+            ),
+            agent_info=Implementation(name="coder-es", title="coder-es", version=__version__),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    def _service(self, cwd: str) -> tuple[AgentService, _Buffers]:
+        where = Path(cwd)
+        if not where.is_absolute():
+            raise UsageError(f"cwd must be an absolute path, got {cwd!r}")
+        buffers = _Buffers(self)
+        tools = default_registry()
+        executor = ClientFileExecutor(LocalExecutor(tools), buffers)
+        service = self.runtime.service(where)
+        own = AgentService(
+            self.runtime.app,
+            service.workspace,
+            provider_factory=service.provider_factory,
+            tools=tools,
+            executor=executor,
+        )
+        return own, buffers
+
+    def _register(
+        self, service: AgentService, buffers: _Buffers, handle: SessionHandle, mcp: list[Any] | None
+    ) -> AcpSession:
+        buffers.session_id = handle.id
+        servers = [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in mcp or []]
+        session = AcpSession(handle.id, service.workspace, service, handle, servers)
+        old = self.sessions.get(handle.id)
+        if old is not None:
+            self._spawn(old.handle.close())
+        self.sessions[handle.id] = session
+        return session
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _advertise(self, session_id: str) -> None:
+        await asyncio.sleep(0)  # after the response that told the client the session id
+        commands = [
+            AvailableCommand(
+                name=name,
+                description=desc,
+                input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint))
+                if hint
+                else None,
+            )
+            for name, desc, hint in COMMANDS
+        ]
+        await self.client.session_update(
+            session_id=session_id,
+            update=AvailableCommandsUpdate(
+                session_update="available_commands_update", available_commands=commands
+            ),
+        )
+
+    def _meta(self, session: AcpSession) -> dict[str, Any]:
+        return {"coderEs": {"mcpServers": session.mcp_servers, "workspace": str(session.cwd)}}
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> NewSessionResponse:
+        async def work() -> NewSessionResponse:
+            service, buffers = self._service(cwd)
+            handle = await service.create_session(self.runtime.options())
+            session = self._register(service, buffers, handle, mcp_servers)
+            self._spawn(self._advertise(session.id))
+            return NewSessionResponse(session_id=session.id, field_meta=self._meta(session))
+
+        return await self._guard(work())
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        async def work() -> LoadSessionResponse:
+            service, buffers = self._service(cwd)
+            handle = await service.open_session(session_id, self.runtime.options())
+            session = self._register(service, buffers, handle, mcp_servers)
+            await self._replay(session)
+            self._spawn(self._advertise(session.id))
+            return LoadSessionResponse(field_meta=self._meta(session))
+
+        return await self._guard(work())
+
+    async def _replay(self, session: AcpSession) -> None:
+        items = session_history(self.runtime.app, session.id)
+        blobs = self.runtime.app.blobs
+        for update in m.replay(items, session.cwd, blobs.get):
+            await self.client.session_update(session_id=session.id, update=update)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        where = str(Path(cwd).resolve()) if cwd else None
+        infos = [
+            SessionInfo(
+                session_id=str(s.id),
+                cwd=s.workspace,
+                title=s.title or None,
+                updated_at=s.started_at.isoformat(),
+            )
+            for s in self.runtime.app.list_sessions()
+            if where is None or str(Path(s.workspace).resolve()) == where
+        ]
+        return ListSessionsResponse(sessions=infos)
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> ForkSessionResponse:
+        async def work() -> ForkSessionResponse:
+            source = self.sessions.get(session_id)
+            if source is not None and source.handle.running:
+                raise UsageError("the session is running a turn; cancel it before forking")
+            service, buffers = self._service(cwd)
+            result = branch_ops.fork(
+                self.runtime.app, service.workspace, session_id, None, new_session=True
+            )
+            handle = await service.open_session(result.session, self.runtime.options())
+            session = self._register(service, buffers, handle, mcp_servers)
+            self._spawn(self._advertise(session.id))
+            return ForkSessionResponse(session_id=session.id, field_meta=self._meta(session))
+
+        return await self._guard(work())
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params(
+                {"details": f"session {session_id} is not open: use session/new or session/load"}
+            )
+        return session
+
+    # ------------------------------------------------------------------ prompts
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        session = self._session(session_id)
+        text = prompt_text(prompt)
+        if text.lstrip().startswith("/"):
+            reply = await self._guard(self._command(session, text.strip()))
+            if reply is not None:
+                await self._say(session, reply)
+                return PromptResponse(stop_reason="end_turn")
+        if not text.strip():
+            raise RequestError.invalid_params({"details": "the prompt has no text"})
+        return await self._guard(self._turn(session, text))
+
+    async def _turn(self, session: AcpSession, text: str) -> PromptResponse:
+        handle = session.handle
+        error: str | None = None
+        async for update in handle.send(text, answerer=self._answerer(session)):
+            if isinstance(update, up.Error) and not update.retryable:
+                error = f"{update.kind}: {update.message}"
+            await self._forward(session, update)
+        outcome = handle.outcome
+        reason = outcome.reason if outcome is not None else "cancelled"
+        if reason == "error":
+            raise RequestError.internal_error(
+                {"details": error or (outcome and outcome.error) or "the turn failed"}
+            )
+        return PromptResponse(stop_reason=STOP_REASONS.get(reason, "end_turn"))  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.handle.cancel("cancelled by the client")
+
+    async def _say(self, session: AcpSession, text: str) -> None:
+        await self.client.session_update(
+            session_id=session.id,
+            update=AgentMessageChunk(
+                session_update="agent_message_chunk",
+                content=TextContentBlock(type="text", text=text),
+            ),
+        )
+
+    # ------------------------------------------------------------------ updates
+
+    def _current(self, session: AcpSession, path: str) -> str | None:
+        where = Path(path) if Path(path).is_absolute() else session.cwd / path
+        data = read_current(where)
+        return decode_text(data) if data is not None else None
+
+    async def _announce(
+        self,
+        session: AcpSession,
+        tool_use_id: str,
+        name: str,
+        inp: dict[str, Any],
+        status: m.Status,
+    ) -> None:
+        if tool_use_id in session.started:
+            return
+        session.started.add(tool_use_id)
+        await self.client.session_update(
+            session_id=session.id, update=m.start(tool_use_id, name, inp, session.cwd, status)
+        )
+
+    def _call_input(self, session: AcpSession, tool_use_id: str) -> tuple[str, dict[str, Any]]:
+        call = session.handle.loop.state.calls.get(tool_use_id)
+        return (call.name, dict(call.input)) if call is not None else ("tool", {})
+
+    async def _forward(self, session: AcpSession, update: up.Update) -> None:
+        sid = session.id
+        client = self.client
+        if isinstance(update, up.TextDelta):
+            await client.session_update(
+                session_id=sid,
+                update=AgentMessageChunk(
+                    session_update="agent_message_chunk",
+                    content=TextContentBlock(type="text", text=update.text),
+                ),
+            )
+        elif isinstance(update, up.ThinkingDelta):
+            await client.session_update(
+                session_id=sid,
+                update=AgentThoughtChunk(
+                    session_update="agent_thought_chunk",
+                    content=TextContentBlock(type="text", text=update.text),
+                ),
+            )
+        elif isinstance(update, up.PermissionRequired):
+            await self._announce(session, update.tool_use_id, update.tool, update.input, "pending")
+            session.shown.setdefault(update.tool_use_id, asyncio.Event()).set()
+        elif isinstance(update, up.PermissionDecision):
+            name, inp = self._call_input(session, update.tool_use_id)
+            await self._announce(session, update.tool_use_id, name, inp, "pending")
+        elif isinstance(update, up.ToolStarted):
+            await self._announce(
+                session, update.tool_use_id, update.name, update.input, "in_progress"
+            )
+            await client.session_update(
+                session_id=sid,
+                update=ToolCallProgress(
+                    session_update="tool_call_update",
+                    tool_call_id=update.tool_use_id,
+                    status="in_progress",
+                ),
+            )
+        elif isinstance(update, up.ToolProgress):
+            seen = (session.progress.get(update.tool_use_id, "") + update.text)[-4000:]
+            session.progress[update.tool_use_id] = seen
+            await client.session_update(
+                session_id=sid,
+                update=ToolCallProgress(
+                    session_update="tool_call_update",
+                    tool_call_id=update.tool_use_id,
+                    content=[m.text_content(seen)],
+                ),
+            )
+        elif isinstance(update, up.ToolCompleted):
+            name, inp = self._call_input(session, update.tool_use_id)
+            await self._announce(session, update.tool_use_id, update.name or name, inp, "pending")
+            session.progress.pop(update.tool_use_id, None)
+            await client.session_update(
+                session_id=sid,
+                update=m.finish(
+                    update.tool_use_id,
+                    update.output,
+                    update.is_error,
+                    update.files_changed,
+                    session.cwd,
+                    self.runtime.app.blobs.get,
+                ),
+            )
+        elif isinstance(update, up.Retry):
+            await client.session_update(
+                session_id=sid,
+                update=AgentThoughtChunk(
+                    session_update="agent_thought_chunk",
+                    content=TextContentBlock(
+                        type="text", text=f"(retrying in {update.delay_s:.1f}s: {update.reason})\n"
+                    ),
+                ),
+            )
+
+    # ------------------------------------------------------------------ permissions
+
+    def _answerer(
+        self, session: AcpSession
+    ) -> Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]]:
+        async def answer(question: up.PermissionRequired) -> PermissionAnswer:
+            # The question goes out after the tool_call it refers to (and everything before it).
+            await session.shown.setdefault(question.tool_use_id, asyncio.Event()).wait()
+            diff = m.proposed_diff(
+                question.tool,
+                question.input,
+                session.cwd,
+                self._current(session, str(question.input.get("path", "")))
+                if question.tool in ("write", "edit") and question.input.get("path")
+                else None,
+            )
+            response = await self.client.request_permission(
+                session_id=session.id,
+                tool_call=ToolCallUpdate(
+                    tool_call_id=question.tool_use_id,
+                    title=m.tool_title(question.tool, question.input),
+                    kind=m.tool_kind(question.tool),
+                    status="pending",
+                    raw_input=question.input,
+                    content=[diff] if diff is not None else None,
+                    locations=m.locations(question.tool, question.input, session.cwd) or None,
+                ),
+                options=permission_options(question),
+            )
+            outcome = response.outcome
+            if not isinstance(outcome, AllowedOutcome):
+                # The client cancelled the prompt turn: cancel it here too; the cancellation
+                # lands on the wait below and is recorded by the loop.
+                session.handle.cancel("cancelled by the client")
+                await asyncio.Event().wait()
+            assert isinstance(outcome, AllowedOutcome)
+            return answer_for(outcome.option_id, question)
+
+        return answer
+
+    # ------------------------------------------------------------------ slash commands
+
+    async def _command(self, session: AcpSession, text: str) -> str | None:
+        """Run ``/fork``, ``/switch``, ``/rewind`` or ``/tree``; None if ``text`` is not one."""
+        try:
+            words = shlex.split(text[1:])
+        except ValueError as e:
+            raise UsageError(f"cannot parse the command: {e}") from e
+        if not words or words[0] not in {c[0] for c in COMMANDS} | {"checkout"}:
+            return None
+        name, args = words[0], words[1:]
+        app, cwd = self.runtime.app, session.cwd
+        if name == "tree":
+            return branch_ops.tree_text(app, cwd, session.id)
+        if session.handle.running:
+            raise UsageError("a turn is running; cancel it first")
+        flags = {a for a in args if a.startswith("--")}
+        nodes = [a for a in args if not a.startswith("--")]
+        if name == "fork":
+            result = branch_ops.fork(
+                app,
+                cwd,
+                session.id,
+                nodes[0] if nodes else None,
+                new_session="--new-session" in flags,
+            )
+            if result.forked_from is not None:
+                return (
+                    f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
+                    "Load that session to continue there; this one is unchanged."
+                )
+        else:
+            if len(nodes) != 1:
+                raise UsageError(f"/{name} needs one NODE (a node id or label); see /tree")
+            if name in ("switch", "checkout"):
+                result = branch_ops.switch(app, cwd, session.id, nodes[0])
+            else:
+                only_c, only_f = "--conversation" in flags, "--files" in flags
+                result = branch_ops.rewind(
+                    app,
+                    cwd,
+                    session.id,
+                    nodes[0],
+                    conversation=only_c or not only_f,
+                    files=only_f or not only_c,
+                )
+        await self._reopen(session)
+        lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
+        for f in result.files:
+            lines.append(f"  {f.outcome:9} {f.path}" + (f" ({f.detail})" if f.detail else ""))
+        if result.conflicts:
+            lines.append(
+                "Files left as you have them (conflicts): "
+                + ", ".join(c.path for c in result.conflicts)
+            )
+        return "\n".join(lines)
+
+    async def _reopen(self, session: AcpSession) -> None:
+        """The loop caches the session: after the head moved elsewhere, open it afresh."""
+        old = session.handle
+        session.handle = await session.service.open_session(session.id, self.runtime.options())
+        session.started.clear()
+        session.shown.clear()
+        await old.close()
+
+    async def close(self) -> None:
+        for session in self.sessions.values():
+            await session.handle.close()
+        self.sessions.clear()
+
+
+async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
+    """Run the agent on this process's stdin/stdout until the client closes them."""
+    agent = CoderAcpAgent(runtime)
+    if watch:
+        loop = asyncio.get_running_loop()
+        runtime.watch(
+            loop,
+            on_change=lambda _c, sections: log.warning(
+                "configuration reloaded (%s)", ", ".join(sections) or "no effective change"
+            ),
+            on_error=lambda e: log.error(
+                "configuration not reloaded, keeping the last good one: %s", e
+            ),
+        )
+    try:
+        await run_agent(agent, use_unstable_protocol=True)
+    finally:
+        runtime.close()
+        await agent.close()

@@ -1,0 +1,69 @@
+"""The command line honours the validated configuration files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coder_es.cli.main import main
+
+SCRIPT = {
+    "turns": [
+        {
+            "blocks": [
+                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "rm -f x"}}
+            ],
+            "stop_reason": "tool_use",
+        },
+        {"blocks": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"},
+    ]
+}
+
+
+def _run(ws: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict]]:
+    script = ws / "turns.json"
+    script.write_text(json.dumps(SCRIPT))
+    code = main(
+        ["--workspace", str(ws), "--backend", "sqlite", "run", "go", "--provider", "scripted",
+         "--script", str(script), "--json", *extra]
+    )
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    return code, lines
+
+
+def test_a_project_deny_rule_denies_a_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".coder-es").mkdir()
+    (tmp_path / ".coder-es" / "config.toml").write_text(
+        '[permissions.rules]\nbash = {"rm *" = "deny"}\n'
+    )
+    code, updates = _run(tmp_path, capsys)
+    decision = next(u for u in updates if u["type"] == "permission_decided")
+    assert code == 0
+    assert decision["decision"] == "deny"
+    assert decision["matched_rule"] == "config:deny bash:rm *"
+
+
+def test_the_command_line_overrides_the_project_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".coder-es").mkdir()
+    (tmp_path / ".coder-es" / "config.toml").write_text(
+        '[permissions.rules]\nbash = {"rm *" = "deny"}\n'
+    )
+    _, updates = _run(tmp_path, capsys, "--allow", "bash:rm *")
+    decision = next(u for u in updates if u["type"] == "permission_decided")
+    # Deny rules are evaluated before allow rules whatever their source (policy order).
+    assert decision["decision"] == "deny"
+
+
+def test_a_broken_config_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".coder-es").mkdir()
+    (tmp_path / ".coder-es" / "config.toml").write_text("permisions = 1\n")
+    assert main(["--workspace", str(tmp_path), "--backend", "sqlite", "sessions"]) == 2
+    assert "did you mean 'permissions'" in capsys.readouterr().err
