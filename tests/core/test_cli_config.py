@@ -56,8 +56,9 @@ def test_the_command_line_overrides_the_project_file(
     )
     _, updates = _run(tmp_path, capsys, "--allow", "bash:rm *")
     decision = next(u for u in updates if u["type"] == "permission_decided")
-    # Deny rules are evaluated before allow rules whatever their source (policy order).
-    assert decision["decision"] == "deny"
+    # Flags beat files (docs/configuration.md), so the user's explicit allow wins.
+    assert decision["decision"] == "allow"
+    assert decision["matched_rule"] == "user:allow bash:rm *"
 
 
 def test_a_broken_config_file_is_a_usage_error(

@@ -1,0 +1,544 @@
+"""The model request for a node, as a pure function of the session's events, within a budget.
+
+Layout (the stable parts first, which is what prompt caching rewards):
+
+1. ``system``: the recorded system prompt, then the instructions (AGENTS.md ...); then the tool
+   definitions. These are fixed for a session; if they alone exceed the budget the build fails.
+2. The messages of the path root -> head, newest kept first: units (see ``state``) are taken
+   from the head backwards in full while they fit, then trimmed (``render``); the first unit
+   that does not fit even trimmed ends the window. Units are atomic, so a tool_use and its
+   tool_result are always sent together or not at all. The newest unit is always sent, cut
+   down further if it must be.
+3. Everything older than the window is condensed into one user text at the start: the
+   ``ContextCompacted`` summaries among it and fallback lines for the rest (``summarize``),
+   within ``summary_share`` of the budget. ``BuiltContext.needs_compaction`` says when that
+   shed turns no summary covered: the loop should then record a compaction so the prefix stays
+   stable from step to step.
+4. Appended to the last user message (it changes every step anyway, so the cached prefix is
+   not disturbed): the current contents of the files the conversation read or changed, most
+   recently used first, within ``files_share`` (a file whose latest read is sent whole in the
+   window is not repeated); then code related to them from the dependency graph, within
+   ``related_share``.
+
+Budget: each share is reserved only when there is something to put in it; the messages get the
+rest. Token counts are additive (``tokens``), so the total is exact arithmetic, not a re-count,
+and never exceeds the budget.
+
+Determinism: file contents come from content-addressed blobs and the related code from the
+``related`` callable (a pure function of the workspace graph); with the same events (and the
+same graph), the request is byte-identical in canonical JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from coder_es.domain.chain import canonical_json
+from coder_es.domain.session import NodeId
+from coder_es.errors import CoderESError
+from coder_es.providers.types import Message, ModelRequest, canonical_request
+from projections.context.errors import ContextBudgetError, ContextConfigError
+from projections.context.render import Level, Rendered, render_unit
+from projections.context.state import ContextState, PathView, Unit
+from projections.context.summarize import condense
+from projections.context.tokens import (
+    BLOCK_OVERHEAD,
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    estimate_tokens,
+    fit_text,
+    tools_tokens,
+)
+
+PART_NAMES = ("system", "instructions", "tools", "summaries", "messages", "files", "related")
+FRONT_HEADER = "Earlier conversation, condensed (nodes {first}-{last}):"
+OMITTED = "(earlier conversation omitted)"
+FILES_HEADER = (
+    "Current contents of files read or changed in this conversation "
+    "(most recently used first):"
+)
+RELATED_HEADER = "Code related to those files (from the dependency graph, most related first):\n"
+MIN_FILE_TOKENS = 48
+
+
+class HeadSentinel:
+    def __repr__(self) -> str:
+        return "HEAD"
+
+
+HEAD: Any = HeadSentinel()
+"""``build``'s default: the session's current head."""
+
+
+class BlobReader(Protocol):
+    def get(self, digest: str) -> bytes: ...
+
+
+class _MapFile(Protocol):
+    path: str
+
+
+class RepoMapLike(Protocol):
+    text: str
+
+    @property
+    def files(self) -> Sequence[_MapFile]: ...
+
+
+class RelatedCode(Protocol):
+    """Code related to ``seeds``, rendered to fit ``budget_tokens`` (``DepGraph.related_files``)."""
+
+    def __call__(
+        self, seeds: Sequence[str], budget_tokens: int, count: TokenCounter
+    ) -> RepoMapLike: ...
+
+
+class SettingsLike(Protocol):
+    """What a request holds besides the messages (``agent.request.RequestSettings`` fits)."""
+
+    model: str
+    system: str
+    tools: list[dict[str, Any]]
+    max_tokens: int
+    temperature: float | None
+    extra_body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    model: str
+    system: str
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int = 8192
+    temperature: float | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    instructions: str = ""
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    counter: TokenCounter = estimate_tokens
+    files_share: float = 0.15
+    related_share: float = 0.05
+    summary_share: float = 0.10
+    tool_output_tokens: int = 4_000  # any tool output in the context, at most
+    old_output_tokens: int = 250  # tool outputs of trimmed (older) units
+    old_text_tokens: int = 500  # texts and tool-call arguments of trimmed units
+    max_files: int = 40
+
+    def __post_init__(self) -> None:
+        shares = (self.files_share, self.related_share, self.summary_share)
+        if any(not 0.0 <= s < 1.0 for s in shares) or sum(shares) >= 0.9:
+            msg = f"context shares must each be in [0, 1) and sum below 0.9, got {shares}"
+            raise ContextConfigError(msg)
+        caps = (self.tool_output_tokens, self.old_output_tokens, self.old_text_tokens)
+        if min(caps) < 16 or self.max_files < 0:
+            msg = f"context caps must be at least 16 tokens, got {caps}"
+            raise ContextConfigError(msg)
+
+
+@dataclass(frozen=True)
+class ContextPart:
+    name: str
+    tokens: int
+    items: int  # messages, summaries, files or related files in the part
+
+
+@dataclass(frozen=True)
+class FileInContext:
+    path: str
+    hash: str
+    tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    request: ModelRequest
+    parts: tuple[ContextPart, ...]
+    tokens: int
+    budget: int
+    head: NodeId | None
+    full: tuple[NodeId, ...]  # nodes sent as recorded (long tool outputs still capped)
+    trimmed: tuple[NodeId, ...]  # nodes sent shortened
+    condensed_units: int  # units before the window, only in the condensed history
+    summaries: tuple[NodeId, ...]  # ContextCompacted nodes whose text is sent
+    files: tuple[FileInContext, ...]
+    related: tuple[str, ...]
+    needs_compaction: bool
+
+    def part(self, name: str) -> ContextPart:
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def canonical_json(self) -> str:
+        """The request in canonical JSON: equal events give equal bytes."""
+        return canonical_json(canonical_request(self.request))
+
+
+@dataclass
+class _Window:
+    taken: list[tuple[int, Level, Rendered]]  # oldest first
+    used: int
+    start: int  # index of the first unit sent
+
+
+class ContextBuilder:
+    def __init__(
+        self,
+        settings: SettingsLike,
+        *,
+        config: ContextConfig | None = None,
+        blobs: BlobReader | None = None,
+        related: RelatedCode | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config or ContextConfig()
+        self.blobs = blobs
+        self.related = related
+        self.instructions = (
+            instructions if instructions is not None else getattr(settings, "instructions", "")
+        )
+        count = self.config.counter
+        self.system_text = settings.system + (
+            "\n\n" + self.instructions if self.instructions else ""
+        )
+        system_tokens = count(self.system_text)
+        self.instruction_tokens = min(
+            system_tokens, count("\n\n" + self.instructions) if self.instructions else 0
+        )
+        self.system_tokens = system_tokens - self.instruction_tokens
+        self.tools_tokens = tools_tokens(settings.tools, count)
+        cfg = self.config
+        self.full = Level("full", cfg.tool_output_tokens, None)
+        self.trim = Level("trimmed", cfg.old_output_tokens, cfg.old_text_tokens)
+        self.newest_levels = (
+            self.full,
+            self.trim,
+            Level("minimal", 64, 64),
+            Level("minimal", 16, 16),
+        )
+        self._file_cache: dict[str, tuple[str, int] | None] = {}
+
+    # ------------------------------------------------------------------ building
+
+    def build(
+        self,
+        source: ContextState | Iterable[Any],
+        head: NodeId | None = HEAD,
+        *,
+        budget: int,
+        metadata: dict[str, Any] | None = None,
+    ) -> BuiltContext:
+        """The request for ``head`` (default: the session's head) within ``budget`` tokens."""
+        state = source if isinstance(source, ContextState) else ContextState.from_events(source)
+        node = state.head if head is HEAD else head
+        view = state.view(node)
+        count = self.config.counter
+        fixed = self.system_tokens + self.instruction_tokens + self.tools_tokens
+        if fixed > budget:
+            raise ContextBudgetError(budget, fixed, "the system prompt and tool definitions")
+        room = budget - fixed
+        cfg = self.config
+        units = view.units
+        has_files = self.blobs is not None and any(h for h, _, _ in view.files.values())
+        files_room = int(room * cfg.files_share) if has_files else 0
+        related_room = int(room * cfg.related_share) if has_files and self.related else 0
+        limit = room - files_room - related_room
+        last_user = max((i for i, u in enumerate(units) if u.kind == "user"), default=0)
+
+        window = self._walk(state, units, limit, last_user)
+        if window is None:
+            raise ContextBudgetError(budget, fixed + self._newest_min(state, units), _NEWEST)
+        front_room = 0
+        if self._needs_front(window):
+            min_front = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(OMITTED)
+            wanted = max(min_front, int(room * cfg.summary_share))
+            for front_room in sorted({wanted, max(min_front, wanted // 2), min_front}, reverse=True):
+                shrunk = self._walk(state, units, limit - front_room, last_user)
+                if shrunk is not None:
+                    window = shrunk
+                    break
+            else:
+                raise ContextBudgetError(
+                    budget, fixed + min_front + self._newest_min(state, units), _NEWEST
+                )
+
+        messages: list[Message] = []
+        merges = 0
+        front_tokens = 0
+        if front_room:
+            text = self._front_text(state, units[: window.start], front_room, count)
+            front_tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(text)
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        inner_summary_tokens = 0
+        full_nodes: list[NodeId] = []
+        trimmed_nodes: list[NodeId] = []
+        summaries: list[NodeId] = []
+        whole: set[int] = set()
+        for i, level, rendered in window.taken:
+            unit = units[i]
+            if unit.kind == "summary":
+                inner_summary_tokens += rendered.tokens
+                summaries.append(str(unit.nodes[0]))
+            (full_nodes if level is self.full else trimmed_nodes).extend(
+                str(n) for n in unit.nodes
+            )
+            whole |= rendered.whole_results
+            for message in rendered.messages:
+                if messages and messages[-1]["role"] == message["role"]:
+                    last = messages.pop()
+                    message = {"role": last["role"], "content": [*last["content"], *message["content"]]}
+                    merges += 1
+                messages.append(message)
+        front_merged = front_room and len(window.taken) and merges and _starts_user(window)
+        for i in range(window.start):
+            if units[i].kind == "summary":
+                summaries.append(str(units[i].nodes[0]))
+
+        files, files_block = self._files(view, whole, files_room, count)
+        related_names: tuple[str, ...] = ()
+        related_block = None
+        if files and related_room:
+            related_names, related_block = self._related(view, related_room, count)
+        extra = [b for b in (files_block, related_block) if b is not None]
+        extra_tokens = sum(BLOCK_OVERHEAD + count(b["text"]) for b in extra)
+        if extra:
+            at = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            target = messages[at]
+            messages[at] = {"role": "user", "content": [*target["content"], *extra]}
+
+        total = fixed + front_tokens + window.used - merges * MESSAGE_OVERHEAD + extra_tokens
+        summary_part = inner_summary_tokens + front_tokens - (MESSAGE_OVERHEAD if front_merged else 0)
+        files_part = BLOCK_OVERHEAD + count(files_block["text"]) if files_block else 0
+        related_part = BLOCK_OVERHEAD + count(related_block["text"]) if related_block else 0
+        parts = (
+            ContextPart("system", self.system_tokens, 1),
+            ContextPart("instructions", self.instruction_tokens, 1 if self.instructions else 0),
+            ContextPart("tools", self.tools_tokens, len(self.settings.tools)),
+            ContextPart("summaries", summary_part, len(summaries) + (1 if front_room else 0)),
+            ContextPart(
+                "messages",
+                total - fixed - summary_part - files_part - related_part,
+                len(messages),
+            ),
+            ContextPart("files", files_part, len(files)),
+            ContextPart("related", related_part, len(related_names)),
+        )
+        request = self._request(messages, metadata)
+        return BuiltContext(
+            request=request,
+            parts=parts,
+            tokens=total,
+            budget=budget,
+            head=node,
+            full=tuple(full_nodes),
+            trimmed=tuple(trimmed_nodes),
+            condensed_units=window.start,
+            summaries=tuple(summaries),
+            files=tuple(files),
+            related=related_names,
+            needs_compaction=_shed_uncovered(units, window.start),
+        )
+
+    # ------------------------------------------------------------------ pieces
+
+    def _walk(
+        self, state: ContextState, units: list[Unit], limit: int, last_user: int
+    ) -> _Window | None:
+        count = self.config.counter
+        used = 0
+        taken: list[tuple[int, Level, Rendered]] = []
+        trimmed = False
+        start = 0
+        newest = len(units) - 1
+        for i in range(newest, -1, -1):
+            keep = i >= last_user
+            if i == newest:
+                levels: tuple[Level, ...] = self.newest_levels
+            elif trimmed:
+                levels = (self.trim,)
+            else:
+                levels = (self.full, self.trim)
+            chosen: tuple[Level, Rendered] | None = None
+            for level in levels:
+                rendered = render_unit(state, units[i], level, keep, count)
+                if used + rendered.tokens <= limit:
+                    chosen = (level, rendered)
+                    break
+            if chosen is None:
+                if i == newest:
+                    return None
+                start = i + 1
+                break
+            if chosen[0] is not self.full:
+                trimmed = True
+            used += chosen[1].tokens
+            taken.append((i, chosen[0], chosen[1]))
+        taken.reverse()
+        return _Window(taken, used, start)
+
+    def _newest_min(self, state: ContextState, units: list[Unit]) -> int:
+        if not units:
+            return 0
+        level = self.newest_levels[-1]
+        return render_unit(state, units[-1], level, True, self.config.counter).tokens
+
+    @staticmethod
+    def _needs_front(window: _Window) -> bool:
+        # Providers want the first message from the user; a window can start with a model turn.
+        return window.start > 0 or (bool(window.taken) and not _starts_user(window))
+
+    def _front_text(
+        self, state: ContextState, older: list[Unit], room: int, count: TokenCounter
+    ) -> str:
+        text_room = room - MESSAGE_OVERHEAD - BLOCK_OVERHEAD
+        if older:
+            header = FRONT_HEADER.format(first=older[0].nodes[0], last=older[-1].nodes[-1])
+            text, _ = condense(state, older, text_room, count, header)
+            if text:
+                return text
+        return OMITTED
+
+    def _file_text(self, digest: str) -> tuple[str, int] | None:
+        if digest in self._file_cache:
+            return self._file_cache[digest]
+        assert self.blobs is not None
+        try:
+            data = self.blobs.get(digest)
+        except CoderESError:
+            data = None
+        value = None
+        if data is not None and b"\0" not in data[:8192]:
+            text = data.decode("utf-8", "replace")
+            value = (text, self.config.counter(text))
+        if len(self._file_cache) > 512:
+            self._file_cache.clear()
+        self._file_cache[digest] = value
+        return value
+
+    def _files(
+        self, view: PathView, whole: set[int], room: int, count: TokenCounter
+    ) -> tuple[list[FileInContext], dict[str, Any] | None]:
+        if room <= 0 or self.blobs is None:
+            return [], None
+        left = room - BLOCK_OVERHEAD - count(FILES_HEADER)
+        per_file = max(MIN_FILE_TOKENS, left // 2)
+        chosen: list[FileInContext] = []
+        pieces = [FILES_HEADER]
+        tried = 0
+        for path, (digest, node, by_read) in reversed(view.files.items()):
+            if left < MIN_FILE_TOKENS or tried >= self.config.max_files:
+                break
+            if digest is None or (by_read and node in whole):
+                continue
+            tried += 1
+            loaded = self._file_text(digest)
+            if loaded is None:
+                continue
+            content, _ = loaded
+            label = f"\n=== {path} (sha256:{digest[:16]}) ===\n"
+            cap = min(left, per_file) - count(label) - 1
+            if cap < 16:
+                continue
+            body = fit_text(
+                content,
+                cap,
+                count,
+                lambda k, p=path: f"\n[... {k} characters of {p} not shown; read it for more ...]\n",
+            )
+            if not body and content:
+                continue
+            piece = label + body
+            cost = count(piece) + 1  # the counter is not assumed additive: one token of slack
+            if cost > left:
+                continue
+            pieces.append(piece)
+            left -= cost
+            chosen.append(FileInContext(path, digest, cost, body is not content))
+        if not chosen:
+            return [], None
+        text = "".join(pieces)
+        while count(text) + BLOCK_OVERHEAD > room and len(pieces) > 1:
+            pieces.pop()
+            chosen.pop()
+            text = "".join(pieces)
+        if not chosen:
+            return [], None
+        return chosen, {"type": "text", "text": text}
+
+    def _related(
+        self, view: PathView, room: int, count: TokenCounter
+    ) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+        assert self.related is not None
+        seeds = [p for p, (d, _, _) in reversed(view.files.items()) if d is not None]
+        text_room = room - BLOCK_OVERHEAD - count(RELATED_HEADER) - 1
+        if text_room <= 0 or not seeds:
+            return (), None
+        repo_map = self.related(seeds, text_room, count)
+        if not repo_map.text:
+            return (), None
+        text = RELATED_HEADER + repo_map.text
+        if BLOCK_OVERHEAD + count(text) > room:
+            return (), None
+        return tuple(f.path for f in repo_map.files), {"type": "text", "text": text}
+
+    def _request(self, messages: list[Message], metadata: dict[str, Any] | None) -> ModelRequest:
+        s = self.settings
+        checked = ModelRequest(
+            model=s.model,
+            messages=[],
+            system=self.system_text,
+            tools=s.tools,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            metadata=dict(metadata or {}),
+            extra_body=s.extra_body,
+        )
+        # Messages are valid by construction; re-validating them all is O(history) per step.
+        object.__setattr__(checked, "messages", messages)
+        return checked
+
+
+_NEWEST = "the system prompt, tool definitions and the newest message (shortened)"
+
+
+def _starts_user(window: _Window) -> bool:
+    for _, _, rendered in window.taken:
+        if rendered.messages:
+            return rendered.messages[0]["role"] == "user"
+    return True
+
+
+def _shed_uncovered(units: list[Unit], start: int) -> bool:
+    return any(units[i].kind != "summary" for i in range(start - 1, -1, -1))
+
+
+def stable_prefix(previous: Sequence[Message], messages: Sequence[Message]) -> int:
+    """How many leading messages two requests share (for ``RequestRecorder.record``)."""
+    n = 0
+    for a, b in zip(previous, messages, strict=False):
+        if a is not b and a != b:
+            break
+        n += 1
+    return n
+
+
+def graph_related(graph: Any) -> RelatedCode:
+    """``RelatedCode`` from a ``projections.depgraph.DepGraph`` (seeds outside it are ignored)."""
+
+    def related(seeds: Sequence[str], budget_tokens: int, count: TokenCounter) -> RepoMapLike:
+        known = [s for s in seeds if s in graph]
+        if not known:
+            from projections.depgraph.model import RepoMap
+
+            return RepoMap((), "", 0)
+        result: RepoMapLike = graph.related_files(known, budget_tokens, count)
+        return result
+
+    return related
