@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "coder_es.cli.tree",
     "coder_es.cli.audit",
     "coder_es.cli.clients",
+    "coder_es.cli.fleet",
 ]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2

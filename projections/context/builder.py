@@ -31,7 +31,7 @@ same graph), the request is byte-identical in canonical JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,11 +77,13 @@ class BlobReader(Protocol):
 
 
 class _MapFile(Protocol):
-    path: str
+    @property
+    def path(self) -> str: ...
 
 
 class RepoMapLike(Protocol):
-    text: str
+    @property
+    def text(self) -> str: ...
 
     @property
     def files(self) -> Sequence[_MapFile]: ...
@@ -259,7 +261,8 @@ class ContextBuilder:
         if self._needs_front(window):
             min_front = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(OMITTED)
             wanted = max(min_front, int(room * cfg.summary_share))
-            for front_room in sorted({wanted, max(min_front, wanted // 2), min_front}, reverse=True):
+            tries = sorted({wanted, max(min_front, wanted // 2), min_front}, reverse=True)
+            for front_room in tries:
                 shrunk = self._walk(state, units, limit - front_room, last_user)
                 if shrunk is not None:
                     window = shrunk
@@ -293,10 +296,11 @@ class ContextBuilder:
             for message in rendered.messages:
                 if messages and messages[-1]["role"] == message["role"]:
                     last = messages.pop()
-                    message = {"role": last["role"], "content": [*last["content"], *message["content"]]}
+                    content = [*last["content"], *message["content"]]
+                    message = {"role": last["role"], "content": content}
                     merges += 1
                 messages.append(message)
-        front_merged = front_room and len(window.taken) and merges and _starts_user(window)
+        front_merged = bool(front_room) and bool(window.taken) and _starts_user(window)
         for i in range(window.start):
             if units[i].kind == "summary":
                 summaries.append(str(units[i].nodes[0]))
@@ -308,13 +312,18 @@ class ContextBuilder:
             related_names, related_block = self._related(view, related_room, count)
         extra = [b for b in (files_block, related_block) if b is not None]
         extra_tokens = sum(BLOCK_OVERHEAD + count(b["text"]) for b in extra)
-        if extra:
-            at = max(i for i, m in enumerate(messages) if m["role"] == "user")
-            target = messages[at]
-            messages[at] = {"role": "user", "content": [*target["content"], *extra]}
+        users = [i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"]
+        if extra and users:
+            target = messages[users[0]]
+            messages[users[0]] = {"role": "user", "content": [*target["content"], *extra]}
+        elif extra:  # nowhere to put them (no user message at all)
+            extra, extra_tokens, files, related_names = [], 0, [], ()
+            files_block = related_block = None
 
         total = fixed + front_tokens + window.used - merges * MESSAGE_OVERHEAD + extra_tokens
-        summary_part = inner_summary_tokens + front_tokens - (MESSAGE_OVERHEAD if front_merged else 0)
+        summary_part = inner_summary_tokens + front_tokens
+        if front_merged:
+            summary_part -= MESSAGE_OVERHEAD
         files_part = BLOCK_OVERHEAD + count(files_block["text"]) if files_block else 0
         related_part = BLOCK_OVERHEAD + count(related_block["text"]) if related_block else 0
         parts = (
@@ -441,17 +450,14 @@ class ContextBuilder:
             loaded = self._file_text(digest)
             if loaded is None:
                 continue
-            content, _ = loaded
+            content, content_tokens = loaded
             label = f"\n=== {path} (sha256:{digest[:16]}) ===\n"
             cap = min(left, per_file) - count(label) - 1
             if cap < 16:
                 continue
-            body = fit_text(
-                content,
-                cap,
-                count,
-                lambda k, p=path: f"\n[... {k} characters of {p} not shown; read it for more ...]\n",
-            )
+            body = content
+            if content_tokens > cap:
+                body = fit_text(content, cap, count, _file_note(path))
             if not body and content:
                 continue
             piece = label + body
@@ -506,6 +512,10 @@ class ContextBuilder:
 
 
 _NEWEST = "the system prompt, tool definitions and the newest message (shortened)"
+
+
+def _file_note(path: str) -> Callable[[int], str]:
+    return lambda k: f"\n[... {k} characters of {path} not shown; read the file for more ...]\n"
 
 
 def _starts_user(window: _Window) -> bool:

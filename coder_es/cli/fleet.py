@@ -1,0 +1,216 @@
+"""``coder-es worker``, ``coder-es enqueue`` and ``coder-es project``: the fleet on PostgreSQL.
+
+``enqueue PROMPT`` creates a session in the workspace and queues it; ``enqueue --session ID
+[PROMPT]`` queues a new message for a session (or, without PROMPT, its resumption). ``worker``
+takes jobs until stopped (SIGINT/SIGTERM let running jobs finish) or, with ``--until-empty``,
+until nothing is left to start. ``project`` follows the notification log and keeps the sessions
+summary view up to date; ``--until-caught-up`` stops once it has processed every event committed so
+far, ``--check`` then compares the view with a rebuild from zero (exit 1 if they differ).
+All of them need the postgres backend (docs/postgres.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from coder_es.cli.context import Context, print_json
+from coder_es.errors import UsageError
+from coder_es.fleet.errors import require_postgres
+from coder_es.permissions.presets import PRESETS
+from coder_es.permissions.rules import parse_rule
+
+# The queue library (procrastinate, in the postgres extra) is imported only by these commands,
+# so the rest of the CLI works without it.
+DEFAULT_QUEUE = "sessions"
+
+
+def register(subparsers: Any) -> None:
+    w = subparsers.add_parser("worker", help="take sessions from the PostgreSQL queue and run them")
+    w.add_argument("--concurrency", type=int, default=4, help="sessions run at once (default 4)")
+    w.add_argument("--queue", default=DEFAULT_QUEUE, help=f"queue name (default {DEFAULT_QUEUE})")
+    w.add_argument("--name", default=None, help="worker name shown in logs")
+    w.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats")
+    w.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=15.0,
+        help="seconds without heartbeat before a worker's jobs are requeued (default 15)",
+    )
+    w.add_argument("--until-empty", action="store_true", help="exit when no job is left to start")
+    w.add_argument("-v", "--verbose", action="store_true", help="log the queue's own activity")
+    w.set_defaults(handler=cmd_worker)
+
+    e = subparsers.add_parser("enqueue", help="queue a session (new or existing) for the workers")
+    e.add_argument("prompt", nargs="?", help="the message (omit with --session to resume)")
+    e.add_argument("--session", help="an existing session (id or unique prefix)")
+    e.add_argument("--provider", help="anthropic, openai, ollama or scripted")
+    e.add_argument("--model", help="model name (scripted: the script path)")
+    e.add_argument("--script", help="script file for the scripted provider")
+    e.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
+    e.add_argument("--allow", action="append", default=[], metavar="RULE")
+    e.add_argument("--deny", action="append", default=[], metavar="RULE")
+    e.add_argument("--yes", action="store_true", help="workers allow asked calls once")
+    e.add_argument("--max-steps", type=int, default=50)
+    e.add_argument("--title", default="")
+    e.add_argument("--queue", default=DEFAULT_QUEUE)
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(handler=cmd_enqueue)
+
+    p = subparsers.add_parser("project", help="run the sessions summary projection process")
+    p.add_argument(
+        "--until-caught-up", action="store_true", help="stop once every event so far is processed"
+    )
+    p.add_argument("--check", action="store_true", help="compare the view with a rebuild")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_project)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("procrastinate").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+# ---------------------------------------------------------------------- worker
+
+
+def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
+    require_postgres(ctx.config.backend, "coder-es worker")
+    from coder_es.fleet.worker import FleetWorker, WorkerOptions
+
+    _logging(args.verbose)
+    options = WorkerOptions(
+        concurrency=args.concurrency,
+        queue=args.queue,
+        name=args.name,
+        heartbeat_s=args.heartbeat,
+        stall_timeout_s=args.stall_timeout,
+        reap_interval_s=min(2.0, args.stall_timeout / 2),
+        until_empty=args.until_empty,
+    )
+    worker = FleetWorker(ctx.config, options)
+    try:
+        asyncio.run(worker.run())
+    finally:
+        worker.close()
+    failed = [r for r in worker.reports if r.outcome in ("error", "max_steps")]
+    return 1 if failed and args.until_empty else 0
+
+
+# ---------------------------------------------------------------------- enqueue
+
+
+def _job_settings(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    script = args.script
+    if script is not None:
+        path = Path(script)
+        if not path.is_file():
+            raise UsageError(f"cannot read the script {script}: no such file")
+        return args.provider or "scripted", str(path.resolve())
+    model = args.model
+    if model and model.endswith((".json", ".jsonl")):
+        model = str(Path(model).resolve())  # workers may run elsewhere in the tree
+    return args.provider, model
+
+
+def cmd_enqueue(args: argparse.Namespace, ctx: Context) -> int:
+    require_postgres(ctx.config.backend, "coder-es enqueue")
+    if not args.prompt and not args.session:
+        raise UsageError("enqueue needs a PROMPT (or --session ID to resume a session)")
+    if args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    rules = [("allow", r) for r in args.allow] + [("deny", r) for r in args.deny]
+    for action, text in rules:
+        parse_rule(text, action)
+    provider, model = _job_settings(args)
+    return asyncio.run(_enqueue(args, ctx, provider, model, tuple(rules)))
+
+
+async def _enqueue(
+    args: argparse.Namespace,
+    ctx: Context,
+    provider: str | None,
+    model: str | None,
+    rules: tuple[tuple[str, str], ...],
+) -> int:
+    from coder_es.fleet.jobs import SessionJob
+    from coder_es.fleet.queue import FleetQueue
+    from coder_es.fleet.script import fleet_provider_factory
+    from coder_es.service.api import AgentService, SessionOptions
+
+    created = False
+    if args.session:
+        session_id = str(ctx.app.resolve_session(args.session))
+    else:
+        if provider is None:
+            raise UsageError("a new session needs --provider (or --script for the scripted one)")
+        service = AgentService(ctx.app, ctx.workspace, provider_factory=fleet_provider_factory())
+        handle = await service.create_session(
+            SessionOptions(
+                agent=args.agent,
+                provider=provider,
+                model=model,
+                rules=tuple(parse_rule(t, a) for a, t in rules),
+                max_steps=args.max_steps,
+                title=args.title or args.prompt[:80],
+            )
+        )
+        await handle.close()
+        session_id, created = handle.id, True
+    job = SessionJob(
+        session_id=session_id,
+        prompt=args.prompt or None,
+        yes=args.yes,
+        provider=provider,
+        model=model,
+        agent=args.agent,
+        rules=rules,
+        max_steps=args.max_steps,
+    )
+    async with FleetQueue(ctx.config, queue=args.queue) as queue:
+        job_id = await queue.enqueue(job)
+    if args.json:
+        print_json({"session_id": session_id, "job_id": job_id, "created": created})
+    else:
+        verb = "created and queued" if created else "queued"
+        print(f"session {session_id} {verb} (job {job_id})")
+    return 0
+
+
+# ---------------------------------------------------------------------- project
+
+
+def cmd_project(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.fleet.projection import (
+        caught_up,
+        compare_with_rebuild,
+        open_summary_view,
+        run_summary_projection,
+    )
+
+    require_postgres(ctx.config.backend, "coder-es project")
+    _logging(False)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    until = caught_up if args.until_caught_up else None
+    position = run_summary_projection(ctx.config, stop=stop, until=until)
+    problems: list[str] = []
+    if args.check:
+        view = open_summary_view(ctx.config)
+        problems = compare_with_rebuild(ctx.app, view)
+    if args.json:
+        print_json({"position": position, "checked": args.check, "problems": problems})
+    else:
+        print(f"sessions summary at notification {position}")
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if args.check and not problems:
+            print("the view matches a rebuild from zero")
+    return 1 if problems else 0
