@@ -25,9 +25,9 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from acp import PROTOCOL_VERSION, Client, RequestError, run_agent
+from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -176,6 +176,7 @@ class AcpSession:
     cwd: Path
     service: AgentService
     handle: SessionHandle
+    buffers: _Buffers | None = None
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -266,7 +267,7 @@ class CoderAcpAgent:
     ) -> AcpSession:
         buffers.session_id = handle.id
         servers = [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in mcp or []]
-        session = AcpSession(handle.id, service.workspace, service, handle, servers)
+        session = AcpSession(handle.id, service.workspace, service, handle, buffers, servers)
         old = self.sessions.get(handle.id)
         if old is not None:
             self._spawn(old.handle.close())
@@ -418,8 +419,14 @@ class CoderAcpAgent:
 
     # ------------------------------------------------------------------ updates
 
-    def _current(self, session: AcpSession, path: str) -> str | None:
+    async def _current(self, session: AcpSession, path: str) -> str | None:
+        """The file as the user sees it: the editor's buffer when it offers one, else the disk."""
         where = Path(path) if Path(path).is_absolute() else session.cwd / path
+        if session.buffers is not None and self.fs_read:
+            try:
+                return await session.buffers.read(where)
+            except RequestError:
+                pass
         data = read_current(where)
         return decode_text(data) if data is not None else None
 
@@ -524,14 +531,11 @@ class CoderAcpAgent:
         async def answer(question: up.PermissionRequired) -> PermissionAnswer:
             # The question goes out after the tool_call it refers to (and everything before it).
             await session.shown.setdefault(question.tool_use_id, asyncio.Event()).wait()
-            diff = m.proposed_diff(
-                question.tool,
-                question.input,
-                session.cwd,
-                self._current(session, str(question.input.get("path", "")))
-                if question.tool in ("write", "edit") and question.input.get("path")
-                else None,
-            )
+            path = question.input.get("path")
+            current = None
+            if question.tool in ("write", "edit") and isinstance(path, str) and path:
+                current = await self._current(session, path)
+            diff = m.proposed_diff(question.tool, question.input, session.cwd, current)
             response = await self.client.request_permission(
                 session_id=session.id,
                 tool_call=ToolCallUpdate(
@@ -642,7 +646,9 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        await run_agent(agent, use_unstable_protocol=True)
+        # The methods we do not implement (modes, config options...) answer "method not found":
+        # the router looks handlers up by name, so a partial Agent is what the package expects.
+        await run_agent(cast(Agent, agent), use_unstable_protocol=True)
     finally:
         runtime.close()
         await agent.close()

@@ -95,9 +95,9 @@ def decision_answer(m: ClientMessage) -> PermissionAnswer:
     decision = m.fields.get("decision")
     scope = m.fields.get("scope", "once")
     if decision not in ("allow", "deny"):
-        raise ClientError("tool_decision: 'decision' must be \"allow\" or \"deny\"")
+        raise ClientError('tool_decision: \'decision\' must be "allow" or "deny"')
     if scope not in ("once", "always"):
-        raise ClientError("tool_decision: 'scope' must be \"once\" or \"always\"")
+        raise ClientError('tool_decision: \'scope\' must be "once" or "always"')
     pattern = m.str_field("pattern", required=False)
     reason = m.fields.get("reason")
     if reason is not None and not isinstance(reason, str):

@@ -124,6 +124,10 @@ class StoreConfig:
                 self.path.mkdir(parents=True, exist_ok=True)
                 if self.backend == "lmdb":
                     self.lmdb_dir.mkdir(exist_ok=True)
+                # Like a virtualenv, the store ignores itself so it never shows in `git status`.
+                ignore = self.path / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text("# created by coder-es: the event store is not source\n*\n")
             except OSError as e:
                 msg = f"cannot create the store directory {self.path}: {e.strerror}"
                 raise UsageError(msg) from e

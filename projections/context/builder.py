@@ -5,7 +5,7 @@ Layout (the stable parts first, which is what prompt caching rewards):
 1. ``system``: the recorded system prompt, then the instructions (AGENTS.md ...); then the tool
    definitions. These are fixed for a session; if they alone exceed the budget the build fails.
 2. The messages of the path root -> head, newest kept first: units (see ``state``) are taken
-   from the head backwards in full while they fit, then trimmed (``render``); the first unit
+   from the head backwards, each in full if it fits, else trimmed (``render``); the first unit
    that does not fit even trimmed ends the window. Units are atomic, so a tool_use and its
    tool_result are always sent together or not at all. The newest unit is always sent, cut
    down further if it must be.
@@ -219,6 +219,7 @@ class ContextBuilder:
         cfg = self.config
         self.full = Level("full", cfg.tool_output_tokens, None)
         self.trim = Level("trimmed", cfg.old_output_tokens, cfg.old_text_tokens)
+        self.levels = (self.full, self.trim)
         self.newest_levels = (
             self.full,
             self.trim,
@@ -363,20 +364,13 @@ class ContextBuilder:
         count = self.config.counter
         used = 0
         taken: list[tuple[int, Level, Rendered]] = []
-        trimmed = False
         start = 0
         newest = len(units) - 1
         for i in range(newest, -1, -1):
-            keep = i >= last_user
-            if i == newest:
-                levels: tuple[Level, ...] = self.newest_levels
-            elif trimmed:
-                levels = (self.trim,)
-            else:
-                levels = (self.full, self.trim)
+            levels = self.newest_levels if i == newest else self.levels
             chosen: tuple[Level, Rendered] | None = None
             for level in levels:
-                rendered = render_unit(state, units[i], level, keep, count)
+                rendered = render_unit(state, units[i], level, i >= last_user, count)
                 if used + rendered.tokens <= limit:
                     chosen = (level, rendered)
                     break
@@ -385,8 +379,6 @@ class ContextBuilder:
                     return None
                 start = i + 1
                 break
-            if chosen[0] is not self.full:
-                trimmed = True
             used += chosen[1].tokens
             taken.append((i, chosen[0], chosen[1]))
         taken.reverse()

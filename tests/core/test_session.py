@@ -137,3 +137,16 @@ def test_old_events_are_upcast_and_the_chain_still_holds(tmp_path: Any) -> None:
     finally:
         clear_topic_cache()
         app.close()
+
+
+def test_the_store_directory_keeps_itself_out_of_git(tmp_path: Any) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    app = CoderApp(StoreConfig(backend="sqlite", path=tmp_path / ".coder-es"))
+    app.start_session(workspace=str(tmp_path))
+    app.close()
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""
