@@ -82,6 +82,8 @@ class Result:
     completed: int
     kills: int = 0
     projection_kills: int = 0
+    requeued: int = 0
+    """Jobs taken over from a killed worker (attempts > 0)."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -132,7 +134,8 @@ class Fleet:
         )
         self.workers: list[subprocess.Popen[bytes]] = []
         self.projector: subprocess.Popen[bytes] | None = None
-        self.logs = root / "logs"
+        # Outside the scratch directory, so they survive a failed run.
+        self.logs = Path(tempfile.gettempdir()) / "coder-es-fleet-logs" / self.schema
         self.logs.mkdir(parents=True, exist_ok=True)
         self._spawned = 0
 
@@ -243,8 +246,12 @@ class Fleet:
             counts = await queue.counts()
         with self._conn() as c:
             row = c.execute(f"SELECT count(*) FROM {self.schema}.coder_es_events").fetchone()
+            again = c.execute(
+                f"SELECT count(*) FROM {self.schema}.procrastinate_jobs WHERE attempts > 0"
+            ).fetchone()
         events = (int(row[0]) if row else 0) - events_before
         result = Result(p, elapsed, events, counts.succeeded, kills, projection_kills)
+        result.requeued = int(again[0]) if again else 0
         if counts.failed:
             result.problems.append(f"{counts.failed} job(s) failed; see {self.logs}")
         return result
@@ -397,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  kill run: {r.plan.workers} workers, {r.plan.sessions} sessions, {r.kills} worker "
             f"kill -9 (+{r.projection_kills} of the projection process): {r.completed} jobs done "
-            f"in {r.elapsed_s:.1f}s, {r.sessions_per_s:.2f} sessions/s, {r.events} events"
+            f"({r.requeued} taken over from killed workers) in {r.elapsed_s:.1f}s, {r.sessions_per_s:.2f} sessions/s, {r.events} events"
         )
         if r.kills < plan.kills:
             print(f"  note: the run ended after {r.kills} of {plan.kills} kills")

@@ -299,6 +299,10 @@ def _redact(
             changed_text.append(canonical_json(fields))
         if mapping:
             fields = remap(fields)
+            observed = fields.get("hash")
+            if e.kind == "FileObserved" and observed in out and e.fields.get("hash") in mapping:
+                # The observation is of the redacted content now: keep its size true to it.
+                fields["size"] = len(out[fields["hash"]])
         new_events.append(RecordedEvent(e.version, e.kind, e.topic, e.timestamp, fields))
     new_files = {p: (mapping.get(d, d) if d is not None else None) for p, d in files.items()}
     markers = sorted({m for m in redactor.describe() if any(m in t for t in changed_text)})
@@ -507,7 +511,8 @@ def _event(item: dict[str, Any], expected: int, where: str) -> RecordedEvent:
     if not isinstance(fields, dict):
         raise CassetteError(f"{where}: event fields must be an object")
     kind = str(item["kind"])
-    return RecordedEvent(version, kind, str(item.get("topic") or _topic(kind)), str(item["timestamp"]), fields)
+    topic = str(item.get("topic") or _topic(kind))
+    return RecordedEvent(version, kind, topic, str(item["timestamp"]), fields)
 
 
 def _topic(kind: str) -> str:

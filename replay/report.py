@@ -22,6 +22,7 @@ from typing import Any
 from coder_es.errors import CoderESError
 
 EXIT_IDENTICAL, EXIT_DIVERGED, EXIT_UNREADABLE = 0, 1, 2
+MAX_SHOWN_LINES = 40
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,13 @@ class ReplayReport:
                 f"  {self.replayed_events} of {self.recorded_events} recorded events replayed "
                 "identically before it"
             )
-            lines.append("  recorded:")
-            lines += ["    " + ln for ln in flatten(d.expected)]
-            lines.append("  replayed:")
-            lines += ["    " + ln for ln in flatten(d.actual)]
+            for label, value in (("recorded", d.expected), ("replayed", d.actual)):
+                shown = flatten(value)
+                if len(shown) > MAX_SHOWN_LINES:
+                    lines.append(f"  {label}: ({len(shown)} lines; the diff shows what differs)")
+                else:
+                    lines.append(f"  {label}:")
+                    lines += ["    " + ln for ln in shown]
             if d.diff:
                 lines.append("  diff (recorded -> replayed):")
                 lines += ["    " + ln for ln in d.diff.splitlines()]
@@ -146,7 +150,7 @@ def flatten(value: Any, prefix: str = "") -> list[str]:
         if not value:
             return [f"{prefix}: {{}}" if prefix else "{}"]
         out: list[str] = []
-        for k in value:
+        for k in sorted(value, key=str):
             out += flatten(value[k], f"{prefix}.{k}" if prefix else str(k))
         return out
     if isinstance(value, list):
@@ -203,7 +207,21 @@ def lookup(value: Any, path: str) -> Any:
     return cur
 
 
-def short(value: Any, width: int = 60) -> str:
+def short(value: Any, width: int = 60, start: int = 0) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if start > 0:
+        text = "…" + text[start:]
     text = " ".join(text.split())
     return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def contrast(expected: Any, actual: Any, width: int = 60) -> tuple[str, str]:
+    """Both values, shortened around where they start to differ (for one-line summaries)."""
+    start = 0
+    if isinstance(expected, str) and isinstance(actual, str):
+        n = next(
+            (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+            min(len(expected), len(actual)),
+        )
+        start = max(0, n - 15)
+    return short(expected, width, start), short(actual, width, start)

@@ -37,7 +37,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from coder_es.agent import decider as d
-from coder_es.agent.request import MessageBuilder, RequestRecorder, RequestSettings, build_request
+from coder_es.agent.request import RequestRecorder, RequestSettings
 from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
@@ -45,12 +45,14 @@ from coder_es.errors import CoderESError
 from coder_es.permissions.policy import Evaluation, PermissionAnswer
 from coder_es.providers import types as pt
 from coder_es.providers.base import Provider, ResponseAssembler
-from coder_es.providers.errors import ProviderError
+from coder_es.providers.errors import ContextTooLongError, ProviderError
 from coder_es.service import updates as up
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.output import DEFAULT_LIMIT, cap_output
 from coder_es.tools.registry import ToolExecutor
 from coder_es.workspace.workspace import Workspace
+from projections.context import ContextBuilder, ContextState, plan_compaction, stable_prefix
+from projections.context.builder import DEFAULT_BUDGET
 
 T = TypeVar("T")
 
@@ -95,6 +97,8 @@ class LoopConfig:
     # already retries failures that happen before any content).
     model_retries: int = 1
     retry_delay_s: float = 1.0
+    # Input tokens a request may hold: the model's context window minus max_tokens.
+    context_budget: int = DEFAULT_BUDGET
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,9 @@ class AgentLoop:
         self.emit: Emit = emit or (lambda _u: None)
         self.session: Session = app.get_session(session_id)
         self.state = LoopState()
-        self.messages = MessageBuilder()
+        self.context = ContextState()
+        self._builder: ContextBuilder | None = None
+        self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
         events = app.session_events(self.session.id)
         for event in events:
             self._apply(event)
@@ -175,7 +181,7 @@ class AgentLoop:
 
     def _apply(self, event: Any) -> None:
         self.state.apply(event)
-        self.messages.apply(event)
+        self.context.apply(event)
 
     def _trigger(self, command: Callable[[Session], T]) -> T:
         before = len(self.session.pending_events)
@@ -310,13 +316,17 @@ class AgentLoop:
 
     async def _call_model(self, step: int) -> str | None:
         """One model turn, recorded. Returns an error message if the turn must stop."""
-        messages = self.messages.messages(self.state.head)
-        request = build_request(
-            messages,
-            self.request_settings(),
-            {"session_id": self.session_id, "node": self.state.head, "step": step},
+        if self._builder is None:
+            self._builder = ContextBuilder(self.request_settings(), blobs=self.app.blobs)
+        built = self._builder.build(
+            self.context,
+            self.state.head,
+            budget=self.config.context_budget,
+            metadata={"session_id": self.session_id, "node": self.state.head, "step": step},
         )
-        digest = self.recorder.record(request, self.messages.take_stable())
+        request = built.request
+        digest = self.recorder.record(request, stable_prefix(self._sent, request.messages))
+        self._sent = request.messages
         attempt = 0
         while True:
             attempt += 1
@@ -337,6 +347,22 @@ class AgentLoop:
                     )
                 )
                 self.emit(up.Error(kind, str(e), retry))
+                if isinstance(e, ContextTooLongError):
+                    plan = plan_compaction(self.context, self.state.head)
+                    if plan is not None:
+                        # The summary node becomes the head and the decider calls the model
+                        # again with a smaller request. Each compaction covers at least one
+                        # more turn or step, so this ends (no plan: the error stands).
+                        self._trigger(
+                            partial(
+                                Session.compact_context,
+                                covers=list(plan.covers),
+                                summary=plan.summary,
+                                produced_by=plan.produced_by,
+                            )
+                        )
+                        self.flush()
+                        return None
                 if not retry:
                     self.flush()
                     return str(e)

@@ -23,8 +23,10 @@ COMMAND_MODULES = [
     "coder_es.cli.run",
     "coder_es.cli.tree",
     "coder_es.cli.audit",
+    "coder_es.cli.replay_cmds",
     "coder_es.cli.clients",
     "coder_es.cli.fleet",
+    "coder_es.cli.context_cmds",
 ]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2

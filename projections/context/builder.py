@@ -61,6 +61,8 @@ FILES_HEADER = (
 )
 RELATED_HEADER = "Code related to those files (from the dependency graph, most related first):\n"
 MIN_FILE_TOKENS = 48
+DEFAULT_BUDGET = 100_000
+"""A default for callers with no model window at hand (input tokens, output not included)."""
 
 
 class HeadSentinel:
@@ -100,12 +102,23 @@ class RelatedCode(Protocol):
 class SettingsLike(Protocol):
     """What a request holds besides the messages (``agent.request.RequestSettings`` fits)."""
 
-    model: str
-    system: str
-    tools: list[dict[str, Any]]
-    max_tokens: int
-    temperature: float | None
-    extra_body: dict[str, Any]
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def system(self) -> str: ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def temperature(self) -> float | None: ...
+
+    @property
+    def extra_body(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from context_helpers import SETTINGS
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coder_es.providers.types import ModelRequest
 from projections.context import estimate_tokens, request_tokens, word_piece_tokens
 from projections.context.tokens import MESSAGE_OVERHEAD, fit_text
-
-from context_helpers import SETTINGS
-from coder_es.providers.types import ModelRequest
 
 
 def test_bytes_over_four_counts_utf8_bytes() -> None:
@@ -31,11 +32,12 @@ def test_word_pieces_count_symbols_and_split_long_words() -> None:
     st.integers(min_value=0, max_value=400),
     st.sampled_from([estimate_tokens, word_piece_tokens]),
 )
-def test_fit_text_never_exceeds_the_cap(text: str, cap: int, count: object) -> None:
-    counter = count  # type: ignore[assignment]
-    out = fit_text(text, cap, counter, lambda k: f"[{k} cut]")  # type: ignore[arg-type]
-    assert counter(out) <= cap  # type: ignore[operator]
-    if counter(text) <= cap:  # type: ignore[operator]
+def test_fit_text_never_exceeds_the_cap(
+    text: str, cap: int, counter: Callable[[str], int]
+) -> None:
+    out = fit_text(text, cap, counter, lambda k: f"[{k} cut]")
+    assert counter(out) <= cap
+    if counter(text) <= cap:
         assert out == text
 
 

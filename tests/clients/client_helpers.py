@@ -62,12 +62,12 @@ def kinds(events: list[Any]) -> list[str]:
 
 @asynccontextmanager
 async def serve_process(
-    ws: Path, tmp_path: Path, *args: str
+    ws: Path, tmp_path: Path, *args: str, extra_env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     """``coder-es serve --port 0`` (a free port); yields its URL once it listens."""
     proc = await asyncio.create_subprocess_exec(
         *cli(ws, "serve", "--port", "0", "--script", str(tmp_path / "script.json"), *args),
-        env=child_env(tmp_path),
+        env={**child_env(tmp_path), **(extra_env or {})},
         cwd=str(REPO),
         stderr=asyncio.subprocess.PIPE,
     )

@@ -1,0 +1,687 @@
+"""The replay engine: the current loop code run against a cassette, compared event by event.
+
+A replay starts the recorded session again in a fresh store under the same session id (so node
+ids, which are event versions, line up), with the agent loop of the current code behind its
+seams (``coder_es.service.api.AgentService`` builds it, as for a real run):
+
+- the model is a ``ReplayProvider``: recorded responses in order, each after checking that the
+  request the current code built is the recorded one;
+- tools are served from the recording (``verify`` mode: no command runs, no file the user owns is
+  touched) or run for real in a scratch workspace restored from the cassette (``live`` mode, where
+  their outputs are compared too). Edits the user made during the recorded session are made
+  again in the scratch workspace right before the step that saw them (``replay.disk``);
+- permission questions are answered from the recording;
+- the user's side is replayed at the points it was recorded: messages, fork / checkout / rewind /
+  label (``coder_es.branching``, on the scratch workspace), and cancellations (a recorded
+  ``TurnCancelled`` cancels the turn where it happened).
+
+The new events are compared with the recorded ones as they appear, under ``replay.normalize``; the
+first difference stops the replay and is reported (``replay.report.Divergence``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import shutil
+import tempfile
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from coder_es.agent.decider import ABANDONED
+from coder_es.agent.runner import LoopConfig
+from coder_es.application import CoderApp
+from coder_es.branching import Branching
+from coder_es.domain.session import Session
+from coder_es.permissions.policy import PermissionAnswer
+from coder_es.records import event_fields, event_kind
+from coder_es.service import updates as up
+from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+from coder_es.store.config import StoreConfig
+from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
+from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
+from replay import disk
+from replay.cassette import Cassette, RecordedEvent
+from replay.normalize import Normalizer
+from replay.provider import ReplayProvider, RequestMatcher, model_calls
+from replay.report import (
+    Divergence,
+    ReplayMismatch,
+    ReplayReport,
+    contrast,
+    diff_values,
+    first_difference,
+    lookup,
+)
+
+MODES = ("verify", "live")
+DEFAULT_MAX_STEPS = 50
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    mode: str = "verify"
+    workspace: Path | None = None
+    """The scratch workspace (default: a new temporary directory, removed afterwards)."""
+    keep_workspace: bool = False
+    session_id: UUID | None = None
+    """Default: the recorded session id."""
+    tools: ToolRegistry | None = None
+    """The tools of the current code (default: ``default_registry()``)."""
+    max_steps: int | None = None
+    """Default: the cassette's ``options.max_steps``, else inferred from the recording."""
+    progress: Progress | None = None
+    config: LoopConfig = field(default_factory=LoopConfig)
+
+
+class ReplayApp(CoderApp):
+    """A ``CoderApp`` that keeps the events it saves for one session, in order, for comparison."""
+
+    def __init__(self, config: StoreConfig | None = None, env: dict[str, str] | None = None):
+        super().__init__(config, env)
+        self.watched: UUID | None = None
+        self.observed: list[Any] = []
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        recordings = super().save(*objs, **kwargs)
+        for recording in recordings:
+            event = recording.domain_event
+            if event.originator_id == self.watched:
+                self.observed.append(event)
+        return recordings
+
+
+class _Diverged(Exception):
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(divergence.summary)
+        self.divergence = divergence
+
+
+@dataclass
+class _ToolRun:
+    name: str
+    input: dict[str, Any]
+    key: str
+    sink: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    completed: dict[str, Any] | None = None
+
+
+def _plain(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k != "prev_hash"}
+
+
+def infer_max_steps(events: tuple[RecordedEvent, ...] | list[RecordedEvent]) -> int:
+    """The step limit the recorded run must have had: the step count of a turn that stopped
+    with tool calls answered and no further model call, else at least the default."""
+    limits: list[int] = []
+    longest = 0
+    steps, last_stop, stopped_early = 0, "", False
+
+    def close() -> None:
+        if steps and last_stop in ("tool_use", "pause_turn") and not stopped_early:
+            limits.append(steps)
+
+    for e in events:
+        if e.kind == "UserMessageAdded":
+            close()
+            steps, last_stop, stopped_early = 0, "", False
+        elif e.kind == "ModelResponded":
+            steps += 1
+            longest = max(longest, steps)
+            last_stop = str(e.fields.get("stop_reason"))
+        elif e.kind in ("TurnCancelled", "ErrorRecorded", "HeadMoved"):
+            stopped_early = True
+    close()
+    return min(limits) if limits else max(DEFAULT_MAX_STEPS, longest)
+
+
+class _Scratch:
+    """The scratch workspace: files written from cassette blobs."""
+
+    def __init__(self, root: Path, blob: Callable[[str], bytes]) -> None:
+        self.root = root
+        self.blob = blob
+
+    def put(self, path: str, digest: str | None) -> None:
+        if not disk.relative(path):
+            return
+        target = self.root / path
+        try:
+            current = target.read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            current = None
+        now = None if current is None else hashlib.sha256(current).hexdigest()
+        if now == digest:
+            return
+        if digest is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        try:
+            data = self.blob(digest)
+        except Exception:
+            return  # not in the cassette: the comparison will show what differs
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+class ReplayEngine:
+    def __init__(self, cassette: Cassette, app: ReplayApp, options: ReplayOptions) -> None:
+        if options.mode not in MODES:
+            msg = f"unknown replay mode {options.mode!r}; choose verify or live"
+            raise ValueError(msg)
+        self.cassette = cassette
+        self.app = app
+        self.options = options
+        self.mode = options.mode
+        self.recorded = cassette.events
+        self.sid = options.session_id or UUID(cassette.session)
+        self.app.watched = self.sid
+        # One normalization for both sides: recorded inputs (the system prompt) carry the
+        # recorded workspace path into the replay, and the scratch path appears in new output.
+        self.recorded_norm = Normalizer.for_workspace(cassette.workspace)
+        self.replayed_norm = self.recorded_norm
+        self._expected: dict[int, dict[str, Any]] = {}
+        self.compared = 0
+        self.handle: SessionHandle | None = None
+        self.tools = options.tools or default_registry()
+        self.live = LocalExecutor(self.tools) if self.mode == "live" else None
+        self.tool_calls = 0
+        self._index()
+        self.max_steps = (
+            options.max_steps
+            or int(cassette.options.get("max_steps") or 0)
+            or infer_max_steps(self.recorded)
+        )
+        self._last_progress = -1
+
+    # ------------------------------------------------------------------ recording index
+
+    def _index(self) -> None:
+        self.runs: dict[str, deque[_ToolRun]] = {}
+        self.answers: dict[str, deque[dict[str, Any]]] = {}
+        occurrences: dict[str, int] = {}
+        open_runs: dict[str, _ToolRun] = {}
+        for e in self.recorded:
+            f = e.fields
+            if e.kind == "ToolCallRequested":
+                cid = str(f["tool_use_id"])
+                occurrences[cid] = occurrences.get(cid, 0) + 1
+                run = _ToolRun(str(f["name"]), dict(f["input"]), f"{cid}#{occurrences[cid]}")
+                self.runs.setdefault(cid, deque()).append(run)
+                open_runs[cid] = run
+            elif e.kind in ("FileObserved", "EditApplied") and f.get("tool_use_id") in open_runs:
+                open_runs[str(f["tool_use_id"])].sink.append((e.kind, _plain(f)))
+            elif e.kind == "ToolCallCompleted" and f.get("tool_use_id") in open_runs:
+                open_runs.pop(str(f["tool_use_id"])).completed = _plain(f)
+            elif e.kind == "PermissionDecided" and f.get("decided_by") != "rule":
+                self.answers.setdefault(str(f["tool_use_id"]), deque()).append(_plain(f))
+        self.initial = dict(self.cassette.files)
+        self.edits = disk.external_edits(_with_call_keys(self.recorded), self.initial)
+        self.calls = model_calls(self.recorded)
+
+    # ------------------------------------------------------------------ comparing
+
+    def current(self) -> list[Any]:
+        events = self.app.observed
+        if self.handle is not None and self.handle.loop.session.pending_events:
+            return [*events, *self.handle.loop.session.pending_events]
+        return events
+
+    def expected_event(self, index: int) -> dict[str, Any]:
+        cached = self._expected.get(index)
+        if cached is None:
+            e = self.recorded[index]
+            cached = self.recorded_norm.event(e.kind, e.fields)
+            self._expected[index] = cached
+        return cached
+
+    def check(self) -> None:
+        events = self.current()
+        while self.compared < len(events):
+            i = self.compared
+            e = events[i]
+            actual = self.replayed_norm.event(event_kind(e), event_fields(e))
+            if i >= len(self.recorded):
+                raise _Diverged(
+                    Divergence(
+                        step=i + 1,
+                        kind=actual["kind"],
+                        what="extra",
+                        expected=None,
+                        actual=actual,
+                        diff=diff_values(None, actual),
+                        summary=(
+                            f"step {i + 1}: the current code records {actual['kind']} after the "
+                            f"recording's last event ({len(self.recorded)})"
+                        ),
+                    )
+                )
+            expected = self.expected_event(i)
+            if actual != expected:
+                raise _Diverged(self._event_divergence(i, expected, actual))
+            self.compared += 1
+        self._progress()
+
+    def _event_divergence(
+        self, i: int, expected: dict[str, Any], actual: dict[str, Any]
+    ) -> Divergence:
+        where = first_difference(expected, actual) or "?"
+        if where == "kind":
+            summary = (
+                f"step {i + 1}: the recording has {expected['kind']} here, the current code "
+                f"records {actual['kind']}"
+            )
+        else:
+            rec, rep = contrast(lookup(expected, where), lookup(actual, where))
+            summary = (
+                f"step {i + 1} ({expected['kind']}): {where} differs: recorded {rec}, "
+                f"replayed {rep}"
+            )
+        return Divergence(
+            step=i + 1,
+            kind=expected["kind"],
+            what="event",
+            expected=expected,
+            actual=actual,
+            diff=diff_values(expected, actual),
+            summary=summary,
+        )
+
+    def _progress(self) -> None:
+        report = self.options.progress
+        if report is None:
+            return
+        total = len(self.recorded)
+        done = min(self.compared, total)
+        if done == total or done - self._last_progress >= max(1, total // 200):
+            self._last_progress = done
+            report(done, total)
+
+    def before_seam(self) -> None:
+        """Run before the current code gets anything from the recording: compare what it has
+        recorded so far, and cancel the turn where the recording has a cancellation."""
+        self.check()
+        pos = len(self.current())
+        if pos < len(self.recorded) and self.recorded[pos].kind == "TurnCancelled":
+            if self.handle is not None:
+                self.handle.loop.cancel_reason = str(self.recorded[pos].fields.get("reason"))
+            raise asyncio.CancelledError
+
+    def _mismatch(self, m: ReplayMismatch) -> Divergence:
+        step = len(self.current()) + 1
+        expected = m.expected
+        kind = m.kind
+        if step <= len(self.recorded):
+            kind = self.recorded[step - 1].kind
+            if expected is None:
+                expected = self.expected_event(step - 1)
+        diff = m.diff if m.expected is not None else diff_values(expected, m.actual)
+        return Divergence(step, kind, m.what, expected, m.actual, diff, f"step {step}: {m.summary}")
+
+    # ------------------------------------------------------------------ seams
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        self.before_seam()
+        queue = self.runs.get(call.id)
+        run = queue[0] if queue else None
+        if run is None or run.completed is None:
+            summary = (
+                f"the current code runs {call.name} ({call.id}) and the recording has no "
+                "result for this call"
+            )
+            raise ReplayMismatch(
+                "tool", "ToolCallCompleted", None, {"run": call.name, "input": call.input}, summary
+            )
+        assert queue is not None
+        queue.popleft()
+        self.tool_calls += 1
+        for path, digest in self.edits.get(f"call:{run.key}", []):
+            self.scratch.put(path, digest)
+        if self.live is not None:
+            return await self.live.execute(call, ctx)
+        for kind, fields in run.sink:
+            if kind == "FileObserved":
+                ctx.sink.observe_file(**fields)
+            else:
+                ctx.sink.apply_edit(**fields)
+        for kind, fields in [*run.sink, ("ToolCallCompleted", run.completed)]:
+            for path, digest in disk.effects(kind, fields):
+                self.scratch.put(path, digest)
+        done = run.completed
+        output = str(done["output"])
+        if done.get("output_blob"):
+            output = self.cassette.blob(done["output_blob"]).decode("utf-8", "surrogateescape")
+        changes = tuple(
+            FileChange(str(c["path"]), c.get("before"), c.get("after"))
+            for c in done.get("files_changed") or []
+        )
+        return ToolResult(output, bool(done.get("is_error")), changes)
+
+    async def answer(self, question: up.PermissionRequired) -> PermissionAnswer:
+        self.before_seam()
+        queue = self.answers.get(question.tool_use_id)
+        if not queue:
+            summary = (
+                f"the current code asks permission for {question.tool} {question.subject!r} "
+                f"({question.reason}); the recording has no answer for this call"
+            )
+            raise ReplayMismatch(
+                "permission",
+                "PermissionDecided",
+                None,
+                {"ask": question.tool, "subject": question.subject, "reason": question.reason},
+                summary,
+            )
+        a = queue.popleft()
+        return PermissionAnswer(
+            decision=str(a["decision"]),
+            scope=str(a["scope"]),
+            pattern=a.get("pattern"),
+            reason=a.get("reason"),
+            decided_by=str(a["decided_by"]),
+        )
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> ReplayReport:
+        started = time.perf_counter()
+        divergence: Divergence | None = None
+        own_dir = self.options.workspace is None
+        root = Path(tempfile.mkdtemp(prefix="coder-es-replay-")) if own_dir else None
+        root = (root or Path(self.options.workspace or ".")).resolve()
+        self.scratch = _Scratch(root, self.cassette.blob)
+        self.recorded_norm = self.replayed_norm = Normalizer.for_workspace(
+            self.cassette.workspace, root
+        )
+        try:
+            try:
+                self._setup(root)
+                self.check()
+                await self._drive()
+                self.check()
+            except _Diverged as d:
+                divergence = d.divergence
+            except ReplayMismatch as m:
+                try:
+                    self.check()
+                    divergence = self._mismatch(m)
+                except _Diverged as d:
+                    divergence = d.divergence
+            except Exception as e:  # the current code crashed: that is a finding too
+                divergence = self._crash(e)
+        finally:
+            if self.handle is not None:
+                with contextlib.suppress(Exception):
+                    await self.handle.close()
+            kept = None
+            if own_dir and not self.options.keep_workspace:
+                shutil.rmtree(root, ignore_errors=True)
+            else:
+                kept = str(root)
+        return ReplayReport(
+            cassette=self.cassette.name,
+            mode=self.mode,
+            session=str(self.sid),
+            recorded_events=len(self.recorded),
+            replayed_events=self.compared,
+            model_calls=self.provider.served if hasattr(self, "provider") else 0,
+            tool_calls=self.tool_calls,
+            elapsed_s=time.perf_counter() - started,
+            recorded_wall_s=self.cassette.recorded_wall_s,
+            divergence=divergence,
+            workspace=kept if self.options.keep_workspace or not own_dir else None,
+            notes=(),
+        )
+
+    def _crash(self, e: BaseException) -> Divergence:
+        step = len(self.current()) + 1
+        expected = self.expected_event(step - 1) if step <= len(self.recorded) else None
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        origin = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
+        actual = {"exception": type(e).__name__, "message": str(e)}
+        return Divergence(
+            step=step,
+            kind=expected["kind"] if expected else "",
+            what="error",
+            expected=expected,
+            actual=actual,
+            diff=diff_values(expected, actual),
+            summary=f"step {step}: the current code raised {type(e).__name__}{origin}: {e}",
+        )
+
+    def _setup(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        for path, digest in sorted(self.initial.items()):
+            self.scratch.put(path, digest)
+        for data in self.cassette.blobs.values():
+            self.app.blobs.put(data)
+        started = self.recorded[0].fields
+        session = Session.start(
+            id=self.sid,
+            workspace=str(root),
+            agent=started["agent"],
+            provider=started["provider"],
+            model=started["model"],
+            title=started["title"],
+            parent_session=started.get("parent_session"),
+            parent_node=started.get("parent_node"),
+            settings=dict(started.get("settings") or {}),
+        )
+        self.app.save(session)
+        blobs = self.app.blobs
+        matcher = RequestMatcher(blobs.get, self.recorded_norm, self.replayed_norm)
+        self.provider = ReplayProvider(
+            self.calls, matcher, model=str(started["model"]), before=self.before_seam
+        )
+        self.service = AgentService(
+            self.app,
+            root,
+            provider_factory=lambda _name, _model: self.provider,
+            tools=self.tools,
+            executor=self,
+            clock=_NoWaitClock(),
+            config=self.options.config,
+        )
+
+    async def _open(self) -> SessionHandle:
+        if self.handle is None:
+            options = SessionOptions(max_steps=self.max_steps)
+            self.handle = await self.service.open_session(str(self.sid), options)
+        return self.handle
+
+    async def _close_handle(self) -> None:
+        if self.handle is not None:
+            await self.handle.close()
+            self.handle = None
+
+    async def _drive(self) -> None:
+        while True:
+            pos = len(self.current())
+            if pos >= len(self.recorded):
+                return
+            event = self.recorded[pos]
+            message = self._message_at(pos)
+            if message is not None:
+                await self._user_message(message)
+            elif event.kind in ("WorkspaceRestored", "HeadMoved"):
+                await self._close_handle()
+                self._move(pos)
+            elif event.kind == "NodeLabelled":
+                await self._close_handle()
+                f = event.fields
+                Branching(self.app, self.scratch.root).label(self.sid, str(f["node"]), f["name"])
+            elif event.kind == "ContextCompacted":
+                await self._close_handle()
+                f = event.fields
+                self.app.update(
+                    self.sid,
+                    partial(
+                        Session.compact_context,
+                        covers=list(f["covers"]),
+                        summary=str(f["summary"]),
+                        produced_by=str(f["produced_by"]),
+                    ),
+                )
+            else:
+                # Agent-side events where no turn runs: the recorded session resumed one.
+                handle = await self._open()
+                await self._consume(handle.resume(answerer=self.answer))
+            self.check()
+            if len(self.current()) == pos:
+                expected = self.expected_event(pos)
+                raise _Diverged(
+                    Divergence(
+                        step=pos + 1,
+                        kind=event.kind,
+                        what="missing",
+                        expected=expected,
+                        actual=None,
+                        diff=diff_values(expected, None),
+                        summary=(
+                            f"step {pos + 1}: the recording continues with {event.kind}; the "
+                            "current code records nothing more here"
+                        ),
+                    )
+                )
+
+    def _message_at(self, pos: int) -> RecordedEvent | None:
+        """The user message that starts here (after the closing of an abandoned turn's calls,
+        which the loop records itself before the message)."""
+        i = pos
+        while i < len(self.recorded):
+            e = self.recorded[i]
+            if e.kind == "UserMessageAdded":
+                return e
+            if e.kind == "ToolCallCompleted" and e.fields.get("output") == ABANDONED:
+                i += 1
+                continue
+            return None
+        return None
+
+    async def _user_message(self, event: RecordedEvent) -> None:
+        content = event.fields["content"]
+        text = None
+        if (
+            isinstance(content, list)
+            and len(content) == 1
+            and content[0].get("type") == "text"
+            and str(content[0].get("text", "")).strip()
+        ):
+            text = str(content[0]["text"])
+        if text is not None:
+            handle = await self._open()
+            await self._consume(handle.send(text, answerer=self.answer))
+            return
+        # Content a plain message cannot carry: add it as recorded, then run the turn.
+        await self._close_handle()
+        self.app.update(self.sid, lambda s: s.add_user_message(list(content)))
+        handle = await self._open()
+        await self._consume(handle.resume(answerer=self.answer))
+
+    async def _consume(self, updates: Any) -> None:
+        async for _update in updates:
+            pass
+
+    def _move(self, pos: int) -> None:
+        event = self.recorded[pos]
+        restore = event if event.kind == "WorkspaceRestored" else None
+        head = event if event.kind == "HeadMoved" else None
+        if restore is not None and pos + 1 < len(self.recorded):
+            after = self.recorded[pos + 1]
+            if after.kind == "HeadMoved" and after.fields.get("node") == restore.fields["node"]:
+                head = after
+        if restore is not None:
+            for path, digest in self.edits.get(f"restore:{restore.version}", []):
+                self.scratch.put(path, digest)
+        target = (restore or head or event).fields.get("node")
+        if target is None:
+            msg = "a move to before the first message cannot be replayed"
+            raise ReplayMismatch("error", event.kind, None, None, msg)
+        branching = Branching(self.app, self.scratch.root)
+        target = str(target)
+        if head is not None:
+            reason = head.fields.get("reason")
+            if reason == "checkout":
+                branching.checkout(self.sid, target)
+            elif reason == "fork":
+                branching.fork(self.sid, target)
+            else:
+                files = restore is not None or not branching.files(self.sid).restore_plan(target)
+                branching.rewind(self.sid, target, conversation=True, files=files)
+        else:
+            tree = branching.tree(self.sid)
+            head_now = self.app.get_session(self.sid).head
+            if head_now is not None and tree.is_ancestor(target, head_now):
+                branching.rewind(self.sid, target, conversation=False, files=True)
+            else:
+                branching.fork(self.sid, target, new_session=True)
+
+
+class _NoWaitClock:
+    """Durations are normalized away; a replay does not wait out recorded retry delays."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    version: int
+    kind: str
+    fields: dict[str, Any]
+
+
+def _with_call_keys(events: tuple[RecordedEvent, ...]) -> list[_Keyed]:
+    """Events whose ``tool_use_id`` carries the call's occurrence (ids may repeat in a
+    session: a scripted provider numbers its calls from zero in every process)."""
+    occurrences: dict[str, int] = {}
+    out = []
+    for e in events:
+        f = e.fields
+        cid = f.get("tool_use_id")
+        if e.kind == "ToolCallRequested":
+            occurrences[str(cid)] = occurrences.get(str(cid), 0) + 1
+        if isinstance(cid, str) and e.kind in ("FileObserved", "EditApplied", "ToolCallCompleted"):
+            f = {**f, "tool_use_id": f"{cid}#{occurrences.get(cid, 1)}"}
+        out.append(_Keyed(e.version, e.kind, f))
+    return out
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+def replay_cassette(
+    cassette: Cassette,
+    options: ReplayOptions | None = None,
+    *,
+    store: StoreConfig | None = None,
+) -> ReplayReport:
+    """Replay ``cassette`` with the current code; ``store`` defaults to a fresh in-memory one."""
+    return asyncio.run(areplay_cassette(cassette, options, store=store))
+
+
+async def areplay_cassette(
+    cassette: Cassette,
+    options: ReplayOptions | None = None,
+    *,
+    store: StoreConfig | None = None,
+) -> ReplayReport:
+    app = ReplayApp(store)
+    try:
+        engine = ReplayEngine(cassette, app, options or ReplayOptions())
+        return await engine.run()
+    finally:
+        app.close()
