@@ -360,7 +360,7 @@ def main() -> int:
                     "4 writers (threads)", kind,
                     with_recorder(env, lambda rec: threaded_writers(rec, sizes.writer_batches)),
                 )
-                if kind != "popo" and not args.no_processes and r < 3:
+                if kind in ("lmdb", "sqlite") and not args.no_processes and r < 3:
                     env = fresh(kind, True)
                     with_recorder(env, lambda rec: 0.0)  # create tables before the race
                     results.add("4 writers (processes)", kind, process_writers(env, sizes.writer_batches))

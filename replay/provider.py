@@ -185,8 +185,9 @@ class RequestMatcher:
         objs, prev_objs, prev = request.messages, self._prev_objs, self._prev_canon
         out: list[dict[str, Any]] = []
         for i, m in enumerate(objs):
-            # The loop's message builder keeps unchanged messages as the same objects.
-            if i < len(prev_objs) and i < len(prev) and m is prev_objs[i]:
+            # Most leading messages are unchanged since the previous request: the same objects
+            # or equal ones (an equality test that mostly short-cuts on shared blocks).
+            if i < len(prev_objs) and i < len(prev) and (m is prev_objs[i] or m == prev_objs[i]):
                 out.append(prev[i])
             else:
                 out.append(self.replayed.value(canonical_message(m)))

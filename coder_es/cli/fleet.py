@@ -144,13 +144,17 @@ async def _enqueue(
     from coder_es.fleet.script import fleet_provider_factory
     from coder_es.service.api import AgentService, SessionOptions
 
+    from coder_es.fleet.ddl import store_setup_lock
+
+    with store_setup_lock(ctx.config):
+        app = ctx.app  # opened now, under the lock that keeps concurrent DDL apart
     created = False
     if args.session:
-        session_id = str(ctx.app.resolve_session(args.session))
+        session_id = str(app.resolve_session(args.session))
     else:
         if provider is None:
             raise UsageError("a new session needs --provider (or --script for the scripted one)")
-        service = AgentService(ctx.app, ctx.workspace, provider_factory=fleet_provider_factory())
+        service = AgentService(app, ctx.workspace, provider_factory=fleet_provider_factory())
         handle = await service.create_session(
             SessionOptions(
                 agent=args.agent,
@@ -204,7 +208,11 @@ def cmd_project(args: argparse.Namespace, ctx: Context) -> int:
     problems: list[str] = []
     if args.check:
         view = open_summary_view(ctx.config)
-        problems = compare_with_rebuild(ctx.app, view)
+        from coder_es.fleet.ddl import store_setup_lock
+
+        with store_setup_lock(ctx.config):
+            app = ctx.app
+        problems = compare_with_rebuild(app, view)
     if args.json:
         print_json({"position": position, "checked": args.check, "problems": problems})
     else:

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import shlex
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -306,7 +306,12 @@ class CoderAcpAgent:
     ) -> NewSessionResponse:
         async def work() -> NewSessionResponse:
             service, buffers = self._service(cwd)
-            handle = await service.create_session(self.runtime.options())
+            servers = [
+                s.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for s in mcp_servers or []
+            ]
+            options = replace(self.runtime.options(), settings={"mcp_servers": servers})
+            handle = await service.create_session(options)
             session = self._register(service, buffers, handle, mcp_servers)
             self._spawn(self._advertise(session.id))
             return NewSessionResponse(session_id=session.id, field_meta=self._meta(session))

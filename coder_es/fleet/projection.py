@@ -27,6 +27,7 @@ from eventsourcing.projection import Projection, ProjectionRunner
 from psycopg.sql import SQL, Identifier
 
 from coder_es.application import ChainMapper, CoderApp
+from coder_es.fleet.ddl import store_setup_lock
 from coder_es.fleet.errors import require_postgres
 from coder_es.fleet.summary import SessionRow, all_events, fold, rebuild
 from coder_es.store.config import StoreConfig
@@ -138,8 +139,9 @@ def open_summary_view(config: StoreConfig) -> SessionsSummaryView:
     from eventsourcing.utils import Environment
 
     env = Environment(PROJECTION_NAME, projection_env(config))
-    factory = InfrastructureFactory[SessionsSummaryView].construct(env=env)
-    return factory.tracking_recorder(SessionsSummaryView)
+    with store_setup_lock(config):
+        factory = InfrastructureFactory[SessionsSummaryView].construct(env=env)
+        return factory.tracking_recorder(SessionsSummaryView)
 
 
 def run_summary_projection(
@@ -150,12 +152,13 @@ def run_summary_projection(
     poll_s: float = 0.2,
 ) -> int:
     """Follow the log until ``stop`` is set (or ``until(runner)`` holds). Returns the position."""
-    runner: ProjectionRunner[SessionLog, SessionsSummaryView] = ProjectionRunner(
-        application_class=SessionLog,
-        projection_class=SessionsSummaryProjection,
-        view_class=SessionsSummaryView,
-        env=projection_env(config),
-    )
+    with store_setup_lock(config):
+        runner: ProjectionRunner[SessionLog, SessionsSummaryView] = ProjectionRunner(
+            application_class=SessionLog,
+            projection_class=SessionsSummaryProjection,
+            view_class=SessionsSummaryView,
+            env=projection_env(config),
+        )
     with runner:
         while not stop.is_set():
             runner.run_forever(timeout=poll_s)  # re-raises a failure of the processing thread

@@ -35,6 +35,7 @@ from procrastinate import exceptions as pexc
 
 from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
+from coder_es.fleet.ddl import store_setup_lock
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -105,7 +106,8 @@ class FleetWorker:
         self.provider_factory = provider_factory or fleet_provider_factory()
         self.queue = FleetQueue(config, queue=self.options.queue, max_size=4)
         env = {k: v for k, v in WORKER_POOL_ENV.items() if k not in config.extra}
-        self.app = CoderApp(config, env=env)
+        with store_setup_lock(config):
+            self.app = CoderApp(config, env=env)
         self.reports: list[JobReport] = []
         self._register_task()
 

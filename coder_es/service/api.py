@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ class SessionOptions:
     rules: tuple[Rule, ...] = ()
     max_steps: int = 50
     title: str = ""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Extra settings recorded in a new session's Started event (e.g. a client's MCP servers)."""
 
 
 def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFactory:
@@ -256,6 +258,7 @@ class AgentService:
         settings = await asyncio.to_thread(record_prompt, self.workspace, self.app.blobs)
         settings["permissions"] = policy.to_settings()
         settings["max_tokens"] = self.config.max_tokens
+        settings.update(options.settings)
         session = self.app.start_session(
             workspace=str(self.workspace),
             agent=agent,

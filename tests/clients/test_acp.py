@@ -161,8 +161,11 @@ def test_prompt_streams_asks_permission_and_load_replays_history(tmp_path: Path)
             return new.session_id
 
     sid = run(scenario())
-    decided = [e for e in stored_events(ws, sid) if type(e).__name__ == "PermissionDecided"]
+    events = stored_events(ws, sid)
+    decided = [e for e in events if type(e).__name__ == "PermissionDecided"]
     assert [(e.decision, e.scope, e.decided_by) for e in decided] == [("allow", "always", "client")]
+    # The client's MCP servers are part of the session's record.
+    assert [s["name"] for s in events[0].settings["mcp_servers"]] == ["docs"]
 
 
 def test_edit_merges_with_unsaved_editor_buffer(tmp_path: Path) -> None:
