@@ -83,7 +83,7 @@ class Result:
     kills: int = 0
     projection_kills: int = 0
     requeued: int = 0
-    """Jobs taken over from a killed worker (attempts > 0)."""
+    """Jobs put back on the queue because their worker was killed."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -247,7 +247,8 @@ class Fleet:
         with self._conn() as c:
             row = c.execute(f"SELECT count(*) FROM {self.schema}.coder_es_events").fetchone()
             again = c.execute(
-                f"SELECT count(*) FROM {self.schema}.procrastinate_jobs WHERE attempts > 0"
+                f"SELECT count(*) FROM {self.schema}.procrastinate_events "
+                "WHERE type = 'deferred_for_retry'"
             ).fetchone()
         events = (int(row[0]) if row else 0) - events_before
         result = Result(p, elapsed, events, counts.succeeded, kills, projection_kills)
@@ -385,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"events/s {_median(results, 'events_per_s'):8.1f}   "
                 f"(median of {len(results)}; {results[0].plan.sessions} sessions per run)"
             )
+            runs = ", ".join(f"{r.sessions_per_s:.2f}" for r in results)
+            print(f"  {'':22s} runs (sessions/s): {runs}")
+        print(f"  load average at the end: {os.getloadavg()[0]:.1f} (other work skews the ratio)")
         ratio = _median(many, "sessions_per_s") / _median(one, "sessions_per_s")
         eratio = _median(many, "events_per_s") / _median(one, "events_per_s")
         print(f"  ratio {args.workers}/1: sessions/s {ratio:.2f}x, events/s {eratio:.2f}x")
@@ -404,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  kill run: {r.plan.workers} workers, {r.plan.sessions} sessions, {r.kills} worker "
             f"kill -9 (+{r.projection_kills} of the projection process): {r.completed} jobs done "
-            f"({r.requeued} taken over from killed workers) in {r.elapsed_s:.1f}s, {r.sessions_per_s:.2f} sessions/s, {r.events} events"
+            f"({r.requeued} taken over from killed workers) in {r.elapsed_s:.1f}s, "
+            f"{r.sessions_per_s:.2f} sessions/s, {r.events} events"
         )
         if r.kills < plan.kills:
             print(f"  note: the run ended after {r.kills} of {plan.kills} kills")

@@ -103,7 +103,8 @@ def main() -> int:
                 print(report.render())
                 return 1
         median = statistics.median(times)
-        target = " (target < 2 s: " + ("met)" if median < 2 else "MISSED)") if mode == "verify" else ""
+        verdict = "met)" if median < 2 else "MISSED)"
+        target = f" (target < 2 s: {verdict}" if mode == "verify" else ""
         ok = ok and (mode != "verify" or median < 2)
         print(
             f"{mode}: median {median:.3f} s over {args.rounds} rounds{target}; "

@@ -12,6 +12,7 @@ slow moment of the disk does not favour one of them. Ratios are against SQLite f
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
 import os
 import shutil
@@ -28,13 +29,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import lmdb  # noqa: E402
-from eventsourcing.persistence import ApplicationRecorder, InfrastructureFactory, StoredEvent  # noqa: E402
-from eventsourcing.utils import Environment  # noqa: E402
+import lmdb
+from eventsourcing.persistence import ApplicationRecorder, InfrastructureFactory, StoredEvent
+from eventsourcing.utils import Environment
 
 STATE = b'{"role":"assistant","text":"' + b"x" * 240 + b'"}'
 TOPIC = "coder_es.domain.session:Session.ModelResponded"
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "test"}
+PG: dict[str, Any] = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "test"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def postgres_reachable() -> bool:
             pass
         import psycopg
 
-        with psycopg.connect(**PG, connect_timeout=2):  # type: ignore[arg-type]
+        with psycopg.connect(**PG, connect_timeout=2):
             return True
     except Exception:
         return False
@@ -129,7 +130,7 @@ def postgres_reachable() -> bool:
 def pg_exec(sql: str) -> None:
     import psycopg
 
-    with psycopg.connect(**PG, autocommit=True) as conn:  # type: ignore[arg-type]
+    with psycopg.connect(**PG, autocommit=True) as conn:
         conn.execute(sql)
 
 
@@ -225,7 +226,9 @@ def process_writers(env: dict[str, str], n: int) -> float:
     return WRITERS * n * BATCH / (max(ends) - t)
 
 
-def load(recorder: ApplicationRecorder, oid: uuid.UUID | None, total: int, chunk: int = 1000) -> None:
+def load(
+    recorder: ApplicationRecorder, oid: uuid.UUID | None, total: int, chunk: int = 1000
+) -> None:
     version = 1
     while version <= total:
         n = min(chunk, total - version + 1)
@@ -255,6 +258,14 @@ def scan_log(recorder: ApplicationRecorder, expect: int) -> float:
     return seen / elapsed
 
 
+def _single_n(recorder: ApplicationRecorder, n: int) -> float:
+    return single_appends(recorder, n)
+
+
+def _no_op(recorder: ApplicationRecorder) -> float:
+    return 0.0
+
+
 # -- raw py-lmdb floor -------------------------------------------------------------------------
 
 
@@ -262,9 +273,7 @@ def raw_lmdb_single(where: str, n: int, durable: bool, lmdb_default_flags: bool 
     """The bytes our recorder writes for one event (index entry + record), committed by py-lmdb
     alone. Same flags as coder_es.store.lmdb: metasync off, plus a flush per commit if durable.
     With ``lmdb_default_flags`` it is LMDB's own durable default (sync + metasync) instead."""
-    env = lmdb.open(
-        where, map_size=1 << 30, max_dbs=8, metasync=lmdb_default_flags, sync=True
-    )
+    env = lmdb.open(where, map_size=1 << 30, max_dbs=8, metasync=lmdb_default_flags, sync=True)
     ndb = env.open_db(b"n")
     xdb = env.open_db(b"x")
     okey = b"\x01" + uuid.uuid4().bytes
@@ -341,29 +350,44 @@ def main() -> int:
                         continue
                     env = fresh(kind, durable)
                     n = sizes.single if kind != "popo" else sizes.single * 20
-                    results.add(f"single {mode}", kind, with_recorder(env, lambda rec, n=n: single_appends(rec, n)))
+                    results.add(
+                        f"single {mode}",
+                        kind,
+                        with_recorder(env, functools.partial(_single_n, n=n)),
+                    )
                 results.add(
                     f"single {mode}",
                     "raw py-lmdb",
-                    raw_lmdb_single(os.path.join(base, f"raw{next(counter)}"), sizes.single, durable),
+                    raw_lmdb_single(
+                        os.path.join(base, f"raw{next(counter)}"), sizes.single, durable
+                    ),
                 )
             results.add(
                 "single durable",
                 "raw py-lmdb (LMDB default flags)",
-                raw_lmdb_single(os.path.join(base, f"raw{next(counter)}"), sizes.single, True, True),
+                raw_lmdb_single(
+                    os.path.join(base, f"raw{next(counter)}"), sizes.single, True, True
+                ),
             )
             for kind in kinds:
                 env = fresh(kind, True)
-                results.add("batched 50", kind, with_recorder(env, lambda rec: batched_appends(rec, sizes.batches)))
+                results.add(
+                    "batched 50",
+                    kind,
+                    with_recorder(env, lambda rec: batched_appends(rec, sizes.batches)),
+                )
                 env = fresh(kind, True)
                 results.add(
-                    "4 writers (threads)", kind,
+                    "4 writers (threads)",
+                    kind,
                     with_recorder(env, lambda rec: threaded_writers(rec, sizes.writer_batches)),
                 )
                 if kind in ("lmdb", "sqlite") and not args.no_processes and r < 3:
                     env = fresh(kind, True)
-                    with_recorder(env, lambda rec: 0.0)  # create tables before the race
-                    results.add("4 writers (processes)", kind, process_writers(env, sizes.writer_batches))
+                    with_recorder(env, _no_op)  # create tables before the race
+                    results.add(
+                        "4 writers (processes)", kind, process_writers(env, sizes.writer_batches)
+                    )
             print(f"  round {r + 1}/{sizes.rounds} of write benchmarks done", flush=True)
 
         # Reads: one store per backend, loaded once, read several times.
@@ -375,9 +399,14 @@ def main() -> int:
                 oid = uuid.uuid4()
                 load(recorder, oid, sizes.session)
                 load(recorder, None, sizes.scan - sizes.session)
-                print(f"  loaded {sizes.scan} events into {kind} in {time.perf_counter() - t:.1f}s", flush=True)
+                print(
+                    f"  loaded {sizes.scan} events into {kind} in {time.perf_counter() - t:.1f}s",
+                    flush=True,
+                )
                 for _ in range(sizes.rounds):
-                    results.add("read 100k session", kind, read_session(recorder, oid, sizes.session))
+                    results.add(
+                        "read 100k session", kind, read_session(recorder, oid, sizes.session)
+                    )
                 for _ in range(max(2, sizes.rounds - 2)):
                     results.add("scan 1M log", kind, scan_log(recorder, sizes.scan))
             finally:
@@ -387,7 +416,7 @@ def main() -> int:
         if "postgres" in kinds:
             import psycopg
 
-            with psycopg.connect(**PG, autocommit=True) as conn:  # type: ignore[arg-type]
+            with psycopg.connect(**PG, autocommit=True) as conn:
                 rows = conn.execute(
                     "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{schema}%",)
                 ).fetchall()
@@ -431,7 +460,9 @@ def report(results: Results, kinds: list[str], sizes: Sizes) -> None:
             print(f"  {backend:34s} {value:14,.0f}{ratio}")
         raw = results.median(metric, "raw py-lmdb")
         if lm and raw:
-            print(f"  lmdb / raw py-lmdb (same flags)    {lm / raw:14.2f}  (target >= {1 / 1.3:.2f})")
+            print(
+                f"  lmdb / raw py-lmdb (same flags)    {lm / raw:14.2f}  (target >= {1 / 1.3:.2f})"
+            )
         target = TARGETS.get(metric)
         if target and lm and base:
             ok = "MET" if lm / base >= target[1] else "MISSED"

@@ -273,6 +273,10 @@ def _redact(
         for old, new in mapping.items():
             if old.encode() in data:
                 data = data.replace(old.encode(), new.encode())
+        if mapping and b"sha256:" in data:
+            data = _remap_mentions(data.decode("utf-8", "surrogateescape"), mapping).encode(
+                "utf-8", "surrogateescape"
+            )
         redacted = redactor.redact_bytes(data)
         if redacted != blobs[digest]:
             changed_text.append(redacted.decode("utf-8", "replace"))
@@ -283,7 +287,8 @@ def _redact(
 
     def remap(value: Any) -> Any:
         if isinstance(value, str):
-            return mapping.get(value, value)
+            value = mapping.get(value, value)
+            return _remap_mentions(value, mapping) if "sha256:" in value else value
         if isinstance(value, dict):
             return {k: remap(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -312,6 +317,23 @@ def _redact(
         "markers": markers,
     }
     return new_events, out, new_files, stats
+
+
+_MENTION = re.compile(r"sha256:([0-9a-f]{12,64})")
+
+
+def _remap_mentions(text: str, mapping: Mapping[str, str]) -> str:
+    """``sha256:<digest or prefix>`` mentions in text (tool output notes, file headers in a
+    request) follow a re-keyed blob: the same length of the new digest replaces the old."""
+
+    def replace(match: re.Match[str]) -> str:
+        hexes = match.group(1)
+        for old, new in mapping.items():
+            if old.startswith(hexes):
+                return "sha256:" + new[: len(hexes)]
+        return match.group(0)
+
+    return _MENTION.sub(replace, text)
 
 
 def _dependency_order(blobs: Mapping[str, bytes]) -> list[str]:

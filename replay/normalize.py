@@ -60,9 +60,7 @@ class Normalizer:
         for root in self.roots:
             if root in value:
                 value = value.replace(root, WORKSPACE)
-        if any(c.isdigit() for c in value):
-            value = _DURATION_RE.sub(DURATION, value)
-        return value
+        return _DURATION_RE.sub(DURATION, value)
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -75,9 +73,13 @@ class Normalizer:
 
     def event(self, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The comparable form of one event: its kind and its normalized fields."""
-        ignored = IGNORED_FIELDS["*"] | IGNORED_FIELDS.get(kind, frozenset())
-        kept = {k: self.value(v) for k, v in fields.items() if k not in ignored}
-        return {"kind": kind, "fields": kept}
+        return {"kind": kind, "fields": self.value(compared_fields(kind, fields))}
+
+
+def compared_fields(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields a comparison looks at (before normalizing their values)."""
+    ignored = IGNORED_FIELDS["*"] | IGNORED_FIELDS.get(kind, frozenset())
+    return {k: v for k, v in fields.items() if k not in ignored}
 
 
 def ignored_fields(kind: str) -> Iterable[str]:

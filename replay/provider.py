@@ -183,14 +183,17 @@ class RequestMatcher:
 
     def _actual_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         objs, prev_objs, prev = request.messages, self._prev_objs, self._prev_canon
-        out: list[dict[str, Any]] = []
-        for i, m in enumerate(objs):
-            # Most leading messages are unchanged since the previous request: the same objects
-            # or equal ones (an equality test that mostly short-cuts on shared blocks).
-            if i < len(prev_objs) and i < len(prev) and (m is prev_objs[i] or m == prev_objs[i]):
-                out.append(prev[i])
-            else:
-                out.append(self.replayed.value(canonical_message(m)))
+        # Usually every message but the last few is unchanged since the previous request: find
+        # that prefix with C-level list comparisons (the last one may have grown by a merge).
+        limit = min(len(prev_objs), len(prev), len(objs))
+        keep = 0
+        for k in (limit, limit - 1):
+            if k > 0 and objs[:k] == prev_objs[:k]:
+                keep = k
+                break
+        out = prev[:keep]
+        for m in objs[keep:]:
+            out.append(self.replayed.value(canonical_message(m)))
         return out
 
     def actual(self, request: ModelRequest) -> dict[str, Any]:

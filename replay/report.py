@@ -181,7 +181,9 @@ def first_difference(expected: Any, actual: Any) -> str | None:
                 return str(k)
             inner = first_difference(expected[k], actual[k])
             if inner is not None:
-                return f"{k}.{inner}" if inner else str(k)
+                if not inner:
+                    return str(k)
+                return f"{k}{inner}" if inner.startswith("[") else f"{k}.{inner}"
         return None
     if isinstance(expected, list) and isinstance(actual, list):
         for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
@@ -194,8 +196,16 @@ def first_difference(expected: Any, actual: Any) -> str | None:
     return None if expected == actual else ""
 
 
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT: Any = _Absent()
+
+
 def lookup(value: Any, path: str) -> Any:
-    """The value at a path returned by ``first_difference`` (best effort, for messages)."""
+    """The value at a path returned by ``first_difference``, or ``ABSENT``."""
     cur = value
     for part in path.replace("[", ".[").split("."):
         if not part:
@@ -203,11 +213,13 @@ def lookup(value: Any, path: str) -> Any:
         try:
             cur = cur[int(part[1:-1])] if part.startswith("[") else cur[part]
         except (KeyError, IndexError, TypeError, ValueError):
-            return None
+            return ABSENT
     return cur
 
 
 def short(value: Any, width: int = 60, start: int = 0) -> str:
+    if value is ABSENT:
+        return "(absent)"
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     if start > 0:
         text = "…" + text[start:]
@@ -218,7 +230,8 @@ def short(value: Any, width: int = 60, start: int = 0) -> str:
 def contrast(expected: Any, actual: Any, width: int = 60) -> tuple[str, str]:
     """Both values, shortened around where they start to differ (for one-line summaries)."""
     start = 0
-    if isinstance(expected, str) and isinstance(actual, str):
+    longest = max(len(str(expected)), len(str(actual)))
+    if isinstance(expected, str) and isinstance(actual, str) and longest > width:
         n = next(
             (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
             min(len(expected), len(actual)),

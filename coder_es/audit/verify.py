@@ -3,8 +3,8 @@
 Public entry points:
 
 - ``verify_session(app, ref)``: one session's chain, its anchor and the blobs it refers to;
-- ``verify_store(app)``: every session (one pass over the notification log), every anchor (a
-  session deleted whole is noticed), every blob in the store;
+- ``verify_store(app)``: every session (one pass over the notification log, split across processes
+  for a large store), every anchor (a session deleted whole is noticed), every blob in the store;
 - ``verify_export(path)``: a JSONL export on its own (see ``coder_es.audit.export_jsonl``).
 
 A session found intact advances its anchor (``coder_es.audit.anchor``) so later truncation shows.
@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from coder_es.audit.anchor import advance_anchor, anchored_sessions, read_anchor
+from coder_es.audit.anchor import Anchor, advance_anchor, anchored_sessions, read_anchor
 from coder_es.audit.blobrefs import REF_KINDS, blob_refs
 from coder_es.audit.chain_check import StoreChainCheck
+from coder_es.audit.fastlink import FastLinker
 from coder_es.audit.problems import (
     BLOB_CORRUPT,
     BLOB_MISSING,
@@ -28,7 +29,17 @@ from coder_es.audit.problems import (
     SessionHead,
     VerifyReport,
 )
-from coder_es.audit.records import EventDecoder, iter_session_events
+from coder_es.audit.records import iter_session_events
+from coder_es.audit.segments import (
+    PARALLEL_MIN_EVENTS,
+    RangeSummary,
+    Stitched,
+    can_split,
+    scan_parallel,
+    scan_range,
+    stitch,
+    worker_count,
+)
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
 
 NOTIFICATION_BATCH = 5000
@@ -105,9 +116,71 @@ def _gone(session: str, check: StoreChainCheck) -> Problem:
     return Problem(session, 1, DELETED, f"every event of the session is gone{seen}")
 
 
-def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) -> VerifyReport:
-    """Every session in the store, in one pass over the notification log."""
-    decoder = EventDecoder(app.mapper)
+def verify_store(
+    app: Any, *, check_blobs: bool = True, advance: bool = True, workers: int | None = None
+) -> VerifyReport:
+    """Every session in the store, every anchor, every blob.
+
+    A quick pass answers whether every chain is intact, split across ``workers`` processes (default:
+    the CPUs this process may use) when the store is large and on a backend other processes can
+    open (``coder_es.audit.segments``). When a chain is not intact, or the quick pass cannot run,
+    the exact pass below reads the log again and names every problem."""
+    indexed = {a.session: a.version for a in _indexed_anchors(app)}
+    quick = _quick_pass(app, indexed, check_blobs, workers)
+    if quick is None:
+        return _exact_pass(app, check_blobs, advance)
+    intact, refs, events = quick
+    problems: list[Problem] = []
+    heads: list[SessionHead] = []
+    for found in sorted(intact, key=lambda s: s.session):
+        heads.append(SessionHead(found.session, found.last_version, found.last_hash))
+        if advance:
+            advance_anchor(app.views, found.session, found.last_version, found.last_hash)
+    return _report(app, seen_sessions={s.session for s in intact}, events=events, refs=refs,
+                   problems=problems, heads=heads, check_blobs=check_blobs)
+
+
+def _indexed_anchors(app: Any) -> list[Anchor]:
+    found = (read_anchor(app.views, session) for session in anchored_sessions(app.views))
+    return [a for a in found if a is not None]
+
+
+def _quick_pass(
+    app: Any, indexed: dict[str, int], check_blobs: bool, workers: int | None
+) -> tuple[list[Stitched], dict[str, tuple[str, int, str]], int] | None:
+    """(intact sessions, blob references, events), or None when some chain needs the exact pass.
+    """
+    count = worker_count() if workers is None else workers
+    summaries: list[RangeSummary] | None = None
+    if count > 1 and can_split(app):
+        last_id = app.recorder.max_notification_id() or 0
+        if last_id >= PARALLEL_MIN_EVENTS:
+            try:
+                summaries = scan_parallel(app, last_id, indexed, check_blobs, count)
+            except Exception:  # any failure at all: the exact pass decides (and raises, if it must)
+                return None
+    if summaries is None:
+        linker = FastLinker(app.mapper)
+        summaries = [scan_range(app, linker, 1, None, indexed, check_blobs)]
+
+    def anchor_of(session: str) -> tuple[int, str] | None:
+        anchor = read_anchor(app.views, session)
+        return None if anchor is None else (anchor.version, anchor.head)
+
+    intact, broken, events = stitch(summaries, anchor_of)
+    if broken:
+        return None
+    refs: dict[str, tuple[str, int, str]] = {}
+    for summary in summaries:
+        for ref in summary.refs:
+            refs.setdefault(ref.digest, (ref.session, ref.version, ref.what))
+    return intact, refs, events
+
+
+def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
+    """One sequential pass over the notification log, diagnosing every broken chain."""
+    linker = FastLinker(app.mapper)
+    decoder = linker.decoder
     checks: dict[str, StoreChainCheck] = {}
     disordered: set[str] = set()
     refs: dict[str, tuple[str, int, str]] = {}
@@ -131,12 +204,12 @@ def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) ->
                 disordered.add(session)
                 continue
             if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
-                event = decoder.decode(stored)
+                event = linker.decode(stored)
                 check.feed(event)
                 for digest, what in blob_refs(event):
                     refs.setdefault(digest, (session, event.version, what))
             else:
-                chain_hash, prev_hash = decoder.link(stored)
+                chain_hash, prev_hash = linker.link(stored)
                 check.feed_link(
                     stored.originator_version, chain_hash, prev_hash,
                     partial(decoder.decode, stored),
@@ -155,8 +228,23 @@ def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) ->
         problems += found
         if head is not None:
             heads.append(head)
+    return _report(app, seen_sessions=set(checks), events=events, refs=refs,
+                   problems=problems, heads=heads, check_blobs=check_blobs)
+
+
+def _report(
+    app: Any,
+    *,
+    seen_sessions: set[str],
+    events: int,
+    refs: dict[str, tuple[str, int, str]],
+    problems: list[Problem],
+    heads: list[SessionHead],
+    check_blobs: bool,
+) -> VerifyReport:
+    """The store-wide checks after the chains: sessions deleted whole, blobs."""
     for session in anchored_sessions(app.views):
-        if session not in checks:
+        if session not in seen_sessions:
             check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
             problems.append(_gone(session, check))
     blob_count = len(refs)
@@ -175,7 +263,7 @@ def verify_store(app: Any, *, check_blobs: bool = True, advance: bool = True) ->
         blob_count = max(blob_count, sum(1 for _ in app.blobs.digests()))
     return VerifyReport(
         target="--all",
-        sessions=len(checks),
+        sessions=len(seen_sessions),
         events=events,
         blobs=blob_count,
         problems=tuple(problems),

@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,9 @@ def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
         asyncio.run(worker.run())
     finally:
         worker.close()
-    failed = [r for r in worker.reports if r.outcome in ("error", "max_steps")]
-    return 1 if failed and args.until_empty else 0
+    # Exit 1 when a job failed or a turn ended badly (a daemon stopped by a signal exits 0).
+    bad_turns = [r for r in worker.reports if r.outcome in ("error", "max_steps")]
+    return 1 if (worker.failures or bad_turns) and args.until_empty else 0
 
 
 # ---------------------------------------------------------------------- enqueue
@@ -139,12 +141,11 @@ async def _enqueue(
     model: str | None,
     rules: tuple[tuple[str, str], ...],
 ) -> int:
+    from coder_es.fleet.ddl import store_setup_lock
     from coder_es.fleet.jobs import SessionJob
     from coder_es.fleet.queue import FleetQueue
     from coder_es.fleet.script import fleet_provider_factory
     from coder_es.service.api import AgentService, SessionOptions
-
-    from coder_es.fleet.ddl import store_setup_lock
 
     with store_setup_lock(ctx.config):
         app = ctx.app  # opened now, under the lock that keeps concurrent DDL apart
@@ -178,6 +179,10 @@ async def _enqueue(
         max_steps=args.max_steps,
     )
     async with FleetQueue(ctx.config, queue=args.queue) as queue:
+        if not created and provider is None and model is None:
+            previous = await queue.last_job(session_id)
+            if previous is not None:  # e.g. the script of a scripted session
+                job = replace(job, provider=previous.provider, model=previous.model)
         job_id = await queue.enqueue(job)
     if args.json:
         print_json({"session_id": session_id, "job_id": job_id, "created": created})

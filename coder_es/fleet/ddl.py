@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from coder_es.errors import StoreError
 from coder_es.store.config import StoreConfig
@@ -22,9 +23,9 @@ _DDL_LOCK = 0x636F646572_6464
 
 @contextmanager
 def store_setup_lock(config: StoreConfig) -> Iterator[None]:
-    info = {k: v for k, v in config.postgres_conninfo().items() if v}
+    info = make_conninfo(**{k: v for k, v in config.postgres_conninfo().items() if v})
     try:
-        conn = psycopg.connect(**info, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(info, autocommit=True, connect_timeout=10)
     except psycopg.Error as e:
         raise StoreError(f"cannot reach PostgreSQL at {config.describe()}: {e}") from e
     with conn:

@@ -114,6 +114,16 @@ class FleetQueue:
     async def enqueue_many(self, jobs: Iterable[SessionJob]) -> list[int]:
         return [await self.enqueue(job) for job in jobs]
 
+    async def last_job(self, session_id: str) -> SessionJob | None:
+        """The most recent job queued for a session (a follow-up reuses its model settings)."""
+        rows = await self.connector.execute_query_all_async(
+            "SELECT args FROM procrastinate_jobs WHERE lock = %(lock)s AND task_name = %(task)s "
+            "ORDER BY id DESC LIMIT 1",
+            lock=f"session:{session_id}",
+            task=TASK_NAME,
+        )
+        return SessionJob.from_args(rows[0]["args"]) if rows else None
+
     async def counts(self) -> QueueCounts:
         rows = await self.connector.execute_query_all_async(
             "SELECT status::text AS status, count(*) AS n FROM procrastinate_jobs "

@@ -41,6 +41,7 @@ from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
 from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
 from coder_es.records import event_kind
+from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.store.config import StoreConfig
 
@@ -88,7 +89,7 @@ class JobReport:
     """The turn's end (``end_turn``, ``error``, ``max_steps``...) or ``superseded``."""
     steps: int
     sent: bool
-    """True when this run recorded the job's prompt (False: resumed)."""
+    """True when this run recorded the job's prompt (False: an earlier attempt had)."""
     conflicts: int
 
 
@@ -109,6 +110,7 @@ class FleetWorker:
         with store_setup_lock(config):
             self.app = CoderApp(config, env=env)
         self.reports: list[JobReport] = []
+        self.failures: list[str] = []
         self._register_task()
 
     def _register_task(self) -> None:
@@ -116,9 +118,15 @@ class FleetWorker:
 
         @self.queue.app.task(name=TASK_NAME, queue=self.options.queue, pass_context=True)
         async def advance_session(context: JobContext, **args: Any) -> None:
-            job = SessionJob.from_args(args)
             assert context.job.id is not None
-            report = await worker.advance(job, context.job.id, context.job.worker_id)
+            try:
+                job = SessionJob.from_args(args)
+                report = await worker.advance(job, context.job.id, context.job.worker_id)
+            except Exception as e:
+                # The job fails in the queue (kept with its error); the worker goes on.
+                worker.failures.append(f"job {context.job.id}: {e}")
+                log.error("job %s failed: %s", context.job.id, e)
+                raise
             worker.reports.append(report)
             log.info(
                 "session %s: %s after %d step(s)%s%s",
@@ -194,9 +202,13 @@ class FleetWorker:
 
     async def advance(self, job: SessionJob, job_id: int, worker_id: int | None) -> JobReport:
         conflicts = 0
+        sent: list[bool] = []  # whether an attempt in this run recorded the prompt
         while True:
             try:
-                return await self._advance_once(job, job_id, conflicts)
+                report = await self._advance_once(job, job_id, conflicts, sent)
+                return JobReport(
+                    report.session_id, report.outcome, report.steps, any(sent), conflicts
+                )
             except (SessionConflictError, IntegrityError) as e:
                 conflicts += 1
                 if worker_id is not None and not await self._still_ours(job_id, worker_id):
@@ -205,7 +217,7 @@ class FleetWorker:
                         job.session_id,
                         job_id,
                     )
-                    return JobReport(job.session_id, "superseded", 0, False, conflicts)
+                    return JobReport(job.session_id, "superseded", 0, any(sent), conflicts)
                 if conflicts > self.options.max_conflicts:
                     msg = (
                         f"session {job.session_id}: {conflicts} write conflicts in a row; "
@@ -214,7 +226,9 @@ class FleetWorker:
                     raise FleetError(msg) from e
                 await asyncio.sleep(0.05 * conflicts)
 
-    async def _advance_once(self, job: SessionJob, job_id: int, conflicts: int) -> JobReport:
+    async def _advance_once(
+        self, job: SessionJob, job_id: int, conflicts: int, sent: list[bool]
+    ) -> JobReport:
         sid = UUID(job.session_id)
         session = self.app.get_session(sid)
         if not Path(session.workspace).is_dir():
@@ -241,14 +255,15 @@ class FleetWorker:
                 updates = handle.send(job.prompt, answerer=answerer)
             else:
                 updates = handle.resume(answerer=answerer)
-            async for _update in updates:
-                pass
+            async for update in updates:
+                if isinstance(update, up.UserMessage):  # emitted once the message is saved
+                    sent.append(True)
         finally:
             await handle.close()
         outcome = handle.outcome
         if outcome is None:  # pragma: no cover - the stream ends only with an outcome or raises
             raise FleetError(f"session {sid}: the turn ended without an outcome")
-        return JobReport(job.session_id, outcome.reason, outcome.steps, send, conflicts)
+        return JobReport(job.session_id, outcome.reason, outcome.steps, bool(sent), conflicts)
 
     def _message_recorded_after(self, sid: UUID, version: int) -> bool:
         return any(
@@ -256,17 +271,19 @@ class FleetWorker:
         )
 
     async def _claim(self, job_id: int, sid: UUID, version: int) -> int:
-        row = await self.queue.connector.execute_query_one_async(
-            "WITH ins AS ("
-            " INSERT INTO coder_es_fleet_claims (job_id, session_id, base_version)"
-            " VALUES (%(job_id)s, %(session_id)s, %(version)s)"
-            " ON CONFLICT (job_id) DO NOTHING RETURNING base_version)"
-            " SELECT base_version FROM ins"
-            " UNION ALL SELECT base_version FROM coder_es_fleet_claims WHERE job_id = %(job_id)s"
-            " LIMIT 1",
+        """The session version when this job was first taken (the same for every attempt)."""
+        # Two statements, two commits: a racing attempt's INSERT waits for the first one's and
+        # does nothing, then its SELECT (a new snapshot) reads the first one's row.
+        await self.queue.connector.execute_query_async(
+            "INSERT INTO coder_es_fleet_claims (job_id, session_id, base_version)"
+            " VALUES (%(job_id)s, %(session_id)s, %(version)s) ON CONFLICT (job_id) DO NOTHING",
             job_id=job_id,
             session_id=str(sid),
             version=version,
+        )
+        row = await self.queue.connector.execute_query_one_async(
+            "SELECT base_version FROM coder_es_fleet_claims WHERE job_id = %(job_id)s",
+            job_id=job_id,
         )
         return int(row["base_version"])
 

@@ -4,7 +4,8 @@ Settings (read through the eventsourcing environment, so ``<APP>_LMDB_PATH`` wor
 
     LMDB_PATH           the store directory (required)
     LMDB_DURABILITY     durable (default: every commit is on disk when append returns) or
-                        crash_consistent (faster; consistent after a crash, may lose the last commits)
+                        crash_consistent (faster; consistent after a crash, may lose the last
+                        commits)
     LMDB_MAP_SIZE       initial map size in bytes (default 64 MiB; doubles whenever it fills up)
     LMDB_MAX_MAP_SIZE   the map never grows past this (default 1 TiB)
     LMDB_POLL_INTERVAL  seconds between checks for other processes' commits (subscriptions)
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -46,6 +48,7 @@ from coder_es.store.lmdb_codec import (
     RecordDecoder,
     encode_record,
     encode_topic_state,
+    gc_paused,
     nid_bytes,
     nid_of,
     originator_key,
@@ -133,6 +136,7 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         self.write(put_all)
         return None
 
+    @gc_paused
     def select_events(
         self,
         originator_id: UUID | str,
@@ -209,6 +213,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
 
     # -- reading ---------------------------------------------------------------------------
 
+    @gc_paused
     def select_events(
         self,
         originator_id: UUID | str,
@@ -235,6 +240,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             raise LMDBStoreError(msg)
         return self._decoder.records_as_events(originator_id, [rec for _, rec in found])
 
+    @gc_paused
     def select_notifications(
         self,
         start: int | None,
@@ -244,10 +250,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        if start is None:
-            first = 1
-        else:
-            first = start if inclusive_of_start else start + 1
+        first = 1 if start is None else (start if inclusive_of_start else start + 1)
         first = max(first, 1)
         if limit <= 0 or (stop is not None and stop < first):
             return []
@@ -259,20 +262,19 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             cursor = txn.cursor(db=self._notifications)
             if not cursor.set_range(nid_bytes(first)):
                 return []
-            rows: list[tuple[bytes, bytes]] = []
-            take = limit
-            for key, record in cursor:
-                if key > high:
+            rows = cursor.iternext()
+            while len(out) < limit:
+                # Fetch in C; only the last page can reach past ``stop``.
+                page = list(islice(rows, limit - len(out)))
+                if not page:
                     break
-                rows.append((key, record))
-                if len(rows) >= take:
-                    out.extend(decode(rows, wanted))
-                    rows = []
-                    take = limit - len(out)
-                    if take <= 0:
-                        break
-            if rows:
-                out.extend(decode(rows, wanted))
+                if page[-1][0] > high:
+                    page = [row for row in page if row[0] <= high]
+                    out.extend(decode(page, wanted))
+                    break
+                out.extend(decode(page, wanted))
+                if wanted is None:
+                    break
         return out
 
     def max_notification_id(self) -> int | None:

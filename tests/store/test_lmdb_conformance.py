@@ -129,9 +129,7 @@ class TestLMDBProcessRecorderWithTextOriginatorID(WithTextOriginatorID, TestLMDB
     pass
 
 
-class TestLMDBNonInterleavingNotificationIDs(
-    WithLMDBStore, NonInterleavingNotificationIDsBaseCase
-):
+class TestLMDBNonInterleavingNotificationIDs(WithLMDBStore, NonInterleavingNotificationIDsBaseCase):
     def create_recorder(self) -> ApplicationRecorder:
         return self.factory().application_recorder()
 
@@ -261,7 +259,7 @@ class TestAggregateEventCountersProjectionWithLMDB(
 
     def setUp(self) -> None:
         super().setUp()
-        self.env = self.lmdb_env()
+        type(self).env = self.lmdb_env()
 
 
 class TestEventSourcedProjectionWithLMDB(WithLMDBStore, EventSourcedProjectionTestCase):
@@ -269,7 +267,7 @@ class TestEventSourcedProjectionWithLMDB(WithLMDBStore, EventSourcedProjectionTe
 
     def setUp(self) -> None:
         super().setUp()
-        self.env = self.lmdb_env()
+        type(self).env = self.lmdb_env()
 
 
 del AggregateRecorderTestCase

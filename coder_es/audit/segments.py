@@ -1,0 +1,279 @@
+"""``verify --all`` split across processes: each checks a range of the notification log.
+
+A worker walks its range of notification ids and, per session met there, summarises the run of
+events it saw as a ``Segment``: first version and the hash it links to, last version and its hash,
+whether every link inside held, and the hash at the session's anchor version if it passed it. The
+parent stitches each session's segments in log order (segment n+1 must start at the version after
+segment n's last and link to its hash; the first segment starts at version 1 on the genesis hash).
+
+This pass only answers "is every chain intact?". A session whose segments do not stitch cleanly is
+not diagnosed here: ``verify_store`` then runs its exact sequential pass, whose reports (which
+event was modified, deleted, inserted, moved) are the reference. Damage is rare; speed matters for
+the intact case, which is every day's case.
+
+Workers are fresh interpreters (an LMDB environment must not cross a fork) that open the store
+themselves from the application's ``StoreConfig`` and environment: LMDB, SQLite and PostgreSQL all
+let several processes read at once. The in-memory ``popo`` backend has nothing to share.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coder_es.audit.blobrefs import REF_KINDS, blob_refs
+from coder_es.audit.fastlink import FastLinker
+from coder_es.domain.chain import GENESIS
+from coder_es.errors import StoreError
+
+BATCH = 5000
+REF_TOPIC_ENDINGS = tuple(f".{kind}" for kind in sorted(REF_KINDS))
+PARALLEL_MIN_EVENTS = 200_000
+"""Below this, starting worker processes (about half a second) costs more than it saves."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One session's events within one range of the log, summarised."""
+
+    session: str
+    first_version: int
+    first_prev: str | None
+    last_version: int
+    last_hash: str
+    events: int
+    intact: bool
+    """Versions consecutive and every event linked to the one before it, inside the range."""
+    anchored_hash: str | None
+    """The chain hash at the session's anchor version, when this range holds that version."""
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    digest: str
+    session: str
+    version: int
+    what: str
+
+
+@dataclass(frozen=True)
+class RangeSummary:
+    segments: tuple[Segment, ...]
+    refs: tuple[BlobRef, ...]
+    """Blob references in log order (empty unless blobs are checked)."""
+    events: int
+
+
+def scan_range(
+    app: Any,
+    linker: FastLinker,
+    start: int,
+    stop: int | None,
+    anchors: Mapping[str, int],
+    check_blobs: bool,
+) -> RangeSummary:
+    """Summarise notifications ``start..stop`` (inclusive; ``None``: to the end of the log)."""
+    # Per session: [session, first_v, first_prev, last_v, last_hash, events, intact, anchored].
+    open_: dict[Any, list[Any]] = {}
+    refs: list[BlobRef] = []
+    events = 0
+    link = linker.link
+    session_str = linker.decoder.session_str
+    while True:
+        batch = app.recorder.select_notifications(start=start, limit=BATCH, stop=stop)
+        for stored in batch:
+            version = stored.originator_version
+            if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
+                event = linker.decode(stored)
+                chain_hash, prev = event.chain_hash, event.prev_hash
+                refs.extend(
+                    BlobRef(digest, event.session, version, what)
+                    for digest, what in blob_refs(event)
+                )
+            else:
+                chain_hash, prev = link(stored)
+            seg = open_.get(stored.originator_id)
+            if seg is None:
+                session = session_str(stored.originator_id)
+                seg = open_[stored.originator_id] = [
+                    session, version, prev, version, chain_hash, 1, True, None
+                ]
+            else:
+                if version != seg[3] + 1 or prev != seg[4]:
+                    seg[6] = False
+                seg[3] = version
+                seg[4] = chain_hash
+                seg[5] += 1
+            if anchors.get(seg[0]) == version:
+                seg[7] = chain_hash
+        events += len(batch)
+        if len(batch) < BATCH:
+            break
+        start = batch[-1].id + 1
+    return RangeSummary(tuple(Segment(*s) for s in open_.values()), tuple(refs), events)
+
+
+@dataclass(frozen=True)
+class Stitched:
+    """A session whose segments joined into one intact chain from version 1."""
+
+    session: str
+    events: int
+    last_version: int
+    last_hash: str
+
+
+def stitch(
+    summaries: list[RangeSummary], anchor_of: Callable[[str], tuple[int, str] | None]
+) -> tuple[list[Stitched], set[str], int]:
+    """(sessions found intact, sessions that need the exact pass, events) from the ranges in log
+    order. ``anchor_of(session)`` is the session's anchored (version, head), if any."""
+    state: dict[str, list[Any]] = {}  # session -> [last_version, last_hash, events, anchored]
+    broken: set[str] = set()
+    events = 0
+    for summary in summaries:
+        events += summary.events
+        for seg in summary.segments:
+            before = state.get(seg.session)
+            last_version, last_hash = (0, GENESIS) if before is None else before[:2]
+            if (
+                not seg.intact
+                or seg.first_version != last_version + 1
+                or seg.first_prev != last_hash
+            ):
+                broken.add(seg.session)
+            anchored = seg.anchored_hash
+            count = seg.events
+            if before is not None:
+                anchored = anchored or before[3]
+                count += before[2]
+            state[seg.session] = [seg.last_version, seg.last_hash, count, anchored]
+    intact: list[Stitched] = []
+    for session, (last_version, last_hash, count, anchored) in state.items():
+        if session in broken:
+            continue
+        anchor = anchor_of(session)
+        if anchor is not None and (last_version < anchor[0] or anchored != anchor[1]):
+            broken.add(session)  # truncated or rewritten since anchored: the exact pass names it
+            continue
+        intact.append(Stitched(session, count, last_version, last_hash))
+    return intact, broken, events
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@dataclass(frozen=True)
+class RangeJob:
+    """What a worker process is asked to do (sent pickled on its stdin)."""
+
+    config: Any
+    env: dict[str, str]
+    start: int
+    stop: int
+    anchors: dict[str, int]
+    check_blobs: bool
+
+
+def run_job(job: RangeJob) -> RangeSummary:
+    from coder_es.application import CoderApp
+
+    app = CoderApp(job.config, env=job.env)
+    try:
+        return scan_range(app, FastLinker(app.mapper), job.start, job.stop, job.anchors,
+                          job.check_blobs)
+    finally:
+        app.close()
+
+
+def worker_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def can_split(app: Any) -> bool:
+    """Whether worker processes can open this application's store on their own."""
+    from coder_es.application import CoderApp
+
+    config = getattr(app, "config", None)
+    # A subclass may decode differently (its own transcodings): only the plain app is rebuilt.
+    return type(app) is CoderApp and config is not None and config.backend != "popo"
+
+
+def ranges(last_id: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous inclusive id ranges covering 1..last_id."""
+    size = -(-last_id // parts)
+    return [(first, min(first + size - 1, last_id)) for first in range(1, last_id + 1, size)]
+
+
+def scan_parallel(
+    app: Any, last_id: int, anchors: Mapping[str, int], check_blobs: bool, workers: int
+) -> list[RangeSummary]:
+    """The summaries of 1..last_id in log order: this process scans the first range while
+    ``workers - 1`` child processes scan the others.
+
+    Children are plain ``python -m coder_es.audit.segments`` processes rather than
+    multiprocessing ones: those re-import the caller's ``__main__`` (a script without a
+    ``__name__`` guard would run again in each), and a forked LMDB environment is unusable."""
+    parts = ranges(last_id, workers)
+    env = {k: v for k, v in app.env.items() if isinstance(v, str)}
+    children = []
+    try:
+        for first, last in parts[1:]:
+            job = RangeJob(app.config, env, first, last, dict(anchors), check_blobs)
+            child = subprocess.Popen(
+                [sys.executable, "-m", "coder_es.audit.segments"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_child_environ(),
+            )
+            assert child.stdin is not None
+            child.stdin.write(pickle.dumps(job))
+            child.stdin.close()
+            children.append(child)
+        first, last = parts[0]
+        out = [scan_range(app, FastLinker(app.mapper), first, last, anchors, check_blobs)]
+        for child in children:
+            data, err = child.communicate()
+            if child.returncode != 0:
+                msg = f"verify worker failed ({child.returncode}): {err.decode(errors='replace')}"
+                raise StoreError(msg)
+            summary = pickle.loads(data)
+            if not isinstance(summary, RangeSummary):
+                raise StoreError("verify worker returned something else than a range summary")
+            out.append(summary)
+        return out
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def _child_environ() -> dict[str, str]:
+    """This environment, with the directory coder_es is imported from first on the path (it
+    may be a checkout the caller put on ``sys.path`` rather than an installed package)."""
+    root = str(Path(__file__).resolve().parents[2])
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (root, environ.get("PYTHONPATH", "")) if p
+    )
+    return environ
+
+
+def _main() -> None:
+    job = pickle.loads(sys.stdin.buffer.read())
+    sys.stdout.buffer.write(pickle.dumps(run_job(job)))
+
+
+if __name__ == "__main__":
+    _main()

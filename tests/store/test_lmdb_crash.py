@@ -1,0 +1,95 @@
+"""SIGKILL a writer process in the middle of appends, many times; every acknowledged batch must
+survive intact, no batch may be half-written, and notification ids must stay contiguous."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+from coder_es.store.lmdb import LMDBFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION = uuid.UUID(int=42)
+
+WRITER = textwrap.dedent(
+    """
+    import sys, uuid
+    from eventsourcing.persistence import StoredEvent
+    from coder_es.store.lmdb import LMDBFactory
+    store, seed = sys.argv[1], int(sys.argv[2])
+    recorder = LMDBFactory({"LMDB_PATH": store}).application_recorder()
+    session = uuid.UUID(int=42)
+    last = recorder.select_events(session, desc=True, limit=1)
+    version = last[0].originator_version if last else 0
+    n = 0
+    while True:
+        size = 1 + (seed + n) % 7
+        events = [
+            StoredEvent(session, v, "t", f"{v}:".encode() + bytes([v % 251]) * (50 + v % 300))
+            for v in range(version + 1, version + 1 + size)
+        ]
+        recorder.insert_events(events)
+        version += size
+        n += 1
+        print("ack", version, flush=True)
+    """
+)
+
+
+def expected_state(v: int) -> bytes:
+    return f"{v}:".encode() + bytes([v % 251]) * (50 + v % 300)
+
+
+def test_sigkill_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    rng = random.Random(1234)
+    acked = 0
+    kills = 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for round_ in range(12):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store), str(round_)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdout is not None
+        # Wait for the writer to be appending, then kill it at a random moment.
+        first = proc.stdout.readline()
+        assert first.startswith("ack"), proc.stderr.read() if proc.stderr else ""
+        acked = max(acked, int(first.split()[1]))
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        kills += 1
+        for line in out.splitlines():
+            if line.startswith("ack"):
+                acked = max(acked, int(line.split()[1]))
+    assert kills == 12
+
+    factory = LMDBFactory({"LMDB_PATH": str(store)})
+    recorder = factory.application_recorder()
+    events = recorder.select_events(SESSION)
+    versions = [e.originator_version for e in events]
+    # Everything acknowledged is there; anything after it is whole batches the writer committed
+    # but was killed before printing.
+    assert versions == list(range(1, len(versions) + 1))
+    assert len(versions) >= acked > 0
+    assert all(e.state == expected_state(e.originator_version) for e in events)
+    notifications = recorder.select_notifications(None, len(versions) + 10)
+    assert [n.id for n in notifications] == list(range(1, len(versions) + 1))
+    assert [n.originator_version for n in notifications] == versions
+    # The store still takes writes after all those kills.
+    from eventsourcing.persistence import StoredEvent
+
+    recorder.insert_events([StoredEvent(SESSION, len(versions) + 1, "t", b"after")])
+    assert recorder.max_notification_id() == len(versions) + 1
+    factory.close()
