@@ -83,33 +83,32 @@ def scan_range(
     open_: dict[Any, list[Any]] = {}
     refs: list[BlobRef] = []
     events = 0
-    link = linker.link
     session_str = linker.decoder.session_str
+    last_id: Any = None
+    seg: list[Any] = []
     while True:
         batch = app.recorder.select_notifications(start=start, limit=BATCH, stop=stop)
-        for stored in batch:
+        if check_blobs:
+            links = [_link_and_refs(linker, stored, refs) for stored in batch]
+        else:
+            links = linker.links(batch)
+        for stored, (chain_hash, prev) in zip(batch, links, strict=True):
             version = stored.originator_version
-            if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
-                event = linker.decode(stored)
-                chain_hash, prev = event.chain_hash, event.prev_hash
-                refs.extend(
-                    BlobRef(digest, event.session, version, what)
-                    for digest, what in blob_refs(event)
-                )
-            else:
-                chain_hash, prev = link(stored)
-            seg = open_.get(stored.originator_id)
-            if seg is None:
-                session = session_str(stored.originator_id)
-                seg = open_[stored.originator_id] = [
-                    session, version, prev, version, chain_hash, 1, True, None
-                ]
-            else:
-                if version != seg[3] + 1 or prev != seg[4]:
-                    seg[6] = False
-                seg[3] = version
-                seg[4] = chain_hash
-                seg[5] += 1
+            # A session's events mostly come in runs: look its segment up once per run.
+            if stored.originator_id is not last_id:
+                last_id = stored.originator_id
+                found = open_.get(last_id)
+                if found is None:
+                    seg = open_[last_id] = [
+                        session_str(last_id), version, prev, version - 1, prev, 0, True, None
+                    ]
+                else:
+                    seg = found
+            if version != seg[3] + 1 or prev != seg[4]:
+                seg[6] = False
+            seg[3] = version
+            seg[4] = chain_hash
+            seg[5] += 1
             if anchors.get(seg[0]) == version:
                 seg[7] = chain_hash
         events += len(batch)
@@ -117,6 +116,16 @@ def scan_range(
             break
         start = batch[-1].id + 1
     return RangeSummary(tuple(Segment(*s) for s in open_.values()), tuple(refs), events)
+
+
+def _link_and_refs(linker: FastLinker, stored: Any, refs: list[BlobRef]) -> tuple[str, str | None]:
+    if not stored.topic.endswith(REF_TOPIC_ENDINGS):
+        return linker.link(stored)
+    event = linker.decode(stored)
+    refs.extend(
+        BlobRef(digest, event.session, event.version, what) for digest, what in blob_refs(event)
+    )
+    return event.chain_hash, event.prev_hash
 
 
 @dataclass(frozen=True)
@@ -271,8 +280,11 @@ def _child_environ() -> dict[str, str]:
 
 
 def _main() -> None:
+    # Run as __main__, this file's classes would pickle as __main__.X: use the imported module's.
+    from coder_es.audit import segments
+
     job = pickle.loads(sys.stdin.buffer.read())
-    sys.stdout.buffer.write(pickle.dumps(run_job(job)))
+    sys.stdout.buffer.write(pickle.dumps(segments.run_job(job)))
 
 
 if __name__ == "__main__":
