@@ -9,7 +9,6 @@ from typing import Any
 
 from coder_es.application import CoderApp
 from coder_es.fleet.jobs import SessionJob
-from coder_es.fleet.queue import FleetQueue
 from coder_es.fleet.script import fleet_provider_factory
 from coder_es.service.api import AgentService, SessionOptions
 from coder_es.store.config import StoreConfig
@@ -70,6 +69,8 @@ async def create_sessions(
 
 
 async def enqueue(config: StoreConfig, jobs: list[SessionJob]) -> list[int]:
+    from coder_es.fleet.queue import FleetQueue  # procrastinate: only the queue tests need it
+
     async with FleetQueue(config) as queue:
         return await queue.enqueue_many(jobs)
 

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
+
 from conftest import PG, REPO, requires_postgres
 from fleet_helpers import write_script
 

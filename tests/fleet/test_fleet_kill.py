@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
+
 from conftest import PG, REPO, make_config, requires_postgres
 from fleet_helpers import create_sessions, workspace
 

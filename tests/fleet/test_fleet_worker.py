@@ -6,6 +6,10 @@ import asyncio
 from pathlib import Path
 from uuid import UUID
 
+import pytest
+
+pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
+
 from conftest import make_config, requires_postgres
 from fleet_helpers import create_sessions, enqueue, run, workspace, write_script
 
