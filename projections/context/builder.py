@@ -202,6 +202,48 @@ class _Window:
     start: int  # index of the first unit sent
 
 
+@dataclass
+class _Assembly:
+    """The window's units as messages, with what the report needs about them."""
+
+    messages: list[Message] = field(default_factory=list)
+    merges: int = 0
+    inner_summary_tokens: int = 0
+    full_nodes: list[NodeId] = field(default_factory=list)
+    trimmed_nodes: list[NodeId] = field(default_factory=list)
+    summaries: list[NodeId] = field(default_factory=list)
+    whole: set[int] = field(default_factory=set)
+
+    def copy(self) -> _Assembly:
+        return _Assembly(
+            list(self.messages),
+            self.merges,
+            self.inner_summary_tokens,
+            list(self.full_nodes),
+            list(self.trimmed_nodes),
+            list(self.summaries),
+            set(self.whole),
+        )
+
+
+@dataclass
+class _Tail:
+    """What the last build left to extend: every unit before ``index`` was sent in full.
+
+    From one step to the next only the newest unit grows and new units are appended, so while
+    the whole path still fits in full, the next build re-renders just the tail instead of
+    walking the whole history (no O(history) work per step).
+    """
+
+    view: PathView
+    limit: int
+    last_user: int
+    index: int  # the first unit not in ``before``
+    before_unit: Unit | None  # units[index - 1], to check the prefix is unchanged
+    before: _Assembly
+    used: int  # tokens of units[:index]
+
+
 class ContextBuilder:
     def __init__(
         self,
@@ -240,6 +282,7 @@ class ContextBuilder:
             Level("minimal", 16, 16),
         )
         self._file_cache: dict[str, tuple[str, int] | None] = {}
+        self._tail: _Tail | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -266,58 +309,65 @@ class ContextBuilder:
         files_room = int(room * cfg.files_share) if has_files else 0
         related_room = int(room * cfg.related_share) if has_files and self.related else 0
         limit = room - files_room - related_room
-        last_user = max((i for i, u in enumerate(units) if u.kind == "user"), default=0)
+        last_user = self._last_user(view, units)
 
-        window = self._walk(state, units, limit, last_user)
-        if window is None:
-            raise ContextBudgetError(budget, fixed + self._newest_min(state, units), _NEWEST)
-        front_room = 0
-        if self._needs_front(window):
+        extended = self._extend_tail(state, view, units, limit, last_user)
+        if extended is not None:
+            window, assembly = extended
+            return self._finish(view, node, units, window, 0, assembly, fixed, budget, room,
+                                files_room, related_room, metadata)
+        found = self._window(state, units, limit, room, last_user)
+        if found is None and files_room + related_room:
+            # The files and related-code shares are extras: drop them before failing.
+            files_room = related_room = 0
+            limit = room
+            found = self._window(state, units, limit, room, last_user)
+        if found is None:
             min_front = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(OMITTED)
-            wanted = max(min_front, int(room * cfg.summary_share))
-            tries = sorted({wanted, max(min_front, wanted // 2), min_front}, reverse=True)
-            for front_room in tries:
-                shrunk = self._walk(state, units, limit - front_room, last_user)
-                if shrunk is not None:
-                    window = shrunk
-                    break
-            else:
-                raise ContextBudgetError(
-                    budget, fixed + min_front + self._newest_min(state, units), _NEWEST
-                )
+            needed = fixed + self._newest_min(state, units)
+            walked = self._walk(state, units, limit, last_user)
+            raise ContextBudgetError(
+                budget, needed + (min_front if walked is not None else 0), _NEWEST
+            )
+        window, front_room = found
 
-        messages: list[Message] = []
-        merges = 0
-        front_tokens = 0
+        assembly = _Assembly()
         if front_room:
             text = self._front_text(state, units[: window.start], front_room, count)
-            front_tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(text)
-            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-        inner_summary_tokens = 0
-        full_nodes: list[NodeId] = []
-        trimmed_nodes: list[NodeId] = []
-        summaries: list[NodeId] = []
-        whole: set[int] = set()
-        for i, level, rendered in window.taken:
-            unit = units[i]
-            if unit.kind == "summary":
-                inner_summary_tokens += rendered.tokens
-                summaries.append(str(unit.nodes[0]))
-            (full_nodes if level is self.full else trimmed_nodes).extend(
-                str(n) for n in unit.nodes
-            )
-            whole |= rendered.whole_results
-            for message in rendered.messages:
-                if messages and messages[-1]["role"] == message["role"]:
-                    last = messages.pop()
-                    content = [*last["content"], *message["content"]]
-                    message = {"role": last["role"], "content": content}
-                    merges += 1
-                messages.append(message)
-        front_merged = bool(front_room) and bool(window.taken) and _starts_user(window)
+            assembly.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        self._remember_tail(view, units, window, limit, last_user, front_room, assembly)
         for i in range(window.start):
             if units[i].kind == "summary":
-                summaries.append(str(units[i].nodes[0]))
+                assembly.summaries.append(str(units[i].nodes[0]))
+        return self._finish(view, node, units, window, front_room, assembly, fixed, budget, room,
+                            files_room, related_room, metadata)
+
+    def _finish(
+        self,
+        view: PathView,
+        node: NodeId | None,
+        units: list[Unit],
+        window: _Window,
+        front_room: int,
+        assembly: _Assembly,
+        fixed: int,
+        budget: int,
+        room: int,
+        files_room: int,
+        related_room: int,
+        metadata: dict[str, Any] | None,
+    ) -> BuiltContext:
+        count = self.config.counter
+        front_tokens = 0
+        if front_room:
+            front_tokens = MESSAGE_OVERHEAD + count(assembly.messages[0]["content"][0]["text"])
+            front_tokens += BLOCK_OVERHEAD
+        messages = assembly.messages
+        merges = assembly.merges
+        inner_summary_tokens = assembly.inner_summary_tokens
+        full_nodes, trimmed_nodes = assembly.full_nodes, assembly.trimmed_nodes
+        summaries, whole = assembly.summaries, assembly.whole
+        front_merged = bool(front_room) and bool(window.taken) and _starts_user(window)
 
         files, files_block = self._files(view, whole, files_room, count)
         related_names: tuple[str, ...] = ()
@@ -326,10 +376,15 @@ class ContextBuilder:
             related_names, related_block = self._related(view, related_room, count)
         extra = [b for b in (files_block, related_block) if b is not None]
         extra_tokens = sum(BLOCK_OVERHEAD + count(b["text"]) for b in extra)
-        users = [i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"]
-        if extra and users:
-            target = messages[users[0]]
-            messages[users[0]] = {"role": "user", "content": [*target["content"], *extra]}
+        last_user_message = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None
+        )
+        if extra and last_user_message is not None:
+            target = messages[last_user_message]
+            messages[last_user_message] = {
+                "role": "user",
+                "content": [*target["content"], *extra],
+            }
         elif extra:  # nowhere to put them (no user message at all)
             extra, extra_tokens, files, related_names = [], 0, [], ()
             files_block = related_block = None
@@ -370,6 +425,134 @@ class ContextBuilder:
         )
 
     # ------------------------------------------------------------------ pieces
+
+    def _add(self, assembly: _Assembly, unit: Unit, level: Level, rendered: Rendered) -> None:
+        if unit.kind == "summary":
+            assembly.inner_summary_tokens += rendered.tokens
+            assembly.summaries.append(str(unit.nodes[0]))
+        (assembly.full_nodes if level is self.full else assembly.trimmed_nodes).extend(
+            str(n) for n in unit.nodes
+        )
+        assembly.whole |= rendered.whole_results
+        messages = assembly.messages
+        for message in rendered.messages:
+            if messages and messages[-1]["role"] == message["role"]:
+                last = messages.pop()
+                content = [*last["content"], *message["content"]]
+                message = {"role": last["role"], "content": content}
+                assembly.merges += 1
+            messages.append(message)
+
+    def _last_user(self, view: PathView, units: list[Unit]) -> int:
+        """The index of the newest user unit (only the units since the last build are looked
+        at when the path was extended)."""
+        tail = self._tail
+        start, found = 0, 0
+        if tail is not None and tail.view is view and len(units) >= tail.index:
+            start, found = tail.index, tail.last_user
+        for i in range(len(units) - 1, start - 1, -1):
+            if units[i].kind == "user":
+                return i
+        return found
+
+    def _remember_tail(
+        self,
+        view: PathView,
+        units: list[Unit],
+        window: _Window,
+        limit: int,
+        last_user: int,
+        front_room: int,
+        assembly: _Assembly,
+    ) -> None:
+        """Assemble the window, keeping the state before its newest unit for the next build."""
+        self._tail = None
+        taken = window.taken
+        extendable = (
+            not front_room and window.start == 0 and all(lv is self.full for _, lv, _ in taken)
+        )
+        for i, level, rendered in taken[:-1]:
+            self._add(assembly, units[i], level, rendered)
+        if extendable and taken:
+            index = taken[-1][0]
+            used = window.used - taken[-1][2].tokens
+            before = units[index - 1] if index else None
+            self._tail = _Tail(
+                view, limit, last_user, index, before, assembly.copy(), used
+            )
+        if taken:
+            i, level, rendered = taken[-1]
+            self._add(assembly, units[i], level, rendered)
+
+    def _extend_tail(
+        self,
+        state: ContextState,
+        view: PathView,
+        units: list[Unit],
+        limit: int,
+        last_user: int,
+    ) -> tuple[_Window, _Assembly] | None:
+        """The window and its assembly from the last build's, when only the tail moved."""
+        tail = self._tail
+        if (
+            tail is None
+            or tail.view is not view
+            or tail.limit != limit
+            or tail.last_user != last_user
+            or len(units) <= tail.index
+            or (tail.index and units[tail.index - 1] is not tail.before_unit)
+        ):
+            return None
+        count = self.config.counter
+        used = tail.used
+        taken: list[tuple[int, Level, Rendered]] = []
+        for i in range(tail.index, len(units)):
+            rendered = render_unit(state, units[i], self.full, i >= last_user, count)
+            used += rendered.tokens
+            taken.append((i, self.full, rendered))
+        if used > limit:
+            return None
+        first = tail.before.messages[0] if tail.before.messages else None
+        if first is None:
+            first = next((r.messages[0] for _, _, r in taken if r.messages), None)
+        if first is not None and first["role"] != "user":
+            return None  # the window now needs a condensed front: walk it afresh
+        assembly = tail.before.copy()
+        index = taken[-1][0]
+        # The next build starts again from the (new) newest unit.
+        for i, level, rendered in taken[:-1]:
+            self._add(assembly, units[i], level, rendered)
+        self._tail = _Tail(
+            view,
+            limit,
+            last_user,
+            index,
+            units[index - 1] if index else None,
+            assembly.copy(),
+            used - taken[-1][2].tokens,
+        )
+        self._add(assembly, units[index], self.full, taken[-1][2])
+        # ``taken`` holds only the re-rendered units: with no condensed front, nothing after this
+        # looks further into the window than its start, its size and its first unit.
+        return _Window(taken, used, 0), assembly
+
+    def _window(
+        self, state: ContextState, units: list[Unit], limit: int, room: int, last_user: int
+    ) -> tuple[_Window, int] | None:
+        """The units sent and the room left for a condensed front, or None if nothing fits."""
+        window = self._walk(state, units, limit, last_user)
+        if window is None:
+            return None
+        if not self._needs_front(window):
+            return window, 0
+        count = self.config.counter
+        min_front = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + count(OMITTED)
+        wanted = max(min_front, int(room * self.config.summary_share))
+        for front_room in sorted({wanted, max(min_front, wanted // 2), min_front}, reverse=True):
+            shrunk = self._walk(state, units, limit - front_room, last_user)
+            if shrunk is not None:
+                return shrunk, front_room
+        return None
 
     def _walk(
         self, state: ContextState, units: list[Unit], limit: int, last_user: int

@@ -89,3 +89,36 @@ def test_budget_holds_pairs_stay_whole_and_incremental_equals_rebuilt(
         assert all(p.tokens >= 0 for p in built.parts)
         assert pairing_problems(built.request) == []
         assert built.canonical_json() == again.canonical_json()
+
+
+def test_a_long_turn_extends_the_last_build_instead_of_walking_history() -> None:
+    r = Recorder.start(open_app())
+    r.user("refactor everything")
+    live = ContextState()
+    for event in r.events():
+        live.apply(event)
+    builder = ContextBuilder(SETTINGS, blobs=r.app.blobs)
+    walks = 0
+    walk = builder._walk
+
+    def counting_walk(*args: Any, **kwargs: Any) -> Any:
+        nonlocal walks
+        walks += 1
+        return walk(*args, **kwargs)
+
+    builder._walk = counting_walk  # type: ignore[method-assign]
+    seen = len(r.events())
+    for step in range(150):
+        r.step([("bash", {"command": f"echo {step}"}, f"out {step}")], answered=None)
+        events = r.events()
+        for event in events[seen:]:
+            live.apply(event)
+        seen = len(events)
+        built = builder.build(live, budget=100_000)
+        if step % 50 == 49:
+            fresh = ContextBuilder(SETTINGS, blobs=r.app.blobs)
+            again = fresh.build(ContextState.from_events(events), budget=100_000)
+            assert built.canonical_json() == again.canonical_json()
+            assert built.tokens == again.tokens and built.parts == again.parts
+    # One walk to start; every later step only renders what is new.
+    assert walks <= 2

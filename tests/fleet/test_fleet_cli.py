@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
 
-from conftest import PG, REPO, requires_postgres
+from backends import PG, REPO, requires_postgres
 from fleet_helpers import write_script
 
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
 
-from conftest import PG, REPO, make_config, requires_postgres
+from backends import PG, REPO, make_config, requires_postgres
 from fleet_helpers import create_sessions, workspace
 
 from coder_es.application import CoderApp

@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import make_config, requires_postgres
+from backends import make_config, requires_postgres
 from eventsourcing.persistence import Tracking
 
 from coder_es.application import CoderApp

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
 
-from conftest import make_config, requires_postgres
+from backends import make_config, requires_postgres
 from fleet_helpers import create_sessions, enqueue, run, workspace, write_script
 
 from coder_es.fleet.audit import audit_sessions

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DATA, NAMES, SESSIONS, record_session, text, tool
+from replay_helpers import DATA, NAMES, SESSIONS, record_session, text, tool
 
 from coder_es.redaction import Redactor
 from replay.cassette import (

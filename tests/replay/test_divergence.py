@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import bundled
+from replay_helpers import bundled
 
 from coder_es.agent import decider, prompt
 from coder_es.tools.base import ToolContext, ToolResult

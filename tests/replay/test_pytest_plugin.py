@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SESSIONS
+from replay_helpers import SESSIONS
 
 TESTS = '''
 import shutil

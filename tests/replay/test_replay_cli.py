@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SESSIONS, record_session, text, tool
+from replay_helpers import SESSIONS, record_session, text, tool
 
 from coder_es.cli.main import main
 from coder_es.store.config import StoreConfig

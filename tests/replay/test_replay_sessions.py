@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import NAMES, SESSIONS, bundled
+from replay_helpers import NAMES, SESSIONS, bundled
 
 from replay.pytest_plugin import CassetteReplayer
 
