@@ -79,7 +79,8 @@ class ReplayOptions:
     tools: ToolRegistry | None = None
     """The tools of the current code (default: ``default_registry()``)."""
     max_steps: int | None = None
-    """Default: the cassette's ``options.max_steps``, else inferred from the recording."""
+    """Default: the cassette's ``options.max_steps``, else the one the session recorded in its
+    Started settings, else inferred from the recording (cassettes from before it was recorded)."""
     progress: Progress | None = None
     config: LoopConfig = field(default_factory=LoopConfig)
 
@@ -207,6 +208,11 @@ class ReplayEngine:
         self.max_steps = (
             options.max_steps
             or int(cassette.options.get("max_steps") or 0)
+            or int(
+                (self.recorded[0].fields.get("settings") or {}).get("max_steps") or 0
+                if self.recorded
+                else 0
+            )
             or infer_max_steps(self.recorded)
         )
         self._last_progress = -1

@@ -258,6 +258,8 @@ class AgentService:
         settings = await asyncio.to_thread(record_prompt, self.workspace, self.app.blobs)
         settings["permissions"] = policy.to_settings()
         settings["max_tokens"] = self.config.max_tokens
+        # The step limit changes what the loop decides, so replay must see the one used.
+        settings["max_steps"] = options.max_steps
         settings.update(options.settings)
         session = self.app.start_session(
             workspace=str(self.workspace),
