@@ -14,23 +14,32 @@ Settings (read through the eventsourcing environment, so ``<APP>_LMDB_PATH`` wor
 
 Layout per namespace NS (named sub-databases of the one Environment, see lmdb_codec for bytes):
 
-    NS:n:<table>   notification id -> event record       the application sequence
-    NS:x:<table>   originator key + version -> notif id  each aggregate's sequence (unique)
-    NS:a:<table>   originator key + version -> record    aggregate recorders (snapshots)
+    NS:n:<table>   nid + version + topic id + originator key -> state   the application sequence
+    NS:x:<table>   originator key + version + topic id -> state         each aggregate's sequence
+    NS:a:<table>   originator key + version + topic id -> state         aggregate recorders
     NS:tracking    upstream application name -> notification id
+    coder_es.topics  topic <-> topic id (shared by all namespaces)
+
+Writers of one process share commits (group commit, see ``LMDBStore.write``): while one
+transaction is being committed and flushed, the batches that arrive queue up and go into the next
+transaction together, each still all-or-nothing with its own IntegrityError. Every write function
+below therefore checks everything that can fail before its first write.
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
+from operator import itemgetter
 from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
+    DataError,
     InfrastructureFactory,
     IntegrityError,
     ListenNotifySubscription,
@@ -46,8 +55,7 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic
 from coder_es.store.blobs import BlobStore
 from coder_es.store.lmdb_codec import (
     RecordDecoder,
-    encode_record,
-    encode_topic_state,
+    check_topic,
     gc_paused,
     nid_bytes,
     nid_of,
@@ -77,6 +85,7 @@ __all__ = [
 
 T = TypeVar("T")
 _MAX_NID = b"\xff" * 8
+_key = itemgetter(0)
 
 
 class LMDBRecorder:
@@ -84,7 +93,8 @@ class LMDBRecorder:
         self.store = store
         self.namespace = namespace
         self.durable = durable
-        self._decoder = RecordDecoder()
+        self._topics = store.topic_table()
+        self._decoder = RecordDecoder(self._topics, store.load_topic_names)
 
     def _db(self, suffix: str) -> Any:
         return self.store.db(f"{self.namespace}:{suffix}".encode())
@@ -96,6 +106,55 @@ class LMDBRecorder:
         sub-databases and the tracking record together.
         """
         return self.store.write(fn, durable=self.durable)
+
+    def _encode(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, str, bytes]]:
+        """``(originator key + version, topic, state)`` per event, checked before any write."""
+        encoded = []
+        for s in stored_events:
+            state = s.state
+            if not isinstance(state, bytes):
+                if not isinstance(state, bytearray | memoryview):
+                    msg = f"state must be bytes, not {type(state).__name__}"
+                    raise DataError(msg)
+                state = bytes(state)
+            check_topic(s.topic)
+            ekey = originator_key(s.originator_id) + version_bytes(s.originator_version)
+            encoded.append((ekey, s.topic, state))
+        return encoded
+
+    def _check_new(
+        self,
+        txn: Any,
+        db: Any,
+        encoded: Sequence[tuple[bytes, str, bytes]],
+        stored_events: Sequence[StoredEvent],
+    ) -> None:
+        """IntegrityError unless no event of ``encoded`` is recorded yet (nor repeated in it)."""
+        cursor = txn.cursor(db=db)
+        seen: set[bytes] = set()
+        for ekey, _, _ in encoded:
+            n = len(ekey)
+            if ekey in seen or (cursor.set_range(ekey) and cursor.key()[:n] == ekey):
+                raise _conflict(self.store.path, ekey, stored_events, encoded)
+            seen.add(ekey)
+
+    @gc_paused
+    def _select(
+        self,
+        db: Any,
+        originator_id: UUID | str,
+        gt: int | None,
+        lte: int | None,
+        desc: bool,
+        limit: int | None,
+    ) -> Sequence[StoredEvent]:
+        okey = originator_key(originator_id)
+        bounds = range_bounds(okey, gt, lte)
+        if bounds is None or limit == 0:
+            return []
+        with self.store.read() as txn:
+            rows = _scan(txn.cursor(db=db), bounds, desc, limit, len(okey))
+        return self._decoder.stored_events(originator_id, rows, len(okey))
 
 
 class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
@@ -118,25 +177,21 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
     ) -> Sequence[int] | None:
         if not stored_events:
             return None
-        items = [
-            (
-                originator_key(s.originator_id) + version_bytes(s.originator_version),
-                encode_topic_state(s.topic, s.state),
-            )
-            for s in stored_events
-        ]
+        encoded = self._encode(stored_events)
         db = self._events
+        topics = self._topics
 
-        def put_all(txn: Any) -> None:
+        def put_all(txn: Any) -> dict[str, bytes]:
+            self._check_new(txn, db, encoded, stored_events)
+            tids = topics.ids_in(txn, {topic for _, topic, _ in encoded})
             put = txn.put
-            for key, value in items:
-                if not put(key, value, overwrite=False, db=db):
-                    raise _conflict(self.store.path, key, stored_events, items)
+            for ekey, topic, state in encoded:
+                put(ekey + tids[topic], state, db=db)
+            return tids
 
-        self.write(put_all)
+        topics.learn(self.store.write(put_all, durable=self.durable, group=True))
         return None
 
-    @gc_paused
     def select_events(
         self,
         originator_id: UUID | str,
@@ -146,13 +201,7 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        okey = originator_key(originator_id)
-        bounds = range_bounds(okey, gt, lte)
-        if bounds is None or limit == 0:
-            return []
-        with self.store.read() as txn:
-            rows = _scan(txn.cursor(db=self._events), bounds, desc, limit)
-        return self._decoder.stored_events(originator_id, rows, len(okey))
+        return self._select(self._events, originator_id, gt, lte, desc, limit)
 
 
 class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
@@ -179,41 +228,45 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         tracking: Tracking | None = kwargs.get("tracking")
         if not stored_events and tracking is None:
             return []
-        # Encode outside the write transaction: LMDB lets one writer in at a time.
-        encoded = []
-        for s in stored_events:
-            okey = originator_key(s.originator_id)
-            vbytes = version_bytes(s.originator_version)
-            encoded.append((okey + vbytes, encode_record(okey, vbytes, s.topic, s.state)))
+        encoded = self._encode(stored_events)
         ndb = self._notifications
         xdb = self._index
+        topics = self._topics
 
-        def append(txn: Any) -> list[int]:
+        def append(txn: Any) -> tuple[list[int], dict[str, bytes]]:
+            # Everything that can fail is checked first: see the module docstring.
             if tracking is not None:
-                self._put_tracking(txn, tracking)
+                self._check_tracking(txn, tracking)
+            self._check_new(txn, xdb, encoded, stored_events)
+            tids = topics.ids_in(txn, {topic for _, topic, _ in encoded})
+            if tracking is not None:
+                self._write_tracking(txn, tracking)
             cursor = txn.cursor(db=ndb)
             last = nid_of(cursor.key()) if cursor.last() else 0
             put = txn.put
             ids = []
-            for key, record in encoded:
+            for ekey, topic, state in encoded:
                 last += 1
-                nkey = nid_bytes(last)
-                if not put(key, nkey, overwrite=False, db=xdb):
-                    raise _conflict(self.store.path, key, stored_events, encoded)
+                tid = tids[topic]
+                put(ekey + tid, state, db=xdb)
                 # Notification ids only grow, so this is an append at the B-tree's right edge.
-                cursor.put(nkey, record, append=True)
+                cursor.put(nid_bytes(last) + ekey[-8:] + tid + ekey[:-8], state, append=True)
                 ids.append(last)
-            return ids
+            return ids, tids
 
-        return self.write(append)
+        ids, tids = self.store.write(append, durable=self.durable, group=True)
+        topics.learn(tids)
+        return ids
 
-    def _put_tracking(self, txn: Any, tracking: Tracking) -> None:
+    def _check_tracking(self, txn: Any, tracking: Tracking) -> None:
         msg = f"{type(self).__name__} does not record tracking"
         raise LMDBStoreError(msg)
 
+    def _write_tracking(self, txn: Any, tracking: Tracking) -> None:
+        self._check_tracking(txn, tracking)
+
     # -- reading ---------------------------------------------------------------------------
 
-    @gc_paused
     def select_events(
         self,
         originator_id: UUID | str,
@@ -223,22 +276,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        okey = originator_key(originator_id)
-        bounds = range_bounds(okey, gt, lte)
-        if bounds is None or limit == 0:
-            return []
-        with self.store.read() as txn:
-            rows = _scan(txn.cursor(db=self._index), bounds, desc, limit)
-            if not rows:
-                return []
-            found = txn.cursor(db=self._notifications).getmulti([nid for _, nid in rows])
-        if len(found) != len(rows):
-            msg = (
-                f"LMDB store {self.store.path} is damaged: the index of {originator_id} names "
-                "notifications that are missing"
-            )
-            raise LMDBStoreError(msg)
-        return self._decoder.records_as_events(originator_id, [rec for _, rec in found])
+        return self._select(self._index, originator_id, gt, lte, desc, limit)
 
     @gc_paused
     def select_notifications(
@@ -254,7 +292,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         first = max(first, 1)
         if limit <= 0 or (stop is not None and stop < first):
             return []
-        high = _MAX_NID if stop is None else nid_bytes(stop)
+        # Keys with nid <= stop sort before the bare nid stop + 1.
+        end = None if stop is None or stop >= (1 << 64) - 1 else nid_bytes(stop + 1)
         wanted = frozenset(topics) if topics else None
         decode = self._decoder.notifications
         out: list[Notification] = []
@@ -268,12 +307,14 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 page = list(islice(rows, limit - len(out)))
                 if not page:
                     break
-                if page[-1][0] > high:
-                    page = [row for row in page if row[0] <= high]
-                    out.extend(decode(page, wanted))
-                    break
-                out.extend(decode(page, wanted))
-                if wanted is None:
+                past = end is not None and page[-1][0] >= end
+                if past:
+                    page = page[: bisect_left(page, end, key=_key)]
+                found = decode(page)
+                if wanted is not None:
+                    found = [n for n in found if n.topic in wanted]
+                out.extend(found)
+                if past or wanted is None:
                     break
         return out
 
@@ -316,10 +357,12 @@ class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
         self._tracking = self._db("tracking")
 
     def insert_tracking(self, tracking: Tracking) -> None:
-        self.write(lambda txn: self._put_tracking(txn, tracking))
+        self.store.write(
+            lambda txn: self._put_tracking(txn, tracking), durable=self.durable, group=True
+        )
 
-    def _put_tracking(self, txn: Any, tracking: Tracking) -> None:
-        """Record ``tracking`` in ``txn``; IntegrityError unless it is past the current one."""
+    def _check_tracking(self, txn: Any, tracking: Tracking) -> None:
+        """IntegrityError unless ``tracking`` is past the position recorded in ``txn``."""
         key = tracking.application_name.encode("utf-8")
         current = txn.get(key, db=self._tracking)
         if current is not None and nid_of(current) >= tracking.notification_id:
@@ -328,6 +371,15 @@ class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
                 f"the recorded position {nid_of(current)}"
             )
             raise IntegrityError(msg)
+
+    def _put_tracking(self, txn: Any, tracking: Tracking) -> None:
+        """Record ``tracking`` in ``txn``; IntegrityError (before any write) unless it is past
+        the current position. Materialised views call this inside their own ``write``."""
+        self._check_tracking(txn, tracking)
+        self._write_tracking(txn, tracking)
+
+    def _write_tracking(self, txn: Any, tracking: Tracking) -> None:
+        key = tracking.application_name.encode("utf-8")
         txn.put(key, nid_bytes(tracking.notification_id), db=self._tracking)
 
     def max_tracking_id(self, application_name: str) -> int | None:
@@ -352,8 +404,11 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         )
         self._tracking = self._db("tracking")
 
-    def _put_tracking(self, txn: Any, tracking: Tracking) -> None:
-        LMDBTrackingRecorder._put_tracking(self, txn, tracking)
+    def _check_tracking(self, txn: Any, tracking: Tracking) -> None:
+        LMDBTrackingRecorder._check_tracking(self, txn, tracking)
+
+    def _write_tracking(self, txn: Any, tracking: Tracking) -> None:
+        LMDBTrackingRecorder._write_tracking(self, txn, tracking)
 
 
 class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
@@ -468,40 +523,49 @@ def _digest_key(digest: str) -> bytes | None:
 
 
 def _scan(
-    cursor: Any, bounds: tuple[bytes, bytes], desc: bool, limit: int | None
+    cursor: Any, bounds: tuple[bytes, bytes], desc: bool, limit: int | None, klen: int
 ) -> list[tuple[bytes, bytes]]:
-    """Rows with low <= key <= high, in key order (or reversed), at most ``limit``."""
+    """Rows with low <= key <= high of one originator (keys ``klen`` + 12 bytes), in key order
+    (or reversed), at most ``limit``."""
     low, high = bounds
     rows: list[tuple[bytes, bytes]] = []
-    if not desc:
-        if not cursor.set_range(low):
-            return rows
-        for row in cursor:
-            if row[0] > high:
-                break
-            rows.append(row)
-            if limit is not None and len(rows) >= limit:
-                break
-        return rows
-    # Descending: start at the last key <= high.
+    # Start at the last key <= high: a descending scan begins there, and its version bounds
+    # how many rows an ascending scan can find.
     if cursor.set_range(high):
         if cursor.key() > high and not cursor.prev():
             return rows
     elif not cursor.last():
         return rows
-    for row in cursor.iterprev():
-        if row[0] < low:
-            break
-        rows.append(row)
-        if limit is not None and len(rows) >= limit:
-            break
+    last_key = cursor.key()
+    if last_key < low:
+        return rows
+    if desc:
+        for row in cursor.iterprev():
+            if row[0] < low:
+                break
+            rows.append(row)
+            if limit is not None and len(rows) >= limit:
+                break
+        return rows
+    if not cursor.set_range(low):
+        return rows
+    # Versions are unique, so [first, last] holds at most last - first + 1 rows: fetch that many
+    # in C and cut off whatever lies past ``high`` (only if versions have gaps).
+    vslice = slice(klen, klen + 8)
+    count = int.from_bytes(last_key[vslice], "big") - int.from_bytes(cursor.key()[vslice], "big")
+    count += 1
+    if limit is not None:
+        count = min(count, limit)
+    rows = list(islice(cursor.iternext(), count))
+    if rows and rows[-1][0] > high:
+        rows = rows[: bisect_right(rows, high, key=_key)]
     return rows
 
 
 def _conflict(
     path: str, key: bytes, stored_events: Sequence[StoredEvent], encoded: Sequence[Any]
 ) -> IntegrityError:
-    keys = [k for k, _ in encoded]
+    keys = [row[0] for row in encoded]
     s = stored_events[keys.index(key)]
     return IntegrityError(
         f"LMDB store {path}: event {s.originator_version} of {s.originator_id} is already "

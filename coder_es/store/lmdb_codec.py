@@ -1,25 +1,40 @@
-"""Byte layouts of the LMDB event store.
+"""Byte layouts of the LMDB event store, and fast decoding of them.
 
-Keys are built so that every read is a forward range scan over adjacent B-tree pages:
+Every read is one forward range scan, and every row's LMDB value IS the event's state, so a scan
+copies each state once (out of the map) and never slices it again. Everything else a row needs
+sits in its key at fixed offsets:
 
     originator key   = b"\\x01" + uuid.bytes                      (UUID ids, 17 bytes)
                      | b"\\x02" + len(2, big-endian) + utf-8 id    (str ids)
     version          = (version + 2**63) as 8 big-endian bytes     (sorts like the integer)
-    event key        = originator key + version
-    notification key = notification id as 8 big-endian bytes
+    topic id         = 4 big-endian bytes, interned in the ``coder_es.topics`` table
+    nid              = notification id as 8 big-endian bytes
 
-    event record     = originator key + version + len(topic)(2) + topic + state
+    event key        = originator key + version + topic id    -> state   (a session's sequence)
+    notification key = nid + version + topic id + originator key -> state (the application log)
 
 The originator key is self-delimiting, so one session's events never interleave with another's
-whose id happens to share a prefix. Decoding keeps small caches of originator ids and topics: a
-session's events repeat both, and building a UUID or str per row would dominate a scan.
+whose id happens to share a prefix, and ``originator key + version`` identifies an event whatever
+its topic. The state is stored twice (once per order): the price of reading either order with no
+join. Topic ids are allocated inside the write transaction that first uses them and never change,
+so every process can cache them forever.
+
+Decoding builds rows column by column with ``map`` over C functions (no per-row Python frame):
+StoredEvent / Notification instances are made with ``object.__new__`` and filled with
+``object.__setattr__``, as the frozen dataclass's own ``__init__`` does, so they are exactly those
+classes, equal to ones built by their constructors.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+import hashlib
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from functools import wraps
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, TypeVar
 from uuid import UUID, SafeUUID
 
@@ -28,13 +43,26 @@ from eventsourcing.persistence import DataError, Notification, StoredEvent
 UUID_TAG = 1
 STR_TAG = 2
 _SIGN = 1 << 63
-MAX_STR_ID_BYTES = 400  # LMDB keys are at most 511 bytes; leave room for the version.
+MAX_STR_ID_BYTES = 400  # LMDB keys are at most 511 bytes; leave room for nid, version, topic id.
+MAX_TOPIC_BYTES = 0xFFFF
 _CACHE_LIMIT = 4096
+TOPICS_DB = b"coder_es.topics"
+_TOPIC_NAME = b"#"  # b"#" + id -> topic
+_TOPIC_ID = b"="  # b"=" + topic (or b"h" + sha256 of a long topic) -> id
+_TOPIC_HASHED = b"h"
+_TOPIC_NEXT = b"next"
 
 _new = object.__new__
 _setattr = object.__setattr__
-_from_bytes = int.from_bytes
+_from_bytes: Callable[[bytes, str], int] = int.from_bytes  # type: ignore[assignment]
 _UNKNOWN = SafeUUID.unknown
+_unsign = (-_SIGN).__add__
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+def _consume(it: Iterable[Any]) -> None:
+    deque(it, 0)
 
 
 def originator_key(originator_id: UUID | str) -> bytes:
@@ -63,23 +91,23 @@ def nid_bytes(notification_id: int) -> bytes:
 
 
 def nid_of(key: bytes) -> int:
-    return _from_bytes(key, "big")
+    """The notification id of a notification key (or of a bare 8-byte nid)."""
+    return _from_bytes(key[:8], "big")
 
 
-def encode_record(okey: bytes, vbytes: bytes, topic: str, state: bytes) -> bytes:
-    raw_topic = topic.encode("utf-8")
-    if len(raw_topic) > 0xFFFF:
-        msg = f"topic is {len(raw_topic)} bytes; the LMDB store allows 65535"
+def check_topic(topic: str) -> None:
+    if not isinstance(topic, str):
+        msg = f"topic must be a str, not {type(topic).__name__}"
         raise DataError(msg)
-    return b"".join((okey, vbytes, len(raw_topic).to_bytes(2, "big"), raw_topic, state))
-
-
-def encode_topic_state(topic: str, state: bytes) -> bytes:
-    raw_topic = topic.encode("utf-8")
-    if len(raw_topic) > 0xFFFF:
-        msg = f"topic is {len(raw_topic)} bytes; the LMDB store allows 65535"
+    if len(topic) * 4 > MAX_TOPIC_BYTES and len(topic.encode("utf-8")) > MAX_TOPIC_BYTES:
+        msg = f"topic is {len(topic.encode('utf-8'))} bytes; the LMDB store allows 65535"
         raise DataError(msg)
-    return b"".join((len(raw_topic).to_bytes(2, "big"), raw_topic, state))
+
+
+def check_state(state: bytes) -> None:
+    if not isinstance(state, bytes):
+        msg = f"state must be bytes, not {type(state).__name__}"
+        raise DataError(msg)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,24 +133,78 @@ def gc_paused(fn: F) -> F:
     return paused  # type: ignore[return-value]
 
 
-class RecordDecoder:
-    """Turns stored records back into StoredEvent / Notification objects, fast.
+class TopicTable:
+    """Topic <-> 4-byte id, shared by every recorder of one Environment.
 
-    The eventsourcing dataclasses are frozen; they are built here the way eventsourcing's own
-    Mapper builds domain events (``object.__new__`` plus the instance dict), which is a third of
-    the cost of calling the dataclass constructor.
+    Ids are only ever added (inside a write transaction) and never change, so the caches are
+    filled from committed data only and need no invalidation.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.ids: dict[str, bytes] = {}
+        self.names: dict[bytes, str] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _id_key(topic: str) -> bytes:
+        raw = topic.encode("utf-8")
+        if len(raw) > 400:
+            return _TOPIC_HASHED + hashlib.sha256(raw).digest()
+        return _TOPIC_ID + raw
+
+    def ids_in(self, txn: Any, topics: Iterable[str]) -> dict[str, bytes]:
+        """Ids of ``topics`` as seen by write transaction ``txn``, allocating missing ones there.
+
+        Call ``learn`` with the result once the transaction has committed.
+        """
+        found: dict[str, bytes] = {}
+        cached = self.ids
+        for topic in topics:
+            tid = cached.get(topic)
+            if tid is None:
+                key = self._id_key(topic)
+                tid = txn.get(key, db=self.db)
+                if tid is None:
+                    raw_next = txn.get(_TOPIC_NEXT, db=self.db)
+                    number = 1 if raw_next is None else _from_bytes(raw_next, "big")
+                    tid = number.to_bytes(4, "big")
+                    txn.put(_TOPIC_NEXT, (number + 1).to_bytes(4, "big"), db=self.db)
+                    txn.put(key, tid, db=self.db)
+                    txn.put(_TOPIC_NAME + tid, topic.encode("utf-8"), db=self.db)
+            found[topic] = tid
+        return found
+
+    def learn(self, found: dict[str, bytes]) -> None:
+        with self._lock:
+            for topic, tid in found.items():
+                self.ids[topic] = tid
+                self.names[tid] = topic
+
+    def load_names(self, txn: Any) -> None:
+        """Cache every topic committed so far (a reader met an id it did not know)."""
+        cursor = txn.cursor(db=self.db)
+        names: dict[bytes, str] = {}
+        if cursor.set_range(_TOPIC_NAME):
+            for key, value in cursor:
+                if not key.startswith(_TOPIC_NAME):
+                    break
+                names[key[1:]] = value.decode("utf-8")
+        with self._lock:
+            self.names.update(names)
+            for tid, topic in names.items():
+                self.ids[topic] = tid
+
+
+class RecordDecoder:
+    """Turns rows of one range scan into StoredEvent / Notification objects, column by column."""
+
+    def __init__(self, topics: TopicTable, load_names: Callable[[], None]) -> None:
+        self._topics = topics
+        self._load_names = load_names
         self._ids: dict[bytes, UUID | str] = {}
-        self._topics: dict[bytes, str] = {}
 
     def originator_id(self, okey: bytes) -> UUID | str:
-        found = self._ids.get(okey)
-        if found is not None:
-            return found
-        if len(self._ids) >= _CACHE_LIMIT:
-            self._ids.clear()
         value: UUID | str
         if okey[0] == UUID_TAG:
             value = _new(UUID)
@@ -130,110 +212,77 @@ class RecordDecoder:
             _setattr(value, "is_safe", _UNKNOWN)
         else:
             value = okey[3:].decode("utf-8")
-        self._ids[okey] = value
         return value
 
-    def topic(self, raw: bytes) -> str:
-        found = self._topics.get(raw)
-        if found is None:
-            if len(self._topics) >= _CACHE_LIMIT:
-                self._topics.clear()
-            found = self._topics[raw] = raw.decode("utf-8")
-        return found
+    def _set_topics(self, objs: list[Any], tids: list[bytes]) -> None:
+        try:
+            names = self._topics.names
+            _consume(map(_setattr, objs, repeat("topic"), map(names.__getitem__, tids)))
+        except KeyError:
+            # Allocated by another recorder or process since this one last looked.
+            self._load_names()
+            names = self._topics.names
+            missing = [tid for tid in tids if tid not in names]
+            if missing:
+                msg = f"LMDB store is damaged: topic id {missing[0].hex()} is not in its table"
+                raise DataError(msg) from None
+            _consume(map(_setattr, objs, repeat("topic"), map(names.__getitem__, tids)))
 
-    @gc_paused
-    def notifications(
-        self, rows: list[tuple[bytes, bytes]], topics: frozenset[str] | None = None
-    ) -> list[Notification]:
-        """Decode ``(notification key, record)`` rows, keeping only ``topics`` if given."""
-        out: list[Notification] = []
-        append = out.append
-        ids_get = self._ids.get
-        topics_get = self._topics.get
-        for key, rec in rows:
-            p = 17 if rec[0] == UUID_TAG else 3 + ((rec[1] << 8) | rec[2])
-            okb = rec[:p]
-            oid = ids_get(okb)
-            if oid is None:
-                oid = self.originator_id(okb)
-            tl = (rec[p + 8] << 8) | rec[p + 9]
-            end = p + 10 + tl
-            rawt = rec[p + 10 : end]
-            topic = topics_get(rawt)
-            if topic is None:
-                topic = self.topic(rawt)
-            if topics is not None and topic not in topics:
-                continue
-            n = _new(Notification)
-            _setattr(
-                n,
-                "__dict__",
-                {
-                    "originator_id": oid,
-                    "originator_version": _from_bytes(rec[p : p + 8], "big") - _SIGN,
-                    "topic": topic,
-                    "state": rec[end:],
-                    "id": _from_bytes(key, "big"),
-                },
-            )
-            append(n)
-        return out
+    def _originators(self, okeys: list[bytes]) -> Iterable[UUID | str]:
+        ids = self._ids
+        try:
+            return list(map(ids.__getitem__, okeys))
+        except KeyError:
+            pass
+        wanted = set(okeys)
+        if len(ids) + len(wanted) > _CACHE_LIMIT:
+            ids.clear()
+        for okey in wanted - ids.keys():
+            ids[okey] = self.originator_id(okey)
+        return map(ids.__getitem__, okeys)
 
     @gc_paused
     def stored_events(
-        self, oid: UUID | str, rows: list[tuple[bytes, bytes]], klen: int
+        self, oid: UUID | str, rows: Sequence[tuple[bytes, bytes]], klen: int
     ) -> list[StoredEvent]:
-        """Decode ``(event key, topic+state)`` rows of one originator (aggregate recorders)."""
-        out: list[StoredEvent] = []
-        append = out.append
-        topics_get = self._topics.get
-        for key, val in rows:
-            tl = (val[0] << 8) | val[1]
-            rawt = val[2 : 2 + tl]
-            topic = topics_get(rawt)
-            if topic is None:
-                topic = self.topic(rawt)
-            e = _new(StoredEvent)
-            _setattr(
-                e,
-                "__dict__",
-                {
-                    "originator_id": oid,
-                    "originator_version": _from_bytes(key[klen:], "big") - _SIGN,
-                    "topic": topic,
-                    "state": val[2 + tl :],
-                },
-            )
-            append(e)
-        return out
+        """Decode ``(event key, state)`` rows of one originator whose key is ``klen`` bytes."""
+        n = len(rows)
+        if not n:
+            return []
+        keys = list(map(_first, rows))
+        objs: list[StoredEvent] = list(map(_new, repeat(StoredEvent, n)))
+        _consume(map(_setattr, objs, repeat("originator_id"), repeat(oid, n)))
+        vslice = slice(klen, klen + 8)
+        first = _from_bytes(keys[0][vslice], "big") - _SIGN
+        last = _from_bytes(keys[-1][vslice], "big") - _SIGN
+        versions: Iterable[int]
+        if abs(last - first) == n - 1:
+            # n distinct, ordered versions spanning n values: exactly first..last, no decoding.
+            versions = range(first, last + (1 if last >= first else -1), 1 if last >= first else -1)
+        else:
+            versions = map(_unsign, map(_from_bytes, map(itemgetter(vslice), keys), repeat("big")))
+        _consume(map(_setattr, objs, repeat("originator_version"), versions))
+        self._set_topics(objs, list(map(itemgetter(slice(klen + 8, None)), keys)))
+        _consume(map(_setattr, objs, repeat("state"), map(_second, rows)))
+        return objs
 
     @gc_paused
-    def records_as_events(self, oid: UUID | str, records: list[bytes]) -> list[StoredEvent]:
-        """Decode full event records (application recorders) of one originator."""
-        out: list[StoredEvent] = []
-        append = out.append
-        topics_get = self._topics.get
-        for rec in records:
-            p = 17 if rec[0] == UUID_TAG else 3 + ((rec[1] << 8) | rec[2])
-            tl = (rec[p + 8] << 8) | rec[p + 9]
-            end = p + 10 + tl
-            rawt = rec[p + 10 : end]
-            topic = topics_get(rawt)
-            if topic is None:
-                topic = self.topic(rawt)
-            e = _new(StoredEvent)
-            _setattr(
-                e,
-                "__dict__",
-                {
-                    "originator_id": oid,
-                    "originator_version": _from_bytes(rec[p : p + 8], "big") - _SIGN,
-                    "topic": topic,
-                    "state": rec[end:],
-                },
-            )
-            append(e)
-        return out
+    def notifications(self, rows: Sequence[tuple[bytes, bytes]]) -> list[Notification]:
+        """Decode ``(notification key, state)`` rows."""
+        n = len(rows)
+        if not n:
+            return []
+        keys = list(map(_first, rows))
+        objs: list[Notification] = list(map(_new, repeat(Notification, n)))
+        okeys = list(map(itemgetter(slice(20, None)), keys))
+        _consume(map(_setattr, objs, repeat("originator_id"), self._originators(okeys)))
+        versions = map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))
+        _consume(map(_setattr, objs, repeat("originator_version"), map(_unsign, versions)))
+        self._set_topics(objs, list(map(itemgetter(slice(16, 20)), keys)))
+        _consume(map(_setattr, objs, repeat("state"), map(_second, rows)))
+        nids = map(_from_bytes, map(itemgetter(slice(0, 8)), keys), repeat("big"))
+        _consume(map(_setattr, objs, repeat("id"), nids))
+        return objs
 
 
 def range_bounds(okey: bytes, gt: int | None, lte: int | None) -> tuple[bytes, bytes] | None:
@@ -241,5 +290,5 @@ def range_bounds(okey: bytes, gt: int | None, lte: int | None) -> tuple[bytes, b
     if gt is not None and (gt + _SIGN >= (1 << 64) - 1 or (lte is not None and lte <= gt)):
         return None
     low = okey + (b"\x00" * 8 if gt is None else version_bytes(gt + 1))
-    high = okey + (b"\xff" * 8 if lte is None else version_bytes(lte))
+    high = okey + (b"\xff" * 8 if lte is None else version_bytes(lte)) + b"\xff" * 4
     return low, high

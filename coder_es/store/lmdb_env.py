@@ -12,6 +12,23 @@ guarantees stays consistent after a crash but may lose the last commits: that is
 flush outside LMDB's writer lock lets another writer's commit overlap it; flags are per writer, so
 durable and crash-consistent users can share one directory.
 
+Group commit. Recorders write with ``write(..., group=True)``: a thread that finds another
+thread's commit in progress queues its job, and the next leader runs every queued job in ONE write
+transaction, commits it and flushes it once for all of them. Each job stays all-or-nothing with its
+own outcome: grouped jobs check everything that can fail before their first write, so a job that
+raises (an IntegrityError) is simply left out of the commit; if the transaction itself fails, each
+job is re-run in a transaction of its own. Across processes LMDB's writer lock serialises commits.
+
+Why durable single appends cannot reach 1.3x SQLite here (measured on this machine's disk: one
+4 KiB write + fdatasync takes ~120 us, two ordered ones ~220 us). An LMDB commit needs two
+ordered flushes (data pages, then the meta page that points at them); SQLite in WAL mode needs
+one (the WAL frame). So the floor for a durable LMDB commit is about twice SQLite's: a raw
+py-lmdb commit of the same bytes measures 0.75-1.1x SQLite and this store stays within ~0.8-1.0x
+of raw py-lmdb. Beating that needs a one-flush design (an fdatasync'ed append-only journal,
+LMDB committed without sync and checkpointed, journal replayed on open); it is not built: it
+would have to be proven crash-safe (SIGKILL and a crash between journal write and LMDB commit)
+before it could carry the word "durable".
+
 The map grows by itself: a write that hits MDB_MAP_FULL is aborted (so nothing of it is kept), the
 map is enlarged while no transaction of this process is active, and the write is re-run. Another
 process's growth shows up here as MDB_MAP_RESIZED and is adopted the same way.
@@ -31,9 +48,10 @@ import lmdb
 from eventsourcing.persistence import OperationalError
 
 from coder_es.errors import StoreError
+from coder_es.store.lmdb_codec import TOPICS_DB, TopicTable
 
 FORMAT_KEY = b"format"
-FORMAT_VALUE = b"coder_es.lmdb/1"
+FORMAT_VALUE = b"coder_es.lmdb/2"
 META_DB = b"coder_es.meta"
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"
@@ -130,6 +148,11 @@ class LMDBStore:
         self._listeners: set[threading.Event] = set()
         self._listeners_lock = threading.Lock()
         self._watcher: threading.Thread | None = None
+        # Group commit: writers queue their jobs; one leader commits all queued jobs at once.
+        self._queue: list[_Job] = []
+        self._queue_cond = threading.Condition()
+        self._leading = False
+        self._topics: TopicTable | None = None
         try:
             self._check_format()
         except BaseException:
@@ -148,6 +171,21 @@ class LMDBStore:
                 found = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
                 self._dbs[name] = found
             return found
+
+    def topic_table(self) -> TopicTable:
+        table = self._topics
+        if table is None:
+            db = self.db(TOPICS_DB)
+            with self._dbs_lock:
+                if self._topics is None:
+                    self._topics = TopicTable(db)
+                table = self._topics
+        return table
+
+    def load_topic_names(self) -> None:
+        table = self.topic_table()
+        with self.read() as txn:
+            table.load_names(txn)
 
     def _check_format(self) -> None:
         def check(txn: Any) -> None:
@@ -207,20 +245,103 @@ class LMDBStore:
         finally:
             self._leave()
 
-    def write(self, fn: Callable[[Any], T], *, durable: bool) -> T:
+    def write(self, fn: Callable[[Any], T], *, durable: bool, group: bool = False) -> T:
         """Run ``fn(txn)`` in one write transaction and commit it; all or nothing.
 
-        An exception from ``fn`` aborts the transaction and propagates. With ``durable`` the
-        commit is on disk when this returns.
+        An exception from ``fn`` aborts its writes and propagates. With ``durable`` the commit is
+        on disk when this returns.
+
+        With ``group`` the call may share its transaction (and its flushes) with other threads'
+        grouped calls queued meanwhile (group commit). ``fn`` must then raise only BEFORE its
+        first write: a job that raises is left out without aborting the others, and the
+        transaction is committed with the jobs that succeeded. LMDB's nested transactions would
+        lift that rule, but each one costs more than the commit it would share.
         """
+        if group:
+            return self._group_write(fn, durable)
         result = self._run_write(fn)
         if durable:
-            try:
-                self.env.sync(True)
-            except lmdb.Error as e:
-                raise self.error("flush a commit of", e) from e
+            self._flush()
         self._wake()
         return result
+
+    def _flush(self) -> None:
+        try:
+            self.env.sync(True)
+        except lmdb.Error as e:
+            raise self.error("flush a commit of", e) from e
+
+    def _group_write(self, fn: Callable[[Any], T], durable: bool) -> T:
+        job = _Job(fn, durable)
+        cond = self._queue_cond
+        with cond:
+            self._queue.append(job)
+            while self._leading and job.state == _QUEUED:
+                cond.wait()
+            if job.state != _QUEUED:
+                while job.state != _DONE:
+                    cond.wait()
+                return job.outcome()
+            # Lead: take every job queued so far (ours included) into one transaction.
+            self._leading = True
+            batch, self._queue = self._queue, []
+            for j in batch:
+                j.state = _TAKEN
+        committed = False
+        try:
+            try:
+                self._commit_jobs(batch)
+                committed = True
+            finally:
+                with cond:
+                    self._leading = False
+                    cond.notify_all()
+            # The flush happens after leadership is handed on, so the next group's commit
+            # (which needs LMDB's writer lock, not this flush) overlaps it.
+            if any(j.durable for j in batch) and any(j.error is None for j in batch):
+                try:
+                    self._flush()
+                except LMDBStoreError as e:
+                    for j in batch:
+                        if j.error is None:
+                            j.error = e
+            self._wake()
+        except BaseException as e:
+            for j in batch:
+                if not committed or j.error is None:
+                    j.error = e
+            raise
+        finally:
+            with cond:
+                for j in batch:
+                    j.state = _DONE
+                cond.notify_all()
+        return job.outcome()
+
+    def _commit_jobs(self, batch: list[_Job]) -> None:
+        def run_all(txn: Any) -> None:
+            for j in batch:
+                j.error = None
+                try:
+                    j.result = j.fn(txn)
+                except lmdb.Error:
+                    raise  # the transaction itself failed: nothing of the group is kept
+                except Exception as e:
+                    j.error = e
+
+        try:
+            self._run_write(run_all)
+        except Exception as e:
+            if len(batch) == 1:
+                batch[0].error = e
+                return
+            # Whatever failed the shared transaction, give each job its own outcome.
+            for j in batch:
+                j.error = None
+                try:
+                    j.result = self._run_write(j.fn)
+                except Exception as e2:
+                    j.error = e2
 
     def _run_write(self, fn: Callable[[Any], T]) -> T:
         while True:
@@ -334,6 +455,25 @@ class LMDBStore:
             while self._active:
                 self._gate.wait()
             self.env.close()
+
+
+_QUEUED, _TAKEN, _DONE = 0, 1, 2
+
+
+class _Job:
+    __slots__ = ("durable", "error", "fn", "result", "state")
+
+    def __init__(self, fn: Callable[[Any], Any], durable: bool) -> None:
+        self.fn = fn
+        self.durable = durable
+        self.state = _QUEUED
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 def _store_error(action: str, path: str, e: BaseException) -> LMDBStoreError:
