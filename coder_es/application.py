@@ -26,6 +26,7 @@ from coder_es.errors import SessionNotFoundError, StoreError
 from coder_es.redaction import Redactor
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
+from coder_es.store.ddl import store_setup_lock
 from coder_es.store.views import ViewStore
 
 T = TypeVar("T")
@@ -103,15 +104,18 @@ class CoderApp(Application[UUID]):
         self.config.prepare()
         merged = self.config.eventsourcing_env()
         merged.update(env or {})
-        try:
-            super().__init__(env=merged)
-        except StoreError:
-            raise
-        except Exception as e:  # the persistence modules raise many kinds; name the store
-            msg = f"cannot open the {self.config.backend} store at {self.config.describe()}: {e}"
-            raise StoreError(msg) from e
-        self.blobs: BlobStore = self.config.open_blob_store()
-        self.views: ViewStore = self.config.open_view_store()
+        # Creating tables concurrently fails on PostgreSQL: one opening process at a time.
+        with store_setup_lock(self.config):
+            try:
+                super().__init__(env=merged)
+            except StoreError:
+                raise
+            except Exception as e:  # the persistence modules raise many kinds; name the store
+                where = self.config.describe()
+                msg = f"cannot open the {self.config.backend} store at {where}: {e}"
+                raise StoreError(msg) from e
+            self.blobs: BlobStore = self.config.open_blob_store()
+            self.views: ViewStore = self.config.open_view_store()
         Session.redactor = Redactor.from_environ()
 
     def construct_mapper(self) -> Mapper[UUID]:

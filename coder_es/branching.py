@@ -5,7 +5,8 @@ Every command is recorded in the session: the head moves with ``HeadMoved`` (rea
 (per path: outcome and the hashes involved). Nothing is deleted, so every move can be undone by
 moving back.
 
-File restoration is a three-way merge per path (``coder_es.workspace.contents.merge_contents``):
+File restoration is the workspace's merge-and-write step per path
+(``coder_es.workspace.merge_write.merge_onto_disk``, without the agent's ``EditApplied`` events):
 base = what the session last knew the disk held, theirs = the disk now, ours = the target node's
 content. A file the user has not touched since the session last saw it is simply replaced; a
 user's edit that does not overlap the change survives; an overlapping one leaves the file exactly
@@ -16,7 +17,6 @@ changed, not with the size of the workspace or of the history.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +29,9 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
 from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
 from coder_es.records import summarize
-from coder_es.workspace.atomic import compare_and_swap, read_current
-from coder_es.workspace.contents import merge_contents
+from coder_es.workspace.atomic import read_current
+from coder_es.workspace.errors import WriteConflictError
+from coder_es.workspace.merge_write import digest, merge_onto_disk
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
 from projections.files import FileDiff, FileStates, track_files
@@ -43,8 +44,6 @@ MERGED = "merged"  # the user's edit and the target merged cleanly
 CONFLICT = "conflict"  # the user's edit overlaps: the file is left as the user has it
 ERROR = "error"  # the file could not be read or written: left as it is
 
-_CAS_ATTEMPTS = 3
-
 
 class RestoreError(CoderESError):
     """A restoration could not run at all (the workspace is missing)."""
@@ -52,10 +51,6 @@ class RestoreError(CoderESError):
 
 class ConcurrentChangeError(CoderESError):
     """Another writer appended to the session while a command ran; the command recorded nothing."""
-
-
-def digest(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -364,57 +359,35 @@ class Branching:
             # Paths were recorded by the session: an outside one was allowed when it was written.
             where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs
             want = None if target is None else self.app.blobs.get(target)
-            for _ in range(_CAS_ATTEMPTS):
-                disk = read_current(where)
-                disk_hash = digest(disk)
-                if disk_hash == target:
-                    return FileRestoration(path, UNCHANGED, base, disk_hash, target, target)
-                if disk_hash == base:
-                    if compare_and_swap(where, want, expected=disk):
-                        return FileRestoration(path, RESTORED, base, disk_hash, target, target)
-                    continue  # the disk changed under us: look again
-                outcome = self._merge_user_edit(path, where, base, disk, want, target)
-                if outcome is not None:
-                    return outcome
-            return FileRestoration(
-                path, CONFLICT, base, digest(read_current(where)), target,
-                digest(read_current(where)), "the file kept changing during the restoration",
-            )
+            try:
+                step = merge_onto_disk(
+                    where,
+                    base,
+                    want,
+                    self.app.blobs,
+                    name=path,
+                    policy="refuse",
+                    ours_label="session",
+                    theirs_label="disk",
+                )
+            except (WriteConflictError, BlobNotFoundError) as e:
+                now = digest(read_current(where))
+                why = (
+                    "the file kept changing during the restoration"
+                    if isinstance(e, WriteConflictError)
+                    else "the session's copy of this file is not in the store: cannot merge"
+                )
+                return FileRestoration(path, CONFLICT, base, now, target, now, why)
+            disk_hash = digest(step.disk)
+            kind = step.merge.kind
+            if kind == "theirs":
+                return FileRestoration(path, UNCHANGED, base, disk_hash, target, disk_hash)
+            if kind == "conflict":
+                why = f"overlapping edit ({step.merge.reason or 'text'})"
+                return FileRestoration(path, CONFLICT, base, disk_hash, target, disk_hash, why)
+            written = step.written
+            result = None if written is None else self.app.blobs.put(written, like=target)
+            outcome = RESTORED if kind == "ours" else MERGED
+            return FileRestoration(path, outcome, base, disk_hash, target, result)
         except (OSError, CoderESError) as e:
             return FileRestoration(path, ERROR, base, None, target, None, str(e))
-
-    def _merge_user_edit(
-        self,
-        path: str,
-        where: Path,
-        base: str | None,
-        disk: bytes | None,
-        want: bytes | None,
-        target: str | None,
-    ) -> FileRestoration | None:
-        """Someone else edited the file: merge with the target or leave it (None: retry)."""
-        disk_hash = digest(disk)
-        if disk is not None:
-            # The user's version is recorded before anything else happens to the file.
-            self.app.blobs.put(disk, like=base)
-        try:
-            base_data = None if base is None else self.app.blobs.get(base)
-        except BlobNotFoundError:
-            return FileRestoration(
-                path, CONFLICT, base, disk_hash, target, disk_hash,
-                "the session's copy of this file is not in the store: cannot merge",
-            )
-        merged = merge_contents(base_data, disk, want, ours_label="session", theirs_label="disk")
-        if merged.kind == "theirs":
-            return FileRestoration(path, UNCHANGED, base, disk_hash, target, disk_hash)
-        if merged.kind == "conflict":
-            why = merged.reason or "text"
-            return FileRestoration(
-                path, CONFLICT, base, disk_hash, target, disk_hash, f"overlapping edit ({why})"
-            )
-        data = merged.data
-        if not compare_and_swap(where, data, expected=disk):
-            return None
-        result = None if data is None else self.app.blobs.put(data, like=target)
-        kind = RESTORED if merged.kind == "ours" else MERGED
-        return FileRestoration(path, kind, base, disk_hash, target, result)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from coder_es.agent.request import MANIFEST_FORMAT, canonical_message
+from coder_es.agent.request import MANIFEST_FORMAT
 from coder_es.providers import errors as perrors
 from coder_es.providers.base import Provider
 from coder_es.providers.types import (
@@ -35,6 +35,7 @@ from coder_es.providers.types import (
     ThinkingDelta,
     ToolCallStart,
     UsageUpdate,
+    canonical_message,
     canonical_request,
 )
 from replay.normalize import Normalizer

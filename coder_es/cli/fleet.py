@@ -141,14 +141,12 @@ async def _enqueue(
     model: str | None,
     rules: tuple[tuple[str, str], ...],
 ) -> int:
-    from coder_es.fleet.ddl import store_setup_lock
     from coder_es.fleet.jobs import SessionJob
     from coder_es.fleet.queue import FleetQueue
     from coder_es.fleet.script import fleet_provider_factory
     from coder_es.service.api import AgentService, SessionOptions
 
-    with store_setup_lock(ctx.config):
-        app = ctx.app  # opened now, under the lock that keeps concurrent DDL apart
+    app = ctx.app
     created = False
     if args.session:
         session_id = str(app.resolve_session(args.session))
@@ -213,11 +211,7 @@ def cmd_project(args: argparse.Namespace, ctx: Context) -> int:
     problems: list[str] = []
     if args.check:
         view = open_summary_view(ctx.config)
-        from coder_es.fleet.ddl import store_setup_lock
-
-        with store_setup_lock(ctx.config):
-            app = ctx.app
-        problems = compare_with_rebuild(app, view)
+        problems = compare_with_rebuild(ctx.app, view)
     if args.json:
         print_json({"position": position, "checked": args.check, "problems": problems})
     else:

@@ -611,7 +611,9 @@ class CoderAcpAgent:
                     conversation=only_c or not only_f,
                     files=only_f or not only_c,
                 )
-        await self._reopen(session)
+        session.handle.reload()
+        session.started.clear()
+        session.shown.clear()
         lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
         for f in result.files:
             lines.append(f"  {f.outcome:9} {f.path}" + (f" ({f.detail})" if f.detail else ""))
@@ -621,14 +623,6 @@ class CoderAcpAgent:
                 + ", ".join(c.path for c in result.conflicts)
             )
         return "\n".join(lines)
-
-    async def _reopen(self, session: AcpSession) -> None:
-        """The loop caches the session: after the head moved elsewhere, open it afresh."""
-        old = session.handle
-        session.handle = await session.service.open_session(session.id, self.runtime.options())
-        session.started.clear()
-        session.shown.clear()
-        await old.close()
 
     async def close(self) -> None:
         for session in self.sessions.values():

@@ -1,8 +1,8 @@
 """Fork, switch (checkout), rewind and the tree, for a session a client has open.
 
 The commands are ``coder_es.branching``'s; what this adds is the client's view: they are refused
-while a turn runs (the turn's loop holds the session), and after one the caller reopens its
-``SessionHandle`` so the next turn starts from the moved head.
+while a turn runs (the turn's loop holds the session), and after one the caller reloads its
+``SessionHandle`` (``SessionHandle.reload``) so the next turn starts from the moved head.
 """
 
 from __future__ import annotations

@@ -387,9 +387,7 @@ class WsServer:
                 files=m.bool_field("files", True),
             )
         if result.forked_from is None:
-            old = session.handle
-            session.handle = await session.service.open_session(session.id, self.runtime.options())
-            await old.close()
+            session.handle.reload()
         await session.reply(conn, p.message("moved", re=m.id, **result.to_json()))
 
     # ------------------------------------------------------------------ turns

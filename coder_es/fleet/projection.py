@@ -27,10 +27,10 @@ from eventsourcing.projection import Projection, ProjectionRunner
 from psycopg.sql import SQL, Identifier
 
 from coder_es.application import ChainMapper, CoderApp
-from coder_es.fleet.ddl import store_setup_lock
 from coder_es.fleet.errors import require_postgres
 from coder_es.fleet.summary import SessionRow, all_events, fold, rebuild
 from coder_es.store.config import StoreConfig
+from coder_es.store.ddl import store_setup_lock
 
 PROJECTION_NAME = "sessions_summary"
 SUMMARY_TABLE = "coder_es_session_summary"

@@ -35,7 +35,6 @@ from procrastinate import exceptions as pexc
 
 from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
-from coder_es.fleet.ddl import store_setup_lock
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -107,8 +106,7 @@ class FleetWorker:
         self.provider_factory = provider_factory or fleet_provider_factory()
         self.queue = FleetQueue(config, queue=self.options.queue, max_size=4)
         env = {k: v for k, v in WORKER_POOL_ENV.items() if k not in config.extra}
-        with store_setup_lock(config):
-            self.app = CoderApp(config, env=env)
+        self.app = CoderApp(config, env=env)
         self.reports: list[JobReport] = []
         self.failures: list[str] = []
         self._register_task()

@@ -18,6 +18,11 @@ a tool is called, else ``end_turn``), ``usage`` (missing keys are 0), ``delay_ms
 the first event, to simulate latency), or instead ``error`` (``{"type", "message"}`` with an
 Anthropic error type such as ``rate_limit_error``) to make that request fail. Each request
 consumes one turn; when none is left, ``ScriptExhaustedError`` says so.
+
+With ``by_step=True`` the turn played follows from the conversation instead of the request count:
+the answer to a request with K assistant messages is turn K. A session resumed in another process
+(a fleet worker taking over after a crash, with a fresh provider) then continues its script
+exactly where it stopped, and a turn whose response was lost is simply asked for again.
 """
 
 from __future__ import annotations
@@ -144,7 +149,8 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 class ScriptedProvider(Provider):
-    """Plays ``turns`` in order, one per request. ``requests`` keeps every request received."""
+    """Plays ``turns`` in order, one per request (or by step, see the module docstring).
+    ``requests`` keeps every request received."""
 
     name: ClassVar[str] = "scripted"
 
@@ -156,6 +162,7 @@ class ScriptedProvider(Provider):
         source: str = "in-memory script",
         sleep: Sleep = asyncio.sleep,
         chunk_chars: int = 16,
+        by_step: bool = False,
     ) -> None:
         self.model = model
         self.source = source
@@ -165,6 +172,9 @@ class ScriptedProvider(Provider):
         ]
         self.sleep = sleep
         self.chunk_chars = max(1, chunk_chars)
+        self.by_step = by_step
+        # Tool call ids must be unique in a conversation: numbered by turn and block.
+        self._id_prefix = "toolu_step" if by_step else "toolu_scripted_"
         self.requests: list[ModelRequest] = []
         self._next = 0
 
@@ -178,16 +188,21 @@ class ScriptedProvider(Provider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
-        number = self._next
+        if self.by_step:
+            number = sum(1 for m in request.messages if m.get("role") == "assistant")
+            why = f"; the conversation already has {number} model response(s), so this request"
+        else:
+            number = self._next
+            why = f" and all were played; request {number + 1}"
         if number >= len(self.turns):
             error = ScriptExhaustedError(
-                f"{self.source} has {len(self.turns)} turn(s) and all were played; "
-                f"request {number + 1} has no scripted answer",
+                f"{self.source} has {len(self.turns)} turn(s){why} has no scripted answer",
                 provider=self.name,
             )
             yield StreamFailed(error)
             raise error
-        self._next += 1
+        if not self.by_step:
+            self._next += 1
         turn = self.turns[number]
         if turn.delay_ms:
             await self.sleep(turn.delay_ms / 1000)
@@ -217,7 +232,7 @@ class ScriptedProvider(Provider):
                     yield ThinkingDelta(index, "", signature)
                 yield BlockComplete(index, {**block, "signature": signature})
             elif kind == "tool_use":
-                call_id = block.get("id") or f"toolu_scripted_{number}_{index}"
+                call_id = block.get("id") or f"{self._id_prefix}{number}_{index}"
                 yield ToolCallStart(index, call_id, block["name"])
                 arguments = block.get("input", {})
                 for piece in _pieces(json.dumps(arguments), size):

@@ -112,6 +112,24 @@ def _strip_transport_keys(value: Any) -> Any:
     return value
 
 
+def canonical_message(message: Message) -> dict[str, Any]:
+    """One message as ``canonical_request`` holds it."""
+    return {"role": message["role"], "content": _strip_transport_keys(message_blocks(message))}
+
+
+def canonical_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """One tool definition as ``canonical_request`` holds it."""
+    result: dict[str, Any] = _strip_transport_keys(
+        {
+            "name": tool["name"],
+            "description": tool.get("description", ""),
+            "input_schema": tool.get("input_schema", {}),
+            **{k: v for k, v in tool.items() if k not in ("name", "description", "input_schema")},
+        }
+    )
+    return result
+
+
 def canonical_request(request: ModelRequest) -> dict[str, Any]:
     """A JSON-able form of everything in ``request`` that can change what the model says.
 
@@ -122,16 +140,8 @@ def canonical_request(request: ModelRequest) -> dict[str, Any]:
     raw = {
         "model": request.model,
         "system": request.system,
-        "messages": [{"role": m["role"], "content": message_blocks(m)} for m in request.messages],
-        "tools": [
-            {
-                "name": t["name"],
-                "description": t.get("description", ""),
-                "input_schema": t.get("input_schema", {}),
-                **{k: v for k, v in t.items() if k not in ("name", "description", "input_schema")},
-            }
-            for t in request.tools
-        ],
+        "messages": [canonical_message(m) for m in request.messages],
+        "tools": [canonical_tool(t) for t in request.tools],
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "stop_sequences": list(request.stop_sequences),

@@ -115,6 +115,18 @@ class SessionHandle:
             st.workspace,
         )
 
+    def reload(self) -> None:
+        """Read the session's events again, after a fork, switch or rewind moved its head.
+
+        The loop caches the session; a new one starts from the moved head. The provider is kept,
+        so a scripted one goes on with its next turn instead of starting its script again.
+        """
+        if self.running:
+            msg = f"session {self.id} is running a turn; it cannot be reloaded now"
+            raise UsageError(msg)
+        old = self.loop
+        self.loop = AgentLoop(old.app, old.session.id, old.deps, emit=old.emit, config=old.config)
+
     # ------------------------------------------------------------------ turns
 
     def send(

@@ -14,7 +14,6 @@ it calls), not on the application or a store backend.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -24,23 +23,22 @@ from typing import Any, Literal, Protocol
 
 from coder_es.domain.session import Session
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import compare_and_swap, file_lock, read_current
-from coder_es.workspace.contents import ContentMerge, merge_contents
-from coder_es.workspace.errors import InvalidPathError, WriteConflictError
+from coder_es.workspace.atomic import read_current
+from coder_es.workspace.contents import ContentMerge
+from coder_es.workspace.errors import InvalidPathError
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.matching import MatchError, replace
 from coder_es.workspace.merge import ConflictRegion, split_lines
+from coder_es.workspace.merge_write import ConflictPolicy, merge_onto_disk
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
 from coder_es.workspace.stat_index import FileChange, StatIndex
 from coder_es.workspace.text import adopt_style, decode_text
 
-ConflictPolicy = Literal["refuse", "markers"]
 Outcome = Literal["direct", "merged", "conflict", "conflict_markers", "error"]
 Operation = Literal["write", "edit", "restore"]
 
 # Outcomes after which the file holds what the agent (or the session) now believes it holds.
 VIEW_OUTCOMES = frozenset({"direct", "merged", "conflict_markers"})
-MAX_ATTEMPTS = 8
 MESSAGE_DIFF_LINES = 60
 OURS_LABEL = "agent"
 THEIRS_LABEL = "disk"
@@ -366,25 +364,21 @@ class Workspace:
         tool_use_id: str | None,
         policy: ConflictPolicy | None,
     ) -> EditResult:
-        policy = policy or self.conflict_policy
-        base = self.blobs.get(base_hash) if base_hash is not None else None
-        for attempt in range(MAX_ATTEMPTS):
-            # Optimistic first; after losing the race, read-merge-write under the file's lock.
-            locked = attempt > 0
-            with file_lock(rp.abs) if locked else contextlib.nullcontext():
-                disk = read_current(rp.abs)
-                merge = merge_contents(
-                    base, disk, proposed, ours_label=OURS_LABEL, theirs_label=THEIRS_LABEL
-                )
-                target = _target(merge, disk, policy)
-                if target == disk or compare_and_swap(rp.abs, target, expected=disk, locked=locked):
-                    break
-        else:
-            raise WriteConflictError(rp.rel, MAX_ATTEMPTS)
+        step = merge_onto_disk(
+            rp.abs,
+            base_hash,
+            proposed,
+            self.blobs,
+            name=rp.rel,
+            policy=policy or self.conflict_policy,
+            ours_label=OURS_LABEL,
+            theirs_label=THEIRS_LABEL,
+        )
+        disk, merge, target = step.disk, step.merge, step.written
         disk_hash = self._put(disk, like=base_hash)
         proposed_hash = self._put(proposed, like=base_hash)
         result_hash = self._put(target, like=disk_hash)
-        outcome = _outcome(merge, base, disk, target)
+        outcome = _outcome(merge, base_hash, disk_hash, target != disk)
         self.sink.apply_edit(
             path=rp.rel,
             base=base_hash,
@@ -455,21 +449,12 @@ class Workspace:
 # ---------------------------------------------------------------------- outcome and messages
 
 
-def _target(merge: ContentMerge, disk: bytes | None, policy: ConflictPolicy) -> bytes | None:
-    """What the file should hold after this merge."""
-    if merge.kind != "conflict":
-        return merge.data
-    if policy == "markers" and merge.data is not None:
-        return merge.data
-    return disk
-
-
 def _outcome(
-    merge: ContentMerge, base: bytes | None, disk: bytes | None, target: bytes | None
+    merge: ContentMerge, base_hash: str | None, disk_hash: str | None, wrote: bool
 ) -> Outcome:
     if merge.kind == "conflict":
-        return "conflict_markers" if target != disk else "conflict"
-    return "direct" if disk == base else "merged"
+        return "conflict_markers" if wrote else "conflict"
+    return "direct" if disk_hash == base_hash else "merged"
 
 
 def _message(

@@ -6,19 +6,14 @@ import random
 from typing import Any
 
 from coder_es.agent import decider as d
-from coder_es.agent.request import (
-    MessageBuilder,
-    RequestRecorder,
-    RequestSettings,
-    build_request,
-    expand_request,
-)
+from coder_es.agent.request import RequestRecorder, RequestSettings, expand_request
 from coder_es.agent.state import LoopState
 from coder_es.domain.session import Session
 from coder_es.permissions.policy import Policy
 from coder_es.providers.types import ModelRequest, canonical_request
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.tools.registry import default_registry
+from projections.context import ContextBuilder, ContextState, stable_prefix
 
 CTX = d.DecisionContext(default_registry(), Policy.for_agent("build"), max_steps=3)
 
@@ -159,20 +154,27 @@ def _random_session(seed: int) -> Session:
     return s
 
 
+BUDGET = 10**7  # nothing is trimmed: the messages are the whole path root -> head
+
+
+def _messages(builder: ContextBuilder, source: Any, head: str) -> list[Any]:
+    return builder.build(source, head, budget=BUDGET).request.messages
+
+
 def test_incremental_messages_equal_a_fresh_build_at_every_step() -> None:
+    settings = RequestSettings(model="m", system="sys", tools=[])
     for seed in range(8):
         s = _random_session(seed)
-        live = MessageBuilder()
+        live, state = ContextBuilder(settings), ContextState()
         for event in s.pending_events:
-            live.apply(event)
-            fresh = MessageBuilder()
-            for e in s.pending_events[: event.originator_version]:
-                fresh.apply(e)
+            state.apply(event)
             head = str(event.originator_version) if isinstance(event, Session.NodeEvent) else None
             if head is None:
                 continue
-            assert live.messages(head) == fresh.messages(head), (seed, head)
-        assert live.full_rebuilds < 15
+            fresh = _messages(
+                ContextBuilder(settings), s.pending_events[: event.originator_version], head
+            )
+            assert _messages(live, state, head) == fresh, (seed, head)
 
 
 def test_consecutive_roles_merge_and_requests_expand_exactly() -> None:
@@ -184,10 +186,11 @@ def test_consecutive_roles_merge_and_requests_expand_exactly() -> None:
     )
     s.complete_tool_call(tool_use_id="a", name="read", output="A")
     s.complete_tool_call(tool_use_id="b", name="read", output="B", is_error=True)
-    builder = MessageBuilder()
-    for e in s.pending_events:
-        builder.apply(e)
-    messages = builder.messages(s.head)
+    settings = RequestSettings(model="m", system="sys", tools=default_registry().definitions())
+    built = ContextBuilder(settings).build(
+        s.pending_events, s.head, budget=BUDGET, metadata={"session_id": "s"}
+    )
+    request, messages = built.request, built.request.messages
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert [b.get("text") for b in messages[0]["content"]] == ["first", "second"]
     assert messages[2]["content"][1] == {
@@ -197,8 +200,6 @@ def test_consecutive_roles_merge_and_requests_expand_exactly() -> None:
         "is_error": True,
     }
     assert node == "4"
-    settings = RequestSettings(model="m", system="sys", tools=default_registry().definitions())
-    request = build_request(messages, settings, {"session_id": "s"})
     blobs = MemoryBlobStore()
     digest = RequestRecorder(blobs).record(request)
     validated = ModelRequest(
@@ -221,16 +222,18 @@ def test_delta_manifests_expand_to_every_request_across_forks_and_summaries() ->
         s = _random_session(seed)
         blobs = MemoryBlobStore()
         recorder = RequestRecorder(blobs)
-        builder = MessageBuilder()
+        builder, state = ContextBuilder(settings), ContextState()
+        sent: list[Any] = []
         for event in s.pending_events:
-            builder.apply(event)
+            state.apply(event)
             if not isinstance(event, Session.NodeEvent):
                 continue
-            messages = builder.messages(str(event.originator_version))
+            request = builder.build(state, str(event.originator_version), budget=BUDGET).request
+            messages = request.messages
             if not messages:
                 continue
-            request = build_request(messages, settings)
-            digest = recorder.record(request, builder.take_stable())
+            digest = recorder.record(request, stable_prefix(sent, messages))
+            sent = messages
             validated = ModelRequest(
                 model="m", messages=list(messages), system="sys", max_tokens=8192
             )

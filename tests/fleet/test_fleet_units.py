@@ -11,9 +11,10 @@ import pytest
 
 from coder_es.fleet.errors import FleetUsageError, require_postgres
 from coder_es.fleet.jobs import SessionJob
-from coder_es.fleet.script import StepScriptedProvider, fleet_provider_factory
+from coder_es.fleet.script import fleet_provider_factory
 from coder_es.fleet.summary import fold, rebuild
 from coder_es.providers.errors import ProviderConfigError, ScriptExhaustedError
+from coder_es.providers.scripted import ScriptedProvider
 from coder_es.providers.types import ModelRequest, ToolCallComplete
 
 SID = "5f0c8a52-9d1e-4a56-8e0b-0a6f2d1c3b4e"
@@ -59,17 +60,17 @@ def _request(assistant_messages: int) -> ModelRequest:
     return ModelRequest(model="m", messages=messages)
 
 
-async def _events(provider: StepScriptedProvider, request: ModelRequest) -> list[Any]:
+async def _events(provider: ScriptedProvider, request: ModelRequest) -> list[Any]:
     return [e async for e in provider.stream(request)]
 
 
 def test_step_script_answers_by_the_conversation_not_by_request_count() -> None:
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo a"}}]},
         {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo b"}}]},
         {"blocks": [{"type": "text", "text": "done"}]},
     ]
-    provider = StepScriptedProvider(turns)
+    provider = ScriptedProvider(turns, by_step=True)
     # A fresh provider (a worker that took over) asked at step 1 plays turn 1, twice if asked twice.
     for _ in range(2):
         events = asyncio.run(_events(provider, _request(1)))
