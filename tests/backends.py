@@ -63,3 +63,25 @@ def make_config(backend: str, tmp_path: Path, pg_schema: str | None = None) -> S
 
 
 BACKENDS = ["popo", "sqlite", "lmdb", "postgres"]
+PERSISTENT_BACKENDS = ["sqlite", "lmdb", "postgres"]
+"""The backends a second process (or a later CLI call) can read back: popo lives in memory."""
+
+
+def store_config_for(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> StoreConfig:
+    """The configuration for ``backend``, skipping the test with the reason when it is absent."""
+    if backend == "lmdb" and (reason := lmdb_unavailable()):
+        pytest.skip(reason)
+    schema = request.getfixturevalue("pg_schema") if backend == "postgres" else None
+    return make_config(backend, tmp_path, schema)
+
+
+def cli_store_args(config: StoreConfig) -> list[str]:
+    """The ``coder-es`` options that open the store ``config`` describes."""
+    return ["--backend", config.backend, "--store", str(config.path)]
+
+
+def cli_store_env(config: StoreConfig) -> dict[str, str]:
+    """The environment the CLI needs beside :func:`cli_store_args` (PostgreSQL's settings)."""
+    return {k: v for k, v in config.extra.items() if k.startswith("POSTGRES_")}

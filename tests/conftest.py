@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from backends import _PG_REASON, BACKENDS, PG, lmdb_unavailable, make_config
+from backends import _PG_REASON, BACKENDS, PERSISTENT_BACKENDS, PG, store_config_for
 
 from coder_es.store.config import StoreConfig
 
@@ -20,7 +21,7 @@ def pg_schema() -> Iterator[str]:
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    conninfo = dict(
+    conninfo: dict[str, Any] = dict(
         dbname=PG["POSTGRES_DBNAME"], host=PG["POSTGRES_HOST"], port=PG["POSTGRES_PORT"],
         user=PG["POSTGRES_USER"],
     )
@@ -34,8 +35,11 @@ def pg_schema() -> Iterator[str]:
 @pytest.fixture(params=BACKENDS)
 def store_config(request: pytest.FixtureRequest, tmp_path: Path) -> StoreConfig:
     """A store configuration for each backend (postgres and lmdb skip with a reason if absent)."""
-    backend = request.param
-    if backend == "lmdb" and (reason := lmdb_unavailable()):
-        pytest.skip(reason)
-    schema = request.getfixturevalue("pg_schema") if backend == "postgres" else None
-    return make_config(backend, tmp_path, schema)
+    return store_config_for(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=PERSISTENT_BACKENDS)
+def persistent_store_config(request: pytest.FixtureRequest, tmp_path: Path) -> StoreConfig:
+    """Like ``store_config`` without popo: for tests that reopen the store from another
+    process or a later command-line call."""
+    return store_config_for(request, request.param, tmp_path)

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+from backends import BACKENDS
+
 from coder_es.application import CoderApp
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
@@ -120,7 +123,11 @@ def collect(
     return asyncio.run(go())
 
 
-def make_harness(tmp_path: Path, backend: str = "sqlite") -> Harness:
+def make_harness(
+    tmp_path: Path, backend: str = "sqlite", *, config: StoreConfig | None = None
+) -> Harness:
+    """A demo repository under ``tmp_path`` and an app on ``config`` (default: ``backend`` in
+    ``tmp_path/store``)."""
     root = git_repo(
         tmp_path / "repo",
         {
@@ -132,5 +139,9 @@ def make_harness(tmp_path: Path, backend: str = "sqlite") -> Harness:
             "secrets/key.txt": "hunter2\n",
         },
     )
-    config = StoreConfig(backend=backend, path=tmp_path / "store")
+    config = config or StoreConfig(backend=backend, path=tmp_path / "store")
     return Harness(root, CoderApp(config))
+
+
+ON_EVERY_BACKEND = pytest.mark.parametrize("h", BACKENDS, indirect=True)
+"""Run a test taking the ``h`` fixture once per store backend instead of on SQLite only."""

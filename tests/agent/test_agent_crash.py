@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent_helpers import Harness, collect, text, tool, turn
+from agent_helpers import ON_EVERY_BACKEND, Harness, collect, text, tool, turn
+from backends import cli_store_env
 
 from coder_es.agent.decider import INTERRUPTED_BY_CRASH
 from coder_es.agent.request import expand_request
@@ -22,7 +23,7 @@ from coder_es.store.config import StoreConfig
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, cwd: Path) -> list[str]:
+def cli(*args: str, cwd: Path, backend: str = "sqlite") -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -30,14 +31,19 @@ def cli(*args: str, cwd: Path) -> list[str]:
         "--workspace",
         str(cwd),
         "--backend",
-        "sqlite",
+        backend,
         *args,
     ]
 
 
-def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path) -> None:
-    store = h.app.config.path
+def test_sigkill_during_a_slow_model_turn_then_resume(
+    h: Harness, tmp_path: Path, persistent_store_config: StoreConfig
+) -> None:
+    """On each backend another process can reopen: the killed run's saved events must be
+    durable there, and a new process must resume from them."""
+    config = persistent_store_config
     h.app.close()
+    backend = config.backend
     first = tmp_path / "first.json"
     first.write_text(
         json.dumps(
@@ -49,9 +55,14 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
             }
         )
     )
-    env = {**os.environ, "CODER_ES_STORE": str(store), "PYTHONPATH": str(REPO_ROOT)}
+    env = {
+        **os.environ,
+        **cli_store_env(config),
+        "CODER_ES_STORE": str(config.path),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
     proc = subprocess.Popen(
-        cli("run", "make one.txt", "--script", str(first), "--json", cwd=h.root),
+        cli("run", "make one.txt", "--script", str(first), "--json", cwd=h.root, backend=backend),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -59,7 +70,7 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
     )
     assert proc.stdout is not None
     session_id = json.loads(proc.stdout.readline())["session_id"]
-    app = CoderApp(StoreConfig(backend="sqlite", path=store))
+    app = CoderApp(config)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -78,7 +89,10 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
         second = tmp_path / "second.json"
         second.write_text(json.dumps({"turns": [turn(text("Finished after the crash."))]}))
         resumed = subprocess.run(
-            cli("run", "--session", session_id[:8], "--script", str(second), "--json", cwd=h.root),
+            cli(
+                "run", "--session", session_id[:8], "--script", str(second), "--json",
+                cwd=h.root, backend=backend,
+            ),
             capture_output=True,
             text=True,
             env=env,
@@ -109,6 +123,7 @@ def test_sigkill_during_a_slow_model_turn_then_resume(h: Harness, tmp_path: Path
         app.close()
 
 
+@ON_EVERY_BACKEND
 def test_resume_settles_tools_that_were_in_flight(h: Harness) -> None:
     """The process died while `bash` ran (maybe half-done: not re-run) before `read` started."""
     handle = h.start([])

@@ -1,4 +1,8 @@
-"""Whole sessions: scripted model, real tools, real git repository, real SQLite store."""
+"""Whole sessions: scripted model, real tools, real git repository, a real store.
+
+The tests that save, reload or resume a session run on every backend (``ON_EVERY_BACKEND``);
+the rest exercise the loop's logic and run on SQLite only.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from agent_helpers import Harness, collect, text, tool, turn
+from agent_helpers import ON_EVERY_BACKEND, Harness, collect, text, tool, turn
 
 from coder_es.agent.decider import INTERRUPTED_BY_CANCEL
 from coder_es.agent.request import expand_request
@@ -17,6 +21,7 @@ from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle
 
 
+@ON_EVERY_BACKEND
 def test_an_edit_session_records_every_step_in_order(h: Harness) -> None:
     handle = h.start(
         [
@@ -64,6 +69,7 @@ def test_an_edit_session_records_every_step_in_order(h: Harness) -> None:
     assert sent[0].system == h.app.blobs.get(settings["system_blob"]).decode()
 
 
+@ON_EVERY_BACKEND
 def test_a_user_edit_during_the_run_is_merged_not_lost(h: Harness) -> None:
     async def user_edits_while_model_thinks(_seconds: float) -> None:
         path = h.root / "src/calc.py"
@@ -94,6 +100,7 @@ def test_a_user_edit_during_the_run_is_merged_not_lost(h: Harness) -> None:
     assert "merged" in result.output and not result.is_error
 
 
+@ON_EVERY_BACKEND
 def test_shell_commands_run_and_their_file_changes_are_recorded(h: Harness) -> None:
     handle = h.start(
         [
@@ -108,6 +115,7 @@ def test_shell_commands_run_and_their_file_changes_are_recorded(h: Harness) -> N
     assert done.files_changed[0]["before"] is None
 
 
+@ON_EVERY_BACKEND
 def test_a_denied_call_gets_an_error_result_and_the_model_continues(h: Harness) -> None:
     handle = h.start(
         [
@@ -134,6 +142,7 @@ def test_a_denied_call_gets_an_error_result_and_the_model_continues(h: Harness) 
     assert updates[-1].reason == "end_turn"  # type: ignore[attr-defined]
 
 
+@ON_EVERY_BACKEND
 def test_asked_permissions_are_answered_by_the_client_and_always_sticks(h: Harness) -> None:
     handle = h.start(
         [
@@ -237,6 +246,7 @@ def test_provider_errors_are_recorded_and_end_the_turn(h: Harness) -> None:
     assert any(isinstance(u, up.Error) for u in updates)
 
 
+@ON_EVERY_BACKEND
 def test_cancelling_mid_tool_kills_the_command_and_leaves_the_session_resumable(h: Harness) -> None:
     pid_file = h.root / "child.pid"
     handle = h.start([turn(tool("bash", command="sleep 30 & echo $! > child.pid; wait"))])

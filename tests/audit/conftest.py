@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
@@ -118,10 +119,31 @@ def sqlite_config(tmp_path: Path) -> StoreConfig:
     return StoreConfig(backend="sqlite", path=tmp_path / "store")
 
 
-@pytest.fixture
-def recorded(sqlite_config: StoreConfig) -> Iterator[Recorded]:
-    app = CoderApp(sqlite_config)
+@contextmanager
+def recording(config: StoreConfig) -> Iterator[Recorded]:
+    """The demo session recorded in a store on ``config``; the app is closed afterwards."""
+    app = CoderApp(config)
     try:
         yield Recorded(app, record_demo(app))
     finally:
         app.close()
+
+
+@pytest.fixture
+def recorded(sqlite_config: StoreConfig) -> Iterator[Recorded]:
+    with recording(sqlite_config) as r:
+        yield r
+
+
+@pytest.fixture
+def recorded_on_each_backend(store_config: StoreConfig) -> Iterator[Recorded]:
+    """The demo session on popo, SQLite, LMDB and PostgreSQL in turn."""
+    with recording(store_config) as r:
+        yield r
+
+
+@pytest.fixture
+def recorded_persistent(persistent_store_config: StoreConfig) -> Iterator[Recorded]:
+    """The demo session on each backend a later command-line call can read back."""
+    with recording(persistent_store_config) as r:
+        yield r

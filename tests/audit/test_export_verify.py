@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import cli_store_args, cli_store_env
 
 from coder_es.application import CoderApp
 from coder_es.audit.errors import UnreadableExportError
@@ -100,8 +101,9 @@ def test_problems_are_named(tmp_path: Path, small_export: bytes) -> None:
 
 
 def test_filtered_export_verifies_and_says_it_is_partial(
-    recorded: Recorded, tmp_path: Path
+    recorded_on_each_backend: Recorded, tmp_path: Path
 ) -> None:
+    recorded = recorded_on_each_backend
     data = export_session(
         recorded.app,
         recorded.session,
@@ -118,13 +120,17 @@ def test_filtered_export_verifies_and_says_it_is_partial(
 
 
 def test_cli_export_and_verify_exit_codes(
-    recorded: Recorded,
-    sqlite_config: StoreConfig,
+    recorded_persistent: Recorded,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    recorded = recorded_persistent
     recorded.app.close()
-    store = ["--backend", "sqlite", "--store", str(sqlite_config.path)]
+    config = recorded.app.config
+    for key, value in cli_store_env(config).items():
+        monkeypatch.setenv(key, value)
+    store = cli_store_args(config)
     out = tmp_path / "s.jsonl"
     sid = str(recorded.session)
     assert main([*store, "export", sid[:8], "--format", "jsonl", "-o", str(out)]) == 0

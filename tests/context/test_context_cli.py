@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from backends import cli_store_args, cli_store_env
 from context_helpers import Recorder
 
 from coder_es.application import CoderApp
@@ -23,11 +24,12 @@ class Ran:
     stderr: str
 
 
-def _cli(ws: Path, *args: str) -> Ran:
+def _cli(ws: Path, *args: str, store: StoreConfig | None = None) -> Ran:
+    where = cli_store_args(store) if store is not None else ["--backend", "sqlite"]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main(["--workspace", str(ws), "--backend", "sqlite", *args])
+            code = main(["--workspace", str(ws), *where, *args])
         except SystemExit as e:  # argparse rejects bad usage this way
             code = int(e.code or 0)
     return Ran(code, out.getvalue(), err.getvalue())
@@ -68,8 +70,16 @@ def test_deps_of_a_missing_directory_is_bad_usage(tmp_path: Path) -> None:
     assert ran.returncode == 2 and "not a directory" in ran.stderr
 
 
-def _session(ws: Path) -> str:
-    app = CoderApp(StoreConfig(backend="sqlite", path=ws / ".coder-es"))
+@pytest.fixture
+def store(persistent_store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -> StoreConfig:
+    """Each backend the CLI can reopen; the session is recorded there before the CLI runs."""
+    for key, value in cli_store_env(persistent_store_config).items():
+        monkeypatch.setenv(key, value)
+    return persistent_store_config
+
+
+def _session(ws: Path, store: StoreConfig) -> str:
+    app = CoderApp(store)
     r = Recorder.start(app, workspace=str(ws))
     r.user("make run() log something")
     content = (ws / "pkg" / "a.py").read_bytes()
@@ -83,9 +93,11 @@ def _session(ws: Path) -> str:
     return sid
 
 
-def test_context_json_shows_parts_files_related_code_and_the_request(workspace: Path) -> None:
-    sid = _session(workspace)
-    ran = _cli(workspace, "context", sid[:8], "--json")
+def test_context_json_shows_parts_files_related_code_and_the_request(
+    workspace: Path, store: StoreConfig
+) -> None:
+    sid = _session(workspace, store)
+    ran = _cli(workspace, "context", sid[:8], "--json", store=store)
     assert ran.returncode == 0, ran.stderr
     doc = json.loads(ran.stdout)
     parts = {p["name"]: p["tokens"] for p in doc["parts"]}
@@ -99,20 +111,26 @@ def test_context_json_shows_parts_files_related_code_and_the_request(workspace: 
     assert doc["request"]["messages"][0]["content"][0]["text"] == "make run() log something"
 
 
-def test_context_with_a_small_budget_condenses_and_says_so(workspace: Path) -> None:
-    sid = _session(workspace)
-    ran = _cli(workspace, "context", sid, "--budget", "1500")
+def test_context_with_a_small_budget_condenses_and_says_so(
+    workspace: Path, store: StoreConfig
+) -> None:
+    sid = _session(workspace, store)
+    ran = _cli(workspace, "context", sid, "--budget", "1500", store=store)
     assert ran.returncode == 0, ran.stderr
     assert "of 1500 tokens" in ran.stdout
     for part in ("system", "tools", "summaries", "messages", "files", "related"):
         assert part in ran.stdout
-    small = json.loads(_cli(workspace, "context", sid, "--budget", "1500", "--json").stdout)
+    small = json.loads(
+        _cli(workspace, "context", sid, "--budget", "1500", "--json", store=store).stdout
+    )
     assert small["tokens"] <= 1500 and small["trimmed"]
 
 
-def test_context_rejects_a_budget_too_small_or_an_unknown_session(workspace: Path) -> None:
-    sid = _session(workspace)
-    ran = _cli(workspace, "context", sid, "--budget", "50")
+def test_context_rejects_a_budget_too_small_or_an_unknown_session(
+    workspace: Path, store: StoreConfig
+) -> None:
+    sid = _session(workspace, store)
+    ran = _cli(workspace, "context", sid, "--budget", "50", store=store)
     assert ran.returncode == 2 and "too small" in ran.stderr
-    assert _cli(workspace, "context", sid, "--budget", "0").returncode == 2
-    assert _cli(workspace, "context", "ffffffff").returncode == 2
+    assert _cli(workspace, "context", sid, "--budget", "0", store=store).returncode == 2
+    assert _cli(workspace, "context", "ffffffff", store=store).returncode == 2

@@ -18,8 +18,9 @@ LINES = b"".join(b"line %d\n" % i for i in range(1, 11))
 
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
-    app = CoderApp(StoreConfig(backend="sqlite", path=tmp_path / "store"))
+def agent(store_config: StoreConfig, tmp_path: Path) -> Iterator[Agent]:
+    """An agent on each backend: branching reads events, snapshots, blobs and checkpoints."""
+    app = CoderApp(store_config)
     ws = tmp_path / "ws"
     ws.mkdir()
     session = app.start_session(workspace=str(ws))

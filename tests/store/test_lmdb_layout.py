@@ -1,0 +1,89 @@
+"""The on-disk layout of the LMDB store: each state is kept once, old formats are refused, and a
+session index that points at a missing event is reported, not silently shortened."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import lmdb
+import pytest
+from eventsourcing.persistence import DataError, InfrastructureFactory, StoredEvent
+from eventsourcing.utils import Environment
+
+from coder_es.errors import StoreError
+from coder_es.store.lmdb import LMDBFactory
+from coder_es.store.lmdb_env import DATA_FILE, FORMAT_KEY, META_DB
+
+
+def open_factory(path: Path) -> LMDBFactory:
+    env = {"PERSISTENCE_MODULE": "coder_es.store.lmdb", "LMDB_PATH": str(path)}
+    factory = InfrastructureFactory.construct(Environment(name="app", env=env))
+    assert isinstance(factory, LMDBFactory)
+    return factory
+
+
+def test_each_state_takes_its_size_once(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    recorder.insert_events([StoredEvent(uuid.uuid4(), 1, "t", b"warm")])
+    before = os.path.getsize(store / DATA_FILE)
+    oid = uuid.uuid4()
+    # Random bytes: nothing along the way can shrink them, so two copies would show.
+    states = [os.urandom(20_000) for _ in range(200)]
+    for first in range(0, len(states), 50):
+        recorder.insert_events(
+            [StoredEvent(oid, v + 1, "t", states[v]) for v in range(first, first + 50)]
+        )
+    factory.close()
+    grown = os.path.getsize(store / DATA_FILE) - before
+    total = sum(map(len, states))
+    assert grown < 1.3 * total, f"store grew {grown} bytes for {total} bytes of state"
+
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    assert [e.state for e in recorder.select_events(oid)] == states
+    assert [n.state for n in recorder.select_notifications(2, 300)] == states
+    factory.close()
+
+
+def test_store_of_an_older_format_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    factory = open_factory(store)
+    factory.application_recorder().insert_events([StoredEvent(uuid.uuid4(), 1, "t", b"s")])
+    factory.close()
+    env = lmdb.open(str(store), max_dbs=256)
+    with env.begin(write=True) as txn:
+        txn.put(FORMAT_KEY, b"coder_es.lmdb/2", db=env.open_db(META_DB, txn=txn))
+    env.close()
+    content = (store / DATA_FILE).read_bytes()
+
+    with pytest.raises(StoreError) as caught:
+        open_factory(store)
+    message = str(caught.value)
+    assert str(store) in message and "coder_es.lmdb/2" in message and "coder_es.lmdb/3" in message
+    assert (store / DATA_FILE).read_bytes() == content
+
+
+def test_event_missing_from_the_log_is_reported_as_damage(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    oid = uuid.uuid4()
+    recorder.insert_events([StoredEvent(oid, v, "t", b"s%d" % v) for v in range(1, 4)])
+    factory.close()
+    env = lmdb.open(str(store), max_dbs=256)
+    with env.begin(write=True) as txn:
+        log = env.open_db(b"app:n:events", txn=txn, create=False)
+        cursor = txn.cursor(db=log)
+        assert cursor.first() and cursor.next()  # the second event
+        cursor.delete()
+    env.close()
+
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    with pytest.raises(DataError, match="damaged"):
+        recorder.select_events(oid)
+    factory.close()
