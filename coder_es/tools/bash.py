@@ -119,16 +119,27 @@ class BashTool(Tool[BashInput]):
         index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
         env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *_shell(),
-            args.command,
-            cwd=str(ctx.root),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=env,
+        spawning = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *_shell(),
+                args.command,
+                cwd=str(ctx.root),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+            )
         )
+        try:
+            proc = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            # The shell may already run while asyncio is still connecting its pipes: let the
+            # spawn finish, then stop the whole process group (its children included).
+            ctx.cancelled.set()
+            with contextlib.suppress(Exception):
+                await _stop(await spawning)
+            raise
         out, err = _Capture(), _Capture()
 
         async def pump(stream: asyncio.StreamReader | None, capture: _Capture, label: str) -> None:
