@@ -123,9 +123,29 @@ def module_of(package: str, rel: str) -> str:
     return package + ("." + stem.replace("/", ".") if stem else "")
 
 
+def interleaved_medians(fns: list[Callable[[], object]], runs: int) -> list[tuple[float, float]]:
+    """(wall, CPU) median times of ``fns``, run in turn ``runs`` times over, so a burst of load
+    from elsewhere on the machine lands on all of them rather than on one. CPU time (all
+    threads of the process) is the steadier figure on a busy machine."""
+    wall: list[list[float]] = [[] for _ in fns]
+    cpu: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for i, fn in enumerate(fns):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[i].append(time.perf_counter() - start)
+            cpu[i].append(time.process_time() - start_cpu)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(wall, cpu, strict=True)]
+
+
 def compare(package: str, package_dir: Path, runs: int) -> dict[str, float]:
-    grimp_s = median_time(lambda: grimp.build_graph(package, cache_dir=None), runs)
-    ours_s = median_time(lambda: DepGraph.build(package_dir, ParseCache()), runs)
+    (grimp_s, grimp_cpu), (ours_s, ours_cpu) = interleaved_medians(
+        [
+            lambda: grimp.build_graph(package, cache_dir=None),
+            lambda: DepGraph.build(package_dir, ParseCache()),
+        ],
+        runs,
+    )
     cache = ParseCache()
     DepGraph.build(package_dir, cache)
     warm_s = median_time(lambda: DepGraph.build(package_dir, cache), runs)
@@ -140,6 +160,9 @@ def compare(package: str, package_dir: Path, runs: int) -> dict[str, float]:
         "ours_cold_s": ours_s,
         "ours_warm_s": warm_s,
         "ratio": ours_s / grimp_s,
+        "grimp_cpu_s": grimp_cpu,
+        "ours_cold_cpu_s": ours_cpu,
+        "cpu_ratio": ours_cpu / grimp_cpu,
         "grimp_edges": len(theirs),
         "found": len(ours & theirs) / max(1, len(theirs)),
         "extra": len(ours - theirs),
@@ -182,6 +205,9 @@ def _row(label: str, ms: float, note: str) -> None:
 def _report(result: dict[str, float]) -> None:
     _row("grimp build (median)", result["grimp_s"] * 1000, "baseline")
     _row("depgraph build, cold", result["ours_cold_s"] * 1000, f"{result['ratio']:.2f}x grimp")
+    _row("grimp build, CPU", result["grimp_cpu_s"] * 1000, "baseline (CPU time)")
+    cpu_ratio = f"{result['cpu_ratio']:.2f}x grimp (CPU time)"
+    _row("depgraph cold, CPU", result["ours_cold_cpu_s"] * 1000, cpu_ratio)
     warm = result["ours_warm_s"] / result["grimp_s"]
     _row("depgraph build, warm", result["ours_warm_s"] * 1000, f"{warm:.2f}x grimp (cache hit)")
     found, extra = result["found"] * 100, int(result["extra"])

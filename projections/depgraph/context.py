@@ -6,7 +6,9 @@ update re-resolves exactly the files that read a fact the update changed. A new 
 make an import resolve that did not before: the importer had looked for that path.
 
 Keys: ``e:<path>`` a file exists, ``c:<path>`` a config file's content, ``d:<dir>`` the files
-directly in a directory, ``gomods`` the set of Go modules, ``crates`` the set of Rust crates,
+directly in a directory, ``m:<stem>`` which of a Python module's files exist (``stem.py``,
+``stem/__init__.py`` and the stubs: one key, as a missing module is the common case and costs
+four look-ups), ``gomods`` the set of Go modules, ``crates`` the set of Rust crates,
 ``defs:<dir>`` the package clauses and top-level names of the Go files in a directory.
 """
 
@@ -29,6 +31,11 @@ class Lookups(Protocol):
         ...
 
     def exists(self, path: str) -> bool: ...
+
+    def python_module(self, stem: str) -> str | None:
+        """The first of ``stem.py``, ``stem/__init__.py``, ``stem.pyi``, ``stem/__init__.pyi``
+        that exists."""
+        ...
 
     def dir_files(self, directory: str) -> tuple[str, ...]: ...
 

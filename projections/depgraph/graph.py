@@ -88,6 +88,15 @@ class _View:
         self.read.add("e:" + path)
         return path in self._g._content
 
+    def python_module(self, stem: str) -> str | None:
+        self.read.add("m:" + stem)
+        content = self._g._content
+        for suffix in resolve_python.MODULE_SUFFIXES:
+            candidate = stem + suffix
+            if candidate in content:
+                return candidate
+        return None
+
     def dir_files(self, directory: str) -> tuple[str, ...]:
         self.read.add("d:" + directory)
         return tuple(sorted(self._g._dirs.get(directory, ())))
@@ -261,6 +270,9 @@ class DepGraph:
                 removed.append(path)
                 self._forget(path)
                 dirty.update(("e:" + path, "c:" + path, "d:" + directory, "defs:" + directory))
+                stem = resolve_python.module_stem(path)
+                if stem is not None:
+                    dirty.add("m:" + stem)
             else:
                 self._content[path] = data
                 if existed:
@@ -270,6 +282,9 @@ class DepGraph:
                     added.append(path)
                     self._dirs.setdefault(directory, set()).add(path)
                     dirty.update(("e:" + path, "c:" + path, "d:" + directory))
+                    stem = resolve_python.module_stem(path)
+                    if stem is not None:
+                        dirty.add("m:" + stem)
                 language = language_for(path)
                 if language is not None:
                     reparsed.append(path)
@@ -370,15 +385,24 @@ class DepGraph:
             self._order_memo = None
         self._targets[path] = targets
         self._unresolved[path] = unresolved
-        old_probes = self._probes.get(path, frozenset())
-        for key in old_probes - probes:
-            readers = self._probe_index.get(key)
-            if readers is not None:
-                readers.discard(path)
-                if not readers:
-                    del self._probe_index[key]
-        for key in probes - old_probes:
-            self._probe_index.setdefault(key, set()).add(path)
+        old_probes = self._probes.get(path)
+        index = self._probe_index
+        if old_probes:
+            for key in old_probes - probes:
+                readers = index.get(key)
+                if readers is not None:
+                    readers.discard(path)
+                    if not readers:
+                        del index[key]
+            added: Iterable[str] = probes - old_probes
+        else:
+            added = probes  # a new file (every file of a full build)
+        for key in added:
+            readers = index.get(key)
+            if readers is None:
+                index[key] = {path}
+            else:
+                readers.add(path)
         self._probes[path] = probes
 
     def _go_modules(self) -> tuple[tuple[str, str], ...]:

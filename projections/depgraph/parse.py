@@ -3,8 +3,10 @@
 Imports are what the graph needs for every file, so that pass is kept cheap. For Python, where
 repositories are largest, a byte scan finds where import statements can start (a line beginning
 with ``import``/``from``, outside triple-quoted strings) and tree-sitter parses only those ranges
-(``Parser.included_ranges``), which keeps byte offsets and line numbers true. A file whose
-triple quotes do not pair up cleanly gets a full parse instead. ``python_imports_full`` is the
+(``Parser.included_ranges``), which keeps byte offsets and line numbers true. When every
+statement found is a plain, certainly well-formed one (nearly always), even that parse is
+skipped and the statements are read from their text (``python_lines``). A file whose triple
+quotes do not pair up cleanly gets a full parse instead. ``python_imports_full`` is the
 plain full-tree extraction; a test holds the two equal on real packages.
 
 Definitions and references (the grammar's tags query) need the full tree; they are asked for per
@@ -19,6 +21,7 @@ from tree_sitter import Node, Point, QueryCursor, Range
 
 from projections.depgraph.languages import imports_query, parser, tags_query
 from projections.depgraph.model import Definition, FileImports, FileTags, Import, Reference
+from projections.depgraph.python_lines import plain_imports
 
 _MAX_DEFINITION_TEXT = 120
 
@@ -35,11 +38,13 @@ def extract_imports(language: str, data: bytes) -> FileImports:
 
 # -- Python ---------------------------------------------------------------------------------------
 
-_IMPORT_WORD = re.compile(rb"import")
+_STATEMENT_BODY = (
+    rb"[ \t]*+(import(?![A-Za-z0-9_])|from(?=[ \t.])[^\n]*?[ \t]import(?![A-Za-z0-9_]))"
+)
+# Led by the newline, a literal the regex engine scans for quickly; the first line apart.
+_STATEMENT_START = re.compile(rb"\n" + _STATEMENT_BODY)
+_FIRST_STATEMENT = re.compile(_STATEMENT_BODY)
 _AFTER_SEMICOLON = re.compile(rb";[ \t]*(?:import|from)[ \t]")
-_BLANK = (b" ", b"\t")
-_BLANK_OR_DOT = (b" ", b"\t", b".")
-_TRIPLE = re.compile(rb"\"\"\"|'''")
 
 
 def python_imports(data: bytes) -> tuple[Import, ...]:
@@ -51,9 +56,15 @@ def python_imports(data: bytes) -> tuple[Import, ...]:
         # Unpaired triple quotes, or an import after ``;`` (which the line scan does not
         # see): parse the whole file rather than guess.
         return python_imports_full(data)
+    starts = _outside(starts, strings)
+    if not starts:
+        return ()
+    plain = plain_imports(data, starts)
+    if plain is not None:
+        return tuple(Import(*key) for key in sorted(set(plain)))
     ranges: list[tuple[int, int]] = []
     end = -1
-    for start in _outside(starts, strings):
+    for start in starts:
         if start < end:
             continue
         end = _statement_end(data, start)
@@ -73,23 +84,13 @@ def python_imports(data: bytes) -> tuple[Import, ...]:
 
 
 def _statement_starts(data: bytes) -> list[int]:
-    """Offsets of ``import``/``from`` keywords that begin a line's statement. Every import
-    statement contains the word ``import``, and a literal search for it runs at C speed."""
-    starts = []
-    for m in _IMPORT_WORD.finditer(data):
-        pos = m.start()
-        after = data[pos + 6 : pos + 7]
-        if after and (after.isalnum() or after == b"_"):
-            continue
-        line_start = data.rfind(b"\n", 0, pos) + 1
-        prefix = data[line_start:pos]
-        code = prefix.lstrip(b" \t")
-        if not code:
-            if pos > 0 and (data[pos - 1 : pos].isalnum() or data[pos - 1 : pos] == b"_"):
-                continue
-            starts.append(pos)
-        elif code[:4] == b"from" and code[4:5] in _BLANK_OR_DOT and prefix[-1:] in _BLANK:
-            starts.append(line_start + len(prefix) - len(code))
+    """Offsets of ``import``/``from`` keywords that begin a line's statement: ``import`` first on
+    a line, or ``from`` first on a line that has a blank-preceded ``import`` later. Every import
+    statement contains the word ``import``, and one regular expression finds them at C speed."""
+    starts = [m.start(1) for m in _STATEMENT_START.finditer(data)]
+    first = _FIRST_STATEMENT.match(data)
+    if first is not None:
+        starts.insert(0, first.start(1))
     return starts
 
 
@@ -212,19 +213,31 @@ def _triple_quoted_spans(data: bytes) -> list[tuple[int, int]] | None:
     caller falls back to a full parse rather than trusting the scan.
     """
     spans = []
-    open_at = -1
-    quote = b""
-    for m in _TRIPLE.finditer(data):
-        pos = m.start()
-        if open_at < 0:
-            if _in_comment_or_string(data, pos):
-                return None
-            open_at, quote = pos, m.group()
-        elif m.group() == quote and not _escaped(data, pos):
-            spans.append((open_at, m.end()))
-            open_at = -1
-    if open_at >= 0:
-        return None
+    find = data.find
+    # The next of each kind of triple quote at or after ``pos`` (plain substring searches, much
+    # faster than a regular expression over a large file), refreshed once passed.
+    double = find(b'"""')
+    single = find(b"'''")
+    while double >= 0 or single >= 0:
+        if single < 0 or 0 <= double < single:
+            open_at, quote = double, b'"""'
+        else:
+            open_at, quote = single, b"'''"
+        if _in_comment_or_string(data, open_at):
+            return None
+        # The closing quote is the next unescaped one of the same kind (searched from where
+        # the previous candidate ended, as a scan of non-overlapping matches would).
+        close = find(quote, open_at + 3)
+        while close >= 0 and _escaped(data, close):
+            close = find(quote, close + 3)
+        if close < 0:
+            return None
+        spans.append((open_at, close + 3))
+        pos = close + 3
+        if 0 <= double < pos:
+            double = find(b'"""', pos)
+        if 0 <= single < pos:
+            single = find(b"'''", pos)
     return spans
 
 

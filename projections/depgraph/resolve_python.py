@@ -20,13 +20,27 @@ from projections.depgraph.context import Lookups, Resolved
 from projections.depgraph.model import FileImports, Import
 from projections.depgraph.paths import child, dirname
 
-_SUFFIXES = (".py", "/__init__.py", ".pyi", "/__init__.pyi")
+MODULE_SUFFIXES = (".py", "/__init__.py", ".pyi", "/__init__.pyi")
+
+
+def module_stem(path: str) -> str | None:
+    """The module path whose files ``path`` may be (``a/b`` for ``a/b.py`` and
+    ``a/b/__init__.pyi``); None for a file that is no Python module."""
+    if path.endswith(".py"):
+        stem = path[:-3]
+    elif path.endswith(".pyi"):
+        stem = path[:-4]
+    else:
+        return None
+    if stem.endswith("/__init__"):
+        return stem[:-9]
+    return "" if stem == "__init__" else stem
 
 
 def resolve(path: str, parsed: FileImports, ctx: Lookups) -> Resolved:
     targets: set[str] = set()
     unresolved: list[Import] = []
-    roots: list[tuple[str, tuple[str, ...]]] | None = None
+    roots: tuple[tuple[str, tuple[str, ...]], ...] | None = None
     for imp in parsed.imports:
         if imp.level:
             found = _relative(path, imp, ctx)
@@ -35,8 +49,7 @@ def resolve(path: str, parsed: FileImports, ctx: Lookups) -> Resolved:
                 directory = dirname(path)
                 roots = ctx.remembered(("py-roots", directory), partial(_roots, directory, ctx))
             found = ctx.remembered(
-                ("py-abs", imp.module, imp.names, tuple(roots)),
-                partial(_absolute, imp, roots, ctx),
+                ("py-abs", imp.module, imp.names, roots), partial(_absolute, imp, roots, ctx)
             )
         if found:
             targets.update(found)
@@ -54,11 +67,7 @@ def _module_file(base: str, parts: list[str] | tuple[str, ...], ctx: Lookups) ->
             if ctx.exists(candidate):
                 return candidate
         return None
-    stem = child(base, "/".join(parts))
-    for suffix in _SUFFIXES:
-        if ctx.exists(stem + suffix):
-            return stem + suffix
-    return None
+    return ctx.python_module(child(base, "/".join(parts)))
 
 
 def _most_specific(
@@ -97,7 +106,9 @@ def _relative(path: str, imp: Import, ctx: Lookups) -> list[str]:
     return _most_specific(base, parts, imp.names, ctx, 0)
 
 
-def _absolute(imp: Import, roots: list[tuple[str, tuple[str, ...]]], ctx: Lookups) -> list[str]:
+def _absolute(
+    imp: Import, roots: tuple[tuple[str, tuple[str, ...]], ...], ctx: Lookups
+) -> list[str]:
     parts = imp.module.split(".")
     for base, prefix in roots:
         if prefix:
@@ -114,7 +125,7 @@ def _absolute(imp: Import, roots: list[tuple[str, tuple[str, ...]]], ctx: Lookup
     return []
 
 
-def _roots(file_dir: str, ctx: Lookups) -> list[tuple[str, tuple[str, ...]]]:
+def _roots(file_dir: str, ctx: Lookups) -> tuple[tuple[str, tuple[str, ...]], ...]:
     roots: list[tuple[str, tuple[str, ...]]] = []
     directory = file_dir
     top: str | None = None
@@ -134,8 +145,8 @@ def _roots(file_dir: str, ctx: Lookups) -> list[tuple[str, tuple[str, ...]]]:
         # the import root, so only names under the package's own name are ours (``abc`` is
         # the standard library even when the package has an ``abc.py``).
         roots.append(("", (ctx.root_name,)))
-        return roots
+        return tuple(roots)
     for base in ("", "src"):
         if (base, ()) not in roots:
             roots.append((base, ()))
-    return roots
+    return tuple(roots)

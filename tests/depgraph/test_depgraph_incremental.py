@@ -115,11 +115,15 @@ def test_the_parse_cache_is_shared_between_graphs() -> None:
 
 # -- property: incremental == full rebuild -----------------------------------------------------
 
+# Modules that shadow each other (``sub.py`` beside ``sub/``, stubs beside sources) check that
+# adding or removing any one of a module's files re-resolves its importers.
 _PY_PATHS = ["pkg/__init__.py", "pkg/a.py", "pkg/b.py", "pkg/sub/__init__.py", "pkg/sub/c.py",
-             "src/lib2/__init__.py", "src/lib2/d.py", "tools/e.py", "tools/f.py"]  # fmt: skip
+             "src/lib2/__init__.py", "src/lib2/d.py", "tools/e.py", "tools/f.py", "pkg/sub.py",
+             "pkg/b.pyi", "pkg/a/__init__.pyi", "pkg/a/c.py"]  # fmt: skip
 _PY_IMPORTS = ["import pkg.a", "from pkg import b", "from pkg import sub", "from . import c",
                "from .sub import c", "from .. import a", "import lib2.d", "from lib2 import d",
-               "import e", "import f", "from .b import *", "import os"]  # fmt: skip
+               "import e", "import f", "from .b import *", "import os",
+               "from pkg.a import c", "import pkg.sub.c"]  # fmt: skip
 _TS_PATHS = ["web/a.ts", "web/b/index.ts", "web/c.js", "web/d.tsx"]
 _TS_IMPORTS = ["./a", "../a", "@/b", "./b", "./c.js", "./d", "react", "lib/c"]
 _GO_PATHS = ["cmd/main.go", "lib/x.go", "lib/y.go", "lib/x_test.go"]
