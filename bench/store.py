@@ -270,21 +270,22 @@ def _no_op(recorder: ApplicationRecorder) -> float:
 
 
 def raw_lmdb_single(where: str, n: int, durable: bool, lmdb_default_flags: bool = False) -> float:
-    """The bytes our recorder writes for one event (index entry + record), committed by py-lmdb
-    alone. Same flags as coder_es.store.lmdb: metasync off, plus a flush per commit if durable.
-    With ``lmdb_default_flags`` it is LMDB's own durable default (sync + metasync) instead."""
+    """The bytes our recorder writes for one event (session index key + notification log row
+    holding the state, layout coder.lmdb/3), committed by py-lmdb alone. Same flags as
+    coder_es.store.lmdb: metasync off, plus a flush per commit if durable. With
+    ``lmdb_default_flags`` it is LMDB's own durable default (sync + metasync) instead."""
     env = lmdb.open(where, map_size=1 << 30, max_dbs=8, metasync=lmdb_default_flags, sync=True)
     ndb = env.open_db(b"n")
     xdb = env.open_db(b"x")
     okey = b"\x01" + uuid.uuid4().bytes
-    record_tail = len(TOPIC).to_bytes(2, "big") + TOPIC.encode() + STATE
+    tid = (1).to_bytes(4, "big")
     t = time.perf_counter()
     for i in range(1, n + 1):
         v = (i + (1 << 63)).to_bytes(8, "big")
         nk = i.to_bytes(8, "big")
         with env.begin(write=True) as txn:
-            txn.put(okey + v, nk, db=xdb)
-            txn.put(nk, okey + v + record_tail, db=ndb, append=True)
+            txn.put(okey + v + tid + nk, b"", db=xdb)
+            txn.put(nk + v + tid + okey, STATE, db=ndb, append=True)
         if durable and not lmdb_default_flags:
             env.sync(True)
     rate = n / (time.perf_counter() - t)

@@ -15,10 +15,14 @@ Settings (read through the eventsourcing environment, so ``<APP>_LMDB_PATH`` wor
 Layout per namespace NS (named sub-databases of the one Environment, see lmdb_codec for bytes):
 
     NS:n:<table>   nid + version + topic id + originator key -> state   the application sequence
-    NS:x:<table>   originator key + version + topic id -> state         each aggregate's sequence
+    NS:x:<table>   originator key + version + topic id + nid -> b""     each aggregate's sequence
     NS:a:<table>   originator key + version + topic id -> state         aggregate recorders
     NS:tracking    upstream application name -> notification id
     coder_es.topics  topic <-> topic id (shared by all namespaces)
+
+An application recorder stores each state once, in NS:n; NS:x is an index whose keys hold every
+byte of the notification keys, so reading a session is a keys-only range scan of NS:x plus one
+lookup per event in NS:n, in one read transaction.
 
 Writers of one process share commits (group commit, see ``LMDBStore.write``): while one
 transaction is being committed and flushed, the batches that arrive queue up and go into the next
@@ -54,11 +58,13 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 from coder_es.store.blobs import BlobStore
 from coder_es.store.lmdb_codec import (
+    INDEX_TAIL,
     RecordDecoder,
     check_topic,
     gc_paused,
     nid_bytes,
     nid_of,
+    notification_keys,
     originator_key,
     range_bounds,
     version_bytes,
@@ -86,6 +92,7 @@ __all__ = [
 T = TypeVar("T")
 _MAX_NID = b"\xff" * 8
 _key = itemgetter(0)
+_value = itemgetter(1)
 
 
 class LMDBRecorder:
@@ -153,8 +160,9 @@ class LMDBRecorder:
         if bounds is None or limit == 0:
             return []
         with self.store.read() as txn:
-            rows = _scan(txn.cursor(db=db), bounds, desc, limit, len(okey))
-        return self._decoder.stored_events(originator_id, rows, len(okey))
+            rows = _scan(txn.cursor(db=db), bounds, desc, limit, len(okey), values=True)
+        keys = list(map(_key, rows))
+        return self._decoder.stored_events(originator_id, keys, map(_value, rows), len(okey))
 
 
 class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
@@ -248,9 +256,10 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             for ekey, topic, state in encoded:
                 last += 1
                 tid = tids[topic]
-                put(ekey + tid, state, db=xdb)
+                nid = nid_bytes(last)
+                put(ekey + tid + nid, b"", db=xdb)
                 # Notification ids only grow, so this is an append at the B-tree's right edge.
-                cursor.put(nid_bytes(last) + ekey[-8:] + tid + ekey[:-8], state, append=True)
+                cursor.put(nid + ekey[-8:] + tid + ekey[:-8], state, append=True)
                 ids.append(last)
             return ids, tids
 
@@ -276,7 +285,35 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        return self._select(self._index, originator_id, gt, lte, desc, limit)
+        return self._select_indexed(originator_id, gt, lte, desc, limit)
+
+    @gc_paused
+    def _select_indexed(
+        self,
+        originator_id: UUID | str,
+        gt: int | None,
+        lte: int | None,
+        desc: bool,
+        limit: int | None,
+    ) -> Sequence[StoredEvent]:
+        okey = originator_key(originator_id)
+        bounds = range_bounds(okey, gt, lte, INDEX_TAIL)
+        if bounds is None or limit == 0:
+            return []
+        with self.store.read() as txn:
+            keys = _scan(txn.cursor(db=self._index), bounds, desc, limit, len(okey), values=False)
+            if not keys:
+                return []
+            # getmulti looks every key up in C (measured faster than map(cursor.get)) and
+            # leaves out keys it does not find, so a short result means a damaged store.
+            rows = txn.cursor(db=self._notifications).getmulti(notification_keys(okey, keys))
+        if len(rows) != len(keys):
+            msg = (
+                f"LMDB store {self.store.path} is damaged: {len(keys) - len(rows)} events of "
+                f"{originator_id} are in the session index but not in the notification log"
+            )
+            raise DataError(msg)
+        return self._decoder.stored_events(originator_id, keys, map(_value, rows), len(okey))
 
     @gc_paused
     def select_notifications(
@@ -523,12 +560,19 @@ def _digest_key(digest: str) -> bytes | None:
 
 
 def _scan(
-    cursor: Any, bounds: tuple[bytes, bytes], desc: bool, limit: int | None, klen: int
-) -> list[tuple[bytes, bytes]]:
-    """Rows with low <= key <= high of one originator (keys ``klen`` + 12 bytes), in key order
-    (or reversed), at most ``limit``."""
+    cursor: Any,
+    bounds: tuple[bytes, bytes],
+    desc: bool,
+    limit: int | None,
+    klen: int,
+    *,
+    values: bool,
+) -> list[Any]:
+    """Rows ``(key, value)`` (or with ``values=False`` bare keys) with low <= key <= high of one
+    originator whose key is ``klen`` bytes, in key order (or reversed), at most ``limit``."""
     low, high = bounds
-    rows: list[tuple[bytes, bytes]] = []
+    rows: list[Any] = []
+    key = _key if values else None
     # Start at the last key <= high: a descending scan begins there, and its version bounds
     # how many rows an ascending scan can find.
     if cursor.set_range(high):
@@ -540,8 +584,8 @@ def _scan(
     if last_key < low:
         return rows
     if desc:
-        for row in cursor.iterprev():
-            if row[0] < low:
+        for row in cursor.iterprev(values=values):
+            if (row[0] if values else row) < low:
                 break
             rows.append(row)
             if limit is not None and len(rows) >= limit:
@@ -556,9 +600,9 @@ def _scan(
     count += 1
     if limit is not None:
         count = min(count, limit)
-    rows = list(islice(cursor.iternext(), count))
-    if rows and rows[-1][0] > high:
-        rows = rows[: bisect_right(rows, high, key=_key)]
+    rows = list(islice(cursor.iternext(values=values), count))
+    if rows and (rows[-1][0] if values else rows[-1]) > high:
+        rows = rows[: bisect_right(rows, high, key=key)]
     return rows
 
 

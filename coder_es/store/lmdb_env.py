@@ -51,7 +51,7 @@ from coder_es.errors import StoreError
 from coder_es.store.lmdb_codec import TOPICS_DB, TopicTable
 
 FORMAT_KEY = b"format"
-FORMAT_VALUE = b"coder_es.lmdb/2"
+FORMAT_VALUE = b"coder_es.lmdb/3"
 META_DB = b"coder_es.meta"
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"
