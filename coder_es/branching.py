@@ -10,7 +10,10 @@ File restoration is the workspace's merge-and-write step per path
 base = what the session last knew the disk held, theirs = the disk now, ours = the target node's
 content. A file the user has not touched since the session last saw it is simply replaced; a
 user's edit that does not overlap the change survives; an overlapping one leaves the file exactly
-as the user has it and is reported as a conflict (``MoveResult.conflicts``). Only the paths that
+as the user has it and is reported as a conflict (``MoveResult.conflicts``). A conflicted file
+stays the user's: later restorations merge it from the base that conflict used (so the user's
+resolution is merged, not taken for the session's content), and no node's state is redefined by
+a move (``projections.files``). Only the paths that
 differ between where the workspace is and the target are looked at, so the cost grows with what
 changed, not with the size of the workspace or of the history.
 """

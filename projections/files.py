@@ -15,9 +15,17 @@ the state before the first node). Entries come from:
   a path is recorded at the root: nothing in the session had touched it, so as far as the session
   knows it was like that from the start.
 
-``known`` is what the session last knew the disk held for each path (the base of the next
-restoration's three-way merge); ``dirty`` lists the paths where that differs from the state at the
-head (a restoration left a conflict, or the head moved without the files).
+A node's entry is only ever set by what the session recorded or observed while its head was on
+that node's path; moving the head never redefines a node.
+
+``known`` is what the session last knew the disk held for each path (what tells whether a
+restoration must touch the path); ``dirty`` lists the paths where that differs from the state at
+the head (a restoration left a conflict or merged a user's edit, or the head moved without the
+files). ``bases`` holds, for paths whose disk content is the user's own and belongs to no node (a
+restoration left it in conflict, or the user edited a file that did not hold the head's state),
+the content that user content was made from: the next restoration merges from it rather than from
+``known``, so the user's edits are merged again (or reported again) instead of taken for the
+session's. An entry goes when the session writes the file or records it at a node.
 
 Forked sessions (``Started.parent_session``) inherit the parent's state at ``parent_node`` for paths
 they have not touched themselves: ``inherit`` is a lookup the opener sets, never stored, and the
@@ -37,7 +45,7 @@ from coder_es.domain.session import NodeId, Session
 from coder_es.errors import UnknownNodeError
 from projections.checkpoint import Tracked
 
-FORMAT = 1
+FORMAT = 2
 KIND = "files"
 
 
@@ -89,8 +97,7 @@ class FileStates:
         self.pending: dict[str, Hash] = {}
         self.known: dict[str, Hash] = {}
         self.dirty: set[str] = set()
-        # Conflicts of the restoration just recorded, settled by the head move that follows it.
-        self.unsettled: dict[str, tuple[int, Hash]] = {}
+        self.bases: dict[str, Hash] = {}
         self.inherit: ParentView | None = None
 
     # ------------------------------------------------------------------ reducing
@@ -100,37 +107,47 @@ class FileStates:
         if version <= self.position:
             return
         self.position = version
-        settling, self.unsettled = self.unsettled, {}
         if isinstance(event, Session.NodeEvent):
             self._new_node(version, _num(event.parent), event)
         elif isinstance(event, Session.EditApplied):
             self._observe(event.path, event.disk)
             self.pending[event.path] = event.result
+            self.bases.pop(event.path, None)  # the session wrote it: the result is its own
             self._knew(event.path, event.result, clean=True)
         elif isinstance(event, Session.FileObserved):
             self._observe(event.path, event.hash)
             self._knew(event.path, event.hash, clean=event.hash == self._local_current(event.path))
         elif isinstance(event, Session.HeadMoved):
-            self._move_head(_num(event.node), settling)
+            self._move_head(_num(event.node))
         elif isinstance(event, Session.WorkspaceRestored):
             # Recorded before the head moves: the disk side is what the disk held at the old head.
             for entry in event.entries:
-                path, result = entry["path"], entry["result"]
+                path = entry["path"]
                 if entry["outcome"] == "error":
                     # Nothing is known of what the disk holds: the next restoration looks again.
                     if path in self.known:
                         self.dirty.add(path)
                     continue
-                self._observe(path, entry["disk"])
-                self._knew(path, result, clean=result == self._local_current(path))
-                if entry["outcome"] != "restored" and result != entry["target"]:
-                    # Left as the user has it: if the head now moves to the target, that is
-                    # what the disk holds there.
-                    self.unsettled[path] = (_num(event.node), result)
+                self._restored(path, entry)
         elif isinstance(event, Session.Started):
             self.session = str(event.originator_id)
             self.parent_session = event.parent_session
             self.parent_node = event.parent_node
+
+    def _restored(self, path: str, entry: dict[str, Any]) -> None:
+        result, target = entry["result"], entry["target"]
+        if entry["outcome"] == "conflict":
+            # Left unmerged, as the user has it: the user's content is no node's state, and the
+            # next restoration merges from the same base, so the user's resolution is merged.
+            self.bases.setdefault(path, entry["base"])
+        else:
+            self._observe(path, entry["disk"])
+            if result == target:
+                self.bases.pop(path, None)
+            elif path in self.bases:
+                # The user's own content, now merged onto the target: carried on top of it.
+                self.bases[path] = target
+        self._knew(path, result, clean=result == self._local_current(path))
 
     def _new_node(self, node: int, parent: int, event: Any) -> None:
         if parent != self.head:
@@ -140,7 +157,7 @@ class FileStates:
             if change["path"] not in self.pending:
                 # The shell's ``before`` is what the disk held before the command ran, at the
                 # parent (still the head here).
-                self._observe(change["path"], change.get("before"))
+                self._overwritten(change["path"], change.get("before"))
         self.parent[node] = parent
         self.depth[node] = self.depth[parent] + 1
         changes = dict(self.pending) if parent == self.head else {}
@@ -149,16 +166,36 @@ class FileStates:
             # The disk did not hold the head's state for these (files restored without the
             # conversation, or a conflict): the new node starts from what the disk held.
             changes.setdefault(path, self.known[path])
+            self.bases.pop(path, None)
         self.dirty.clear()
         for change in shell_changes:
             changes[change["path"]] = change.get("after")
             self.known[change["path"]] = change.get("after")
+            self.bases.pop(change["path"], None)
         if changes:
             self.entries[node] = changes
         self.head = node
 
+    def _overwritten(self, path: str, before: Hash) -> None:
+        """A shell command replaced ``before``: the user's own content in it must stay somewhere.
+
+        Content that is the user's alone (no node holds it) was on disk at the head and nowhere
+        else: the head records it, the one case where a node's entry changes after it was made,
+        because the command just destroyed the only copy a move could bring back.
+        """
+        if path in self.bases or (path in self.dirty and self.known.get(path) != before):
+            self.entries.setdefault(self.head, {})[path] = before
+            self.known[path] = before
+            self.bases.pop(path, None)
+            return
+        self._observe(path, before)
+
     def _observe(self, path: str, value: Hash) -> None:
-        """The disk held ``value`` at the head: record it if that is news (an outside edit)."""
+        """The disk held ``value`` at the head: record it if that is news (an outside edit).
+
+        An edit made on a file that did not hold the head's state was made on no node's state:
+        it stays the user's own (merged from ``bases``) until a node records it.
+        """
         if path not in self.known:
             # First sight: nothing in the session touched it so far, so as far as the session
             # knows it was like this from the start.
@@ -168,6 +205,9 @@ class FileStates:
             return
         if path in self.pending:
             self.pending[path] = value  # changed again during the same step
+            return
+        if path in self.dirty or path in self.bases:
+            self.bases.setdefault(path, self.known[path])
             return
         self.entries.setdefault(self._since_last_seen(path), {})[path] = value
 
@@ -188,7 +228,9 @@ class FileStates:
     def _knew(self, path: str, value: Hash, *, clean: bool) -> None:
         self.known[path] = value
         if clean:
+            # The disk holds the head's state: nothing on it is the user's alone any more.
             self.dirty.discard(path)
+            self.bases.pop(path, None)
         else:
             self.dirty.add(path)
 
@@ -198,12 +240,9 @@ class FileStates:
             self.entries.setdefault(self.head, {}).update(self.pending)
             self.pending = {}
 
-    def _move_head(self, new: int, settling: dict[str, tuple[int, Hash]]) -> None:
+    def _move_head(self, new: int) -> None:
         self._flush_pending()
         old = self.head
-        for path, (node, value) in sorted(settling.items()):
-            if node == new:
-                self.entries.setdefault(new, {})[path] = value
         for path in self._changed_between(old, new):
             old_value = self._local_value(old, path)
             new_value = self._local_value(new, path)
@@ -213,6 +252,7 @@ class FileStates:
                 self.dirty.add(path)
             else:
                 self.dirty.discard(path)
+                self.bases.pop(path, None)
         self.head = new
 
     def to_state(self) -> dict[str, Any]:
@@ -232,7 +272,7 @@ class FileStates:
             "pending": sorted(self.pending.items()),
             "known": sorted(self.known.items()),
             "dirty": sorted(self.dirty),
-            "unsettled": sorted([p, n, v] for p, (n, v) in self.unsettled.items()),
+            "bases": sorted(self.bases.items()),
         }
 
     @classmethod
@@ -251,7 +291,7 @@ class FileStates:
         fs.pending = dict(state["pending"])
         fs.known = dict(state["known"])
         fs.dirty = set(state["dirty"])
-        fs.unsettled = {p: (int(n), v) for p, n, v in state["unsettled"]}
+        fs.bases = dict(state["bases"])
         return fs
 
     # ------------------------------------------------------------------ lookups
@@ -351,20 +391,24 @@ class FileStates:
     def restore_plan(self, target: NodeId | None) -> list[tuple[str, Hash, Hash]]:
         """(path, base, target) for every path the disk must change to reach ``target``'s state.
 
-        base is what the session last knew the disk held. Only paths that can differ are looked
-        at: those changed between the head and the target, those left dirty, and pending edits.
+        A path is restored when the target's content differs from what the session last knew
+        the disk held; base is what the user's content on disk was made from (``bases``), else
+        that known content. Only paths that can differ are looked at: those changed between the
+        head and the target, those left dirty or holding the user's content, and pending edits.
         """
         num = self._require(target)
         candidates: dict[str, None] = dict.fromkeys(self._changed_between(self.head, num))
         candidates.update(dict.fromkeys(sorted(self.dirty)))
+        candidates.update(dict.fromkeys(sorted(self.bases)))
         candidates.update(dict.fromkeys(self.pending))
         plan = []
         for path in candidates:
             want = self._value(num, path)
             if want is MISSING:
                 continue  # never touched on the way to the target: leave it as it is
-            base = self.known[path] if path in self.known else self.current(path)
-            if base is MISSING or base != want:
+            disk = self.known[path] if path in self.known else self.current(path)
+            if disk is MISSING or disk != want:
+                base = self.bases.get(path, disk)
                 plan.append((path, None if base is MISSING else base, want))
         return sorted(plan)
 

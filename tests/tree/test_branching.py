@@ -189,3 +189,47 @@ def test_files_projection_checkpoint_equals_rebuild(agent: Agent) -> None:
     rebuilt = track_files(agent.app, agent.sid).rebuild()
     assert encode_state(reopened, FORMAT) == encode_state(rebuilt, FORMAT)
     assert rebuilt.value_at(node, "c.txt") is MISSING or rebuilt.value_at(node, "c.txt") is None
+
+
+GREET_V1 = b'def greet(name):\n    return f"Hello, {name}."\n'
+GREET_SHOUT = b'def greet(name):\n    return f"HELLO, {name.upper()}!"\n'
+GREET_POLITE = b'def greet(name):\n    return f"Good day, dear {name}."\n'
+DOCSTRING = b'"""Greetings."""\n\n\n'
+
+
+def test_a_rewind_after_a_conflicted_rewind_merges_the_users_resolution(agent: Agent) -> None:
+    """The `coder-es demo` session: v1, then a shout branch and a polite branch from v1."""
+    agent.user_message("Add a greet(name) function in greet.py.")
+    v1 = agent.model_edit({"greet.py": GREET_V1})
+    agent.user_message("Make it shout.")
+    shout = agent.model_edit({"greet.py": GREET_SHOUT})
+    agent.branching.fork(agent.sid, v1)
+    agent.user_message("Actually, make it polite instead.")
+    polite = agent.model_edit({"greet.py": GREET_POLITE})
+    agent.branching.checkout(agent.sid, shout)
+
+    agent.branching.checkout(agent.sid, polite)
+    assert agent.read("greet.py") == GREET_POLITE
+    noted = GREET_POLITE + b"# my note\n"  # next to the line v1 changes
+    agent.user_edit("greet.py", noted)
+    conflicted = agent.branching.rewind(agent.sid, v1)
+    assert [c.path for c in conflicted.conflicts] == ["greet.py"]
+    assert agent.read("greet.py") == noted
+
+    # The user resolves: a docstring on top, the note dropped.
+    agent.user_edit("greet.py", DOCSTRING + GREET_POLITE)
+    assert not agent.branching.checkout(agent.sid, polite).conflicts
+    assert agent.read("greet.py") == DOCSTRING + GREET_POLITE
+    result = agent.branching.rewind(agent.sid, v1)
+    assert not result.conflicts
+    assert agent.read("greet.py") == DOCSTRING + GREET_V1
+    assert [(f.path, f.outcome) for f in result.files] == [("greet.py", "merged")]
+    events = agent.app.session_events(agent.sid)
+    assert [type(e).__name__ for e in events[-2:]] == ["WorkspaceRestored", "HeadMoved"]
+    # No move redefined what a node holds: v1 is still v1, polite still the agent's polite.
+    files = agent.branching.files(agent.sid)
+    assert files.value_at(v1, "greet.py") == sha(GREET_V1)
+    assert files.value_at(polite, "greet.py") == sha(GREET_POLITE)
+    # Switching branches carries the user's docstring along.
+    agent.branching.checkout(agent.sid, shout)
+    assert agent.read("greet.py") == DOCSTRING + GREET_SHOUT
