@@ -54,19 +54,33 @@ def fill_session(app: CoderApp, events: int) -> Any:
             session.add_user_message(f"please change function number {i} to handle empty input")
         elif step == 1:
             node = session.record_model_response(
-                blocks=[{"type": "tool_use", "id": f"t{i}", "name": "read",
-                         "input": {"path": f"src/mod{i % 50}.py"}}],
-                stop_reason="tool_use", usage={"input_tokens": 900 + i % 7, "output_tokens": 40},
-                provider="scripted", model="m",
+                blocks=[
+                    {
+                        "type": "tool_use",
+                        "id": f"t{i}",
+                        "name": "read",
+                        "input": {"path": f"src/mod{i % 50}.py"},
+                    }
+                ],
+                stop_reason="tool_use",
+                usage={"input_tokens": 900 + i % 7, "output_tokens": 40},
+                provider="scripted",
+                model="m",
             )
-            session.request_tool_call(node=node, tool_use_id=f"t{i}", name="read",
-                                      input={"path": f"src/mod{i % 50}.py"})
+            session.request_tool_call(
+                node=node, tool_use_id=f"t{i}", name="read", input={"path": f"src/mod{i % 50}.py"}
+            )
         elif step == 2:
-            session.complete_tool_call(tool_use_id=f"t{i - 1}", name="read",
-                                       output="def f(x):\n    return x\n" * 3, duration_ms=2)
+            session.complete_tool_call(
+                tool_use_id=f"t{i - 1}",
+                name="read",
+                output="def f(x):\n    return x\n" * 3,
+                duration_ms=2,
+            )
         else:
-            session.decide_permission(tool_use_id=f"t{i}", tool="bash", subject="pytest -q",
-                                      decision="allow")
+            session.decide_permission(
+                tool_use_id=f"t{i}", tool="bash", subject="pytest -q", decision="allow"
+            )
         i += 1
         if len(session.pending_events) >= 2000:
             flush()
@@ -136,13 +150,16 @@ def main() -> None:
             started = time.perf_counter()
             per = args.events // args.sessions
             ids = [fill_session(app, per) for _ in range(args.sessions)]
-            print(f"backend={args.backend}: wrote {per * args.sessions} events in "
-                  f"{args.sessions} sessions in {time.perf_counter() - started:.1f}s")
+            print(
+                f"backend={args.backend}: wrote {per * args.sessions} events in "
+                f"{args.sessions} sessions in {time.perf_counter() - started:.1f}s"
+            )
 
             total = per * args.sessions
             report: list[Any] = []
-            verify = median_time(lambda: report.append(verify_store(app, check_blobs=False)),
-                                 args.runs)
+            verify = median_time(
+                lambda: report.append(verify_store(app, check_blobs=False)), args.runs
+            )
             assert report[-1].ok and report[-1].events == total, report[-1].problems
             single = median_time(
                 lambda: report.append(verify_store(app, check_blobs=False, workers=1)), args.runs
@@ -153,17 +170,25 @@ def main() -> None:
             stdlib = median_time(lambda: link_all_stdlib(app), args.runs)
             per_m = 1_000_000 / total
             procs = worker_count() if can_split(app) and total >= PARALLEL_MIN_EVENTS else 1
-            print(f"baseline read+sha256 {total} events: median {raw:.2f}s "
-                  f"(verify's own reader + sha256: {own:.2f}s)")
-            print(f"verify --all, {procs} process(es): median {verify:.2f}s "
-                  f"({total / verify / 1e6:.2f}M events/s); ratio {verify / raw:.2f}x baseline; "
-                  f"target < 10 s for 1M: {'met' if verify * per_m < 10 else 'MISSED'} "
-                  f"({verify * per_m:.2f}s per 1M)")
-            print(f"verify --all, 1 process: median {single:.2f}s; ratio {single / raw:.2f}x "
-                  f"baseline; {'met' if single * per_m < 10 else 'MISSED'} "
-                  f"({single * per_m:.2f}s per 1M); {single / own:.2f}x its own reader + sha256")
-            print(f"read + stdlib hashing (verify's hashing before fastlink): median "
-                  f"{stdlib:.2f}s; ratio {stdlib / raw:.2f}x baseline")
+            print(
+                f"baseline read+sha256 {total} events: median {raw:.2f}s "
+                f"(verify's own reader + sha256: {own:.2f}s)"
+            )
+            print(
+                f"verify --all, {procs} process(es): median {verify:.2f}s "
+                f"({total / verify / 1e6:.2f}M events/s); ratio {verify / raw:.2f}x baseline; "
+                f"target < 10 s for 1M: {'met' if verify * per_m < 10 else 'MISSED'} "
+                f"({verify * per_m:.2f}s per 1M)"
+            )
+            print(
+                f"verify --all, 1 process: median {single:.2f}s; ratio {single / raw:.2f}x "
+                f"baseline; {'met' if single * per_m < 10 else 'MISSED'} "
+                f"({single * per_m:.2f}s per 1M); {single / own:.2f}x its own reader + sha256"
+            )
+            print(
+                f"read + stdlib hashing (verify's hashing before fastlink): median "
+                f"{stdlib:.2f}s; ratio {stdlib / raw:.2f}x baseline"
+            )
             if args.skip_export:
                 return
 
@@ -173,9 +198,11 @@ def main() -> None:
             )
             read = median_time(lambda: list(app.recorder.select_events(big)), args.runs + 2)
             size = len(export_session(app, big, ExportOptions(format="jsonl")))
-            print(f"export jsonl 10k events ({size / 1e6:.1f} MB): median {export:.3f}s; "
-                  f"baseline read events {read:.3f}s; ratio {export / read:.1f}x; "
-                  f"target < 1 s: {'met' if export < 1 else 'MISSED'}")
+            print(
+                f"export jsonl 10k events ({size / 1e6:.1f} MB): median {export:.3f}s; "
+                f"baseline read events {read:.3f}s; ratio {export / read:.1f}x; "
+                f"target < 1 s: {'met' if export < 1 else 'MISSED'}"
+            )
             del ids
         finally:
             app.close()

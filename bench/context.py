@@ -40,8 +40,10 @@ from projections.context import (
 SETTINGS = ContextSettings(
     model="bench",
     system="You are a coding agent. " * 40,
-    tools=[{"name": n, "description": n * 20, "input_schema": {"type": "object"}}
-           for n in ("read", "write", "edit", "bash", "grep", "find")],
+    tools=[
+        {"name": n, "description": n * 20, "input_schema": {"type": "object"}}
+        for n in ("read", "write", "edit", "bash", "grep", "find")
+    ],
     instructions="# Instructions from AGENTS.md\n" + "Run the tests. " * 50,
 )
 
@@ -78,16 +80,30 @@ class Writer:
         s.record_model_response(
             blocks=[
                 {"type": "text", "text": f"Looking at {path}."},
-                {"type": "tool_use", "id": call, "name": "edit" if edit else "read",
-                 "input": {"path": path}},
+                {
+                    "type": "tool_use",
+                    "id": call,
+                    "name": "edit" if edit else "read",
+                    "input": {"path": path},
+                },
             ],
-            stop_reason="tool_use", usage={}, provider="bench", model="bench",
+            stop_reason="tool_use",
+            usage={},
+            provider="bench",
+            model="bench",
         )
         content = (f"# module {i % 40} version {i}\n" + "def f(x):\n    return x\n" * 30).encode()
         digest = self.blobs.put(content)
         if edit:
-            s.apply_edit(path=path, base=None, disk=None, proposed=digest, result=digest,
-                         outcome="direct", tool_use_id=call)
+            s.apply_edit(
+                path=path,
+                base=None,
+                disk=None,
+                proposed=digest,
+                result=digest,
+                outcome="direct",
+                tool_use_id=call,
+            )
             output = f"edited {path}"
         else:
             s.observe_file(path=path, hash=digest, size=len(content), tool_use_id=call)
@@ -100,7 +116,10 @@ class Writer:
         self.step(i)
         self.session.record_model_response(
             blocks=[{"type": "text", "text": f"Done with task {i}."}],
-            stop_reason="end_turn", usage={}, provider="bench", model="bench",
+            stop_reason="end_turn",
+            usage={},
+            provider="bench",
+            model="bench",
         )
         self.nodes += 2
 
@@ -163,9 +182,11 @@ def bench(nodes: int, budget: int, compact_every: int | None, reps: int) -> None
         f"{len(built.files)} files"
     )
     print(f"  from zero (fold + build): {zero:8.2f} ms  (baseline)")
-    print(f"  current projection:       {current:8.2f} ms  ratio {current / zero:.4f}"
-          f"  ({zero / current:.0f}x faster)  target < 20 ms: "
-          f"{'met' if current < 20 else 'NOT met'}")
+    print(
+        f"  current projection:       {current:8.2f} ms  ratio {current / zero:.4f}"
+        f"  ({zero / current:.0f}x faster)  target < 20 ms: "
+        f"{'met' if current < 20 else 'NOT met'}"
+    )
     print(f"  next step (2 events):     {step:8.2f} ms  ratio {step / zero:.4f}")
     print(f"  full view rebuilds: {state.full_rebuilds}")
 

@@ -46,8 +46,12 @@ def turns(steps: int) -> list[dict[str, Any]]:
             call = {"type": "tool_use", "name": "grep", "input": {"pattern": f"helper|{i}"}}
         else:
             call = {"type": "tool_use", "name": "read", "input": {"path": "app/util.py"}}
-        out.append({"blocks": [{"type": "text", "text": f"step {i}"}, call],
-                    "usage": {"input_tokens": 100 + i, "output_tokens": 10}})
+        out.append(
+            {
+                "blocks": [{"type": "text", "text": f"step {i}"}, call],
+                "usage": {"input_tokens": 100 + i, "output_tokens": 10},
+            }
+        )
     out.append({"blocks": [{"type": "text", "text": "done"}]})
     return out
 

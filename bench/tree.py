@@ -85,7 +85,10 @@ def grow(app: CoderApp, sid: UUID, ws: Path, events: int) -> None:
             elif step == 1:
                 session.record_model_response(
                     blocks=[{"type": "tool_use", "id": f"t{turn}", "name": "edit", "input": {}}],
-                    stop_reason="tool_use", usage={"in": 10}, provider="scripted", model="m",
+                    stop_reason="tool_use",
+                    usage={"in": 10},
+                    provider="scripted",
+                    model="m",
                 )
             elif step == 2:
                 session.request_tool_call(
@@ -99,8 +102,14 @@ def grow(app: CoderApp, sid: UUID, ws: Path, events: int) -> None:
                 name = files[turn % len(files)]
                 old = (ws / name).read_bytes()
                 new = old + b"x"
-                session.apply_edit(path=name, base=sha(old), disk=sha(old), proposed=sha(new),
-                                   result=sha(new), outcome="direct")
+                session.apply_edit(
+                    path=name,
+                    base=sha(old),
+                    disk=sha(old),
+                    proposed=sha(new),
+                    result=sha(new),
+                    outcome="direct",
+                )
                 (ws / name).write_bytes(new)
                 app.blobs.put(new, like=sha(old))
             else:
@@ -226,8 +235,14 @@ def setup_switch(
             old = (ws / name).read_bytes()
             new = old + b"branch %d\n" % branch
             app.blobs.put(new, like=sha(old))
-            session.apply_edit(path=name, base=sha(old), disk=sha(old), proposed=sha(new),
-                               result=sha(new), outcome="direct")
+            session.apply_edit(
+                path=name,
+                base=sha(old),
+                disk=sha(old),
+                proposed=sha(new),
+                result=sha(new),
+                outcome="direct",
+            )
             (ws / name).write_bytes(new)
         tips.append(session.complete_tool_call(tool_use_id=f"b{branch}", name="edit", output=""))
         app.save(session)
@@ -266,8 +281,29 @@ def bench_switches(
 
 def bench_storage(backend: str, root: Path, turns: int, reps: int) -> dict[str, float]:
     rng = random.Random(7)
-    words = ["def", "return", "self", "value", "index", "result", "items", "for", "in", "if",
-             "None", "data", "path", "config", "node", "event", "session", "=", "(", ")", ":"]
+    words = [
+        "def",
+        "return",
+        "self",
+        "value",
+        "index",
+        "result",
+        "items",
+        "for",
+        "in",
+        "if",
+        "None",
+        "data",
+        "path",
+        "config",
+        "node",
+        "event",
+        "session",
+        "=",
+        "(",
+        ")",
+        ":",
+    ]
     lines: list[str] = []
     while sum(len(x) for x in lines) < 100_000:
         lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + "\n")
@@ -295,8 +331,14 @@ def bench_storage(backend: str, root: Path, turns: int, reps: int) -> dict[str, 
 
         def turn_events(s: Session, prev: str = prev, digest: str = digest, t: int = turn) -> None:
             s.add_user_message(f"edit line {t}")
-            s.apply_edit(path="big.py", base=prev, disk=prev, proposed=digest, result=digest,
-                         outcome="direct")
+            s.apply_edit(
+                path="big.py",
+                base=prev,
+                disk=prev,
+                proposed=digest,
+                result=digest,
+                outcome="direct",
+            )
             s.complete_tool_call(tool_use_id=f"t{t}", name="edit", output="ok")
 
         app.update(sid, turn_events)
@@ -342,33 +384,45 @@ def main() -> None:
         base_fork, base_label = fl[10]
         print("\nfork / label (median ms) by events in the session; ratio vs 10 events")
         for size, (fork, label) in fl.items():
-            print(f"  {size:>7} events: fork {fork:7.2f} ms (x{fork / base_fork:.2f})   "
-                  f"label {label:6.2f} ms (x{label / base_label:.2f})")
+            print(
+                f"  {size:>7} events: fork {fork:7.2f} ms (x{fork / base_fork:.2f})   "
+                f"label {label:6.2f} ms (x{label / base_label:.2f})"
+            )
 
         opened, replay = bench_open(backend, root, big, 7 if args.quick else 9)
-        print(f"\nopen a {big}-event session (aggregate + tree ready): {opened:.1f} ms; "
-              f"full replay {replay:.1f} ms; ratio {opened / replay:.3f} (target < 300 ms)")
+        print(
+            f"\nopen a {big}-event session (aggregate + tree ready): {opened:.1f} ms; "
+            f"full replay {replay:.1f} ms; ratio {opened / replay:.3f} (target < 300 ms)"
+        )
 
         small, large, deep = bench_switches(
             backend, root, [(100, 10), (10_000, 10), (10_000, 10_000)], reps
         )
         print("\nswitch between branches differing in 10 files (median ms)")
         print(f"  100-file workspace, short history:  {small:7.2f} ms (baseline)")
-        print(f"  10k-file workspace, short history:  {large:7.2f} ms (x{large / small:.2f}) "
-              "(target < 100 ms)")
+        print(
+            f"  10k-file workspace, short history:  {large:7.2f} ms (x{large / small:.2f}) "
+            "(target < 100 ms)"
+        )
         print(f"  10k-file workspace, 10k events:     {deep:7.2f} ms (x{deep / small:.2f})")
 
         st = bench_storage(backend, root, 500, 50)
         print("\n500 turns each editing one line of a 100 KB file")
         grew, blobs = st["store_bytes_added"] / 1e6, st["blob_bytes"] / 1e6
         full = st["full_copy_bytes"] / 1e6
-        print(f"  store grew {grew:.2f} MB (blobs {blobs:.2f} MB) vs {full:.1f} MB of full "
-              "copies: ratio "
-              f"{st['store_bytes_added'] / st['full_copy_bytes']:.4f} (target < 2 MB)")
-        print(f"  {st['bytes_per_turn']:.0f} bytes per turn; write {st['write_ms_per_turn']:.2f} "
-              f"ms per turn")
-        print(f"  read any version back: median {st['read_median_ms']:.2f} ms, "
-              f"max {st['read_max_ms']:.2f} ms (target < 10 ms)")
+        print(
+            f"  store grew {grew:.2f} MB (blobs {blobs:.2f} MB) vs {full:.1f} MB of full "
+            "copies: ratio "
+            f"{st['store_bytes_added'] / st['full_copy_bytes']:.4f} (target < 2 MB)"
+        )
+        print(
+            f"  {st['bytes_per_turn']:.0f} bytes per turn; write {st['write_ms_per_turn']:.2f} "
+            f"ms per turn"
+        )
+        print(
+            f"  read any version back: median {st['read_median_ms']:.2f} ms, "
+            f"max {st['read_max_ms']:.2f} ms (target < 10 ms)"
+        )
 
 
 if __name__ == "__main__":

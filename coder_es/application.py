@@ -49,9 +49,7 @@ class ChainMapper(Mapper[UUID]):
         if current_version > 1:
             state = self.transcoder.decode(self._plain_state(stored_event))
             if state.get("class_version", 1) < current_version:
-                domain_event.__dict__["_recorded_hash"] = recorded_chain_hash(
-                    stored_event, state
-                )
+                domain_event.__dict__["_recorded_hash"] = recorded_chain_hash(stored_event, state)
         return domain_event
 
     def decode_state(self, stored_event: StoredEvent) -> dict[str, Any]:
@@ -204,4 +202,3 @@ class CoderApp(Application[UUID]):
         if len(matches) != 1 or not ref:
             raise SessionNotFoundError(ref, [str(m)[:8] for m in matches[:10]])
         return matches[0]
-

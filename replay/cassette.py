@@ -549,7 +549,10 @@ def _upcast_v0_v1(doc: Any) -> list[Any]:
     """Version 0 (one JSON document, base64 blobs, no topics, no initial workspace) -> 1."""
     events = [
         RecordedEvent(
-            int(e["version"]), str(e["kind"]), _topic(str(e["kind"])), str(e["timestamp"]),
+            int(e["version"]),
+            str(e["kind"]),
+            _topic(str(e["kind"])),
+            str(e["timestamp"]),
             dict(e["fields"]),
         )
         for e in doc["events"]

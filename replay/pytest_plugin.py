@@ -100,9 +100,7 @@ class CassetteReplayer:
             cassette = load_cassette(target)
         except CassetteError as e:
             pytest.fail(f"cannot read the cassette: {e}", pytrace=False)
-        report = replay_cassette(
-            cassette, ReplayOptions(mode=self.forced_mode or mode, **options)
-        )
+        report = replay_cassette(cassette, ReplayOptions(mode=self.forced_mode or mode, **options))
         if not report.ok:
             pytest.fail(report.render(), pytrace=False)
         return report

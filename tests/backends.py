@@ -67,9 +67,7 @@ PERSISTENT_BACKENDS = ["sqlite", "lmdb", "postgres"]
 """The backends a second process (or a later CLI call) can read back: popo lives in memory."""
 
 
-def store_config_for(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
-) -> StoreConfig:
+def store_config_for(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> StoreConfig:
     """The configuration for ``backend``, skipping the test with the reason when it is absent."""
     if backend == "lmdb" and (reason := lmdb_unavailable()):
         pytest.skip(reason)

@@ -22,7 +22,9 @@ def pg_schema() -> Iterator[str]:
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
     conninfo: dict[str, Any] = dict(
-        dbname=PG["POSTGRES_DBNAME"], host=PG["POSTGRES_HOST"], port=PG["POSTGRES_PORT"],
+        dbname=PG["POSTGRES_DBNAME"],
+        host=PG["POSTGRES_HOST"],
+        port=PG["POSTGRES_PORT"],
         user=PG["POSTGRES_USER"],
     )
     with psycopg.connect(**conninfo, autocommit=True) as conn:

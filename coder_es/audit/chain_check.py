@@ -259,9 +259,7 @@ class StoreChainCheck:
             first, last = run[0], run[-1]
             delta = first[0] - first[1]
             if len(run) == 1:
-                detail = (
-                    f"holds the event recorded as version {first[1]} (moved from its place)"
-                )
+                detail = f"holds the event recorded as version {first[1]} (moved from its place)"
             else:
                 detail = (
                     f"{_span(first[0], last[0])} hold the events recorded as versions "
@@ -344,8 +342,11 @@ def check_file_chain(
                 Problem(
                     session,
                     v,
-                    MODIFIED if prev is None else INSERTED
-                    if v - 1 in by_version and _links_elsewhere(item, by_version) else MODIFIED,
+                    MODIFIED
+                    if prev is None
+                    else INSERTED
+                    if v - 1 in by_version and _links_elsewhere(item, by_version)
+                    else MODIFIED,
                     f"line {item.line}: version {v} does not link to version {v - 1}",
                 )
             )
@@ -380,6 +381,8 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
 
 
 def _compact(values: list[int]) -> str:
-    text = ", ".join(_span(a, b).removeprefix("versions ").removeprefix("version ")
-                     for a, b in _runs(sorted(values)))
+    text = ", ".join(
+        _span(a, b).removeprefix("versions ").removeprefix("version ")
+        for a, b in _runs(sorted(values))
+    )
     return text if len(text) < 200 else text[:197] + "..."

@@ -53,8 +53,10 @@ _ROLE_OF_KIND = {
 def render_svg(t: Transcript) -> str:
     rows = tree_rows(t.tree)
     if not rows:
-        return '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="30">' \
-               '<text x="8" y="20">(no nodes)</text></svg>'
+        return (
+            '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="30">'
+            '<text x="8" y="20">(no nodes)</text></svg>'
+        )
     where: dict[str, tuple[int, int]] = {}
     for i, (node, depth) in enumerate(rows):
         where[node.id] = (PAD + depth * COL, PAD + i * ROW)

@@ -151,9 +151,7 @@ def verify_jsonl(path: Path) -> VerifyReport:
             )
             continue
         recorded = record.get("hash") if isinstance(record, dict) else None
-        items.append(
-            FileEvent(number, event, str(recorded), redacted=bool(event.redacted))
-        )
+        items.append(FileEvent(number, event, str(recorded), redacted=bool(event.redacted)))
     chain_problems, notes = check_file_chain(session, items, complete=complete)
     problems += chain_problems
     last = items[-1] if items else None

@@ -54,8 +54,14 @@ def render_md(t: Transcript) -> bytes:
             f"{'  ' * depth}{mark}{_ROLE_MARK[node.role]} {node.id}{labels}"
             f" (parent {node.parent or '-'}): {node.label}"
         )
-    out += [_fence("\n".join(lines) or "(no nodes)"), "", "`*` marks the head; U user, "
-            "A assistant, T tool result, S summary.", "", "## Transcript", ""]
+    out += [
+        _fence("\n".join(lines) or "(no nodes)"),
+        "",
+        "`*` marks the head; U user, A assistant, T tool result, S summary.",
+        "",
+        "## Transcript",
+        "",
+    ]
     for e in t.entries:
         out.append(f"### {e.version}. {_md_inline(e.title)}")
         out.append("")

@@ -173,9 +173,7 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
                         "gen_ai.response.model": f.get("model"),
                         "gen_ai.response.id": f.get("request_id"),
                         "gen_ai.response.finish_reasons": [str(f.get("stop_reason"))],
-                        "gen_ai.usage.input_tokens": _usage(
-                            usage, "input_tokens", "prompt_tokens"
-                        ),
+                        "gen_ai.usage.input_tokens": _usage(usage, "input_tokens", "prompt_tokens"),
                         "gen_ai.usage.output_tokens": _usage(
                             usage, "output_tokens", "completion_tokens"
                         ),
@@ -186,7 +184,10 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
                 )
             )
         elif e.kind in (
-            "ToolCallRequested", "PermissionRequested", "PermissionDecided", "ToolCallCompleted"
+            "ToolCallRequested",
+            "PermissionRequested",
+            "PermissionDecided",
+            "ToolCallCompleted",
         ):
             call_id = str(f.get("tool_use_id"))
             tool = tools.get(call_id)
@@ -215,8 +216,10 @@ def build_spans(prepared: PreparedExport) -> list[_Span]:
                     _span_event(
                         e,
                         "coder_es.permission.requested",
-                        {"coder_es.permission.subject": f.get("subject"),
-                         "coder_es.permission.rule": f.get("matched_rule")},
+                        {
+                            "coder_es.permission.subject": f.get("subject"),
+                            "coder_es.permission.rule": f.get("matched_rule"),
+                        },
                     )
                 )
             elif e.kind == "PermissionDecided":

@@ -19,8 +19,9 @@ def known_kinds() -> list[str]:
     return sorted(
         name
         for name, value in vars(Session).items()
-        if isinstance(value, type) and issubclass(value, Session.Event) and name not in
-        ("Event", "NodeEvent")
+        if isinstance(value, type)
+        and issubclass(value, Session.Event)
+        and name not in ("Event", "NodeEvent")
     )
 
 
@@ -38,8 +39,10 @@ def parse_kinds(text: str) -> frozenset[str]:
     kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
     unknown = sorted(kinds - set(known_kinds()))
     if unknown or not kinds:
-        msg = f"--kinds: unknown event kind(s) {', '.join(unknown) or '(none given)'}; " \
-              f"known: {', '.join(known_kinds())}"
+        msg = (
+            f"--kinds: unknown event kind(s) {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(known_kinds())}"
+        )
         raise ExportOptionError(msg)
     return kinds
 
@@ -71,9 +74,7 @@ class ExportFilter:
 
 def node_labels(events: list[AuditEvent]) -> dict[str, str]:
     return {
-        str(e.fields["name"]): str(e.fields["node"])
-        for e in events
-        if e.kind == "NodeLabelled"
+        str(e.fields["name"]): str(e.fields["node"]) for e in events if e.kind == "NodeLabelled"
     }
 
 

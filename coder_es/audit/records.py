@@ -177,9 +177,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def iter_session_events(
-    app: Any, session_id: UUID, *, batch: int = 5000
-) -> Iterator[AuditEvent]:
+def iter_session_events(app: Any, session_id: UUID, *, batch: int = 5000) -> Iterator[AuditEvent]:
     """Every recorded event of a session in version order, paged so memory stays flat."""
     decoder = EventDecoder(app.mapper)
     gt: int | None = None

@@ -103,7 +103,14 @@ def scan_range(
                 found = open_.get(last_id)
                 if found is None:
                     seg = open_[last_id] = [
-                        session_str(last_id), version, prev, version - 1, prev, 0, True, None
+                        session_str(last_id),
+                        version,
+                        prev,
+                        version - 1,
+                        prev,
+                        0,
+                        True,
+                        None,
                     ]
                 else:
                     seg = found
@@ -249,8 +256,9 @@ def run_job(job: RangeJob) -> RangeSummary:
 
     app = CoderApp(job.config, env=job.env)
     try:
-        return scan_range(app, FastLinker(app.mapper), job.start, job.stop, job.anchors,
-                          job.check_blobs)
+        return scan_range(
+            app, FastLinker(app.mapper), job.start, job.stop, job.anchors, job.check_blobs
+        )
     finally:
         app.close()
 
@@ -335,9 +343,7 @@ def _child_environ() -> dict[str, str]:
     may be a checkout the caller put on ``sys.path`` rather than an installed package)."""
     root = str(Path(__file__).resolve().parents[2])
     environ = dict(os.environ)
-    environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, environ.get("PYTHONPATH", "")) if p
-    )
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, environ.get("PYTHONPATH", "")) if p)
     return environ
 
 

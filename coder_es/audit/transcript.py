@@ -130,8 +130,10 @@ class _Files:
         if len(lines) > MAX_DIFF_LINES:
             more = len(lines) - MAX_DIFF_LINES
             lines = [*lines[:MAX_DIFF_LINES], f"... {more} more diff lines\n"]
-        text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                       for line in lines)
+        text = "".join(
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
+        )
         return FileDiff(path, caption, text.rstrip("\n"))
 
 
@@ -180,33 +182,48 @@ def _entry(e: AuditEvent, files: _Files) -> Entry:
             if f.get(k) is not None
         )
     elif kind == "ToolCallCompleted":
-        title = f"tool result {f.get('name')}{' ERROR' if f.get('is_error') else ''} " \
-                f"({f.get('duration_ms')} ms)"
+        title = (
+            f"tool result {f.get('name')}{' ERROR' if f.get('is_error') else ''} "
+            f"({f.get('duration_ms')} ms)"
+        )
         body = _clip(str(f.get("output", "")))
         if f.get("output_blob"):
             body += f"\n[full output in blob {f.get('output_blob')}]"
         for change in f.get("files_changed") or []:
             if isinstance(change, dict):
                 path = str(change.get("path"))
-                diffs.append(files.diff(path, "changed by the tool", change.get("before"),
-                                        change.get("after")))
+                diffs.append(
+                    files.diff(
+                        path, "changed by the tool", change.get("before"), change.get("after")
+                    )
+                )
     elif kind == "EditApplied":
         path = str(f.get("path"))
         title = f"edit {path}: {f.get('outcome')}"
         body = f"outcome: {f.get('outcome')}, conflicts: {f.get('conflicts')}"
-        diffs.append(files.diff(path, "the edit (what the agent saw → result)", f.get("base"),
-                                f.get("result")))
+        diffs.append(
+            files.diff(
+                path, "the edit (what the agent saw → result)", f.get("base"), f.get("result")
+            )
+        )
         if f.get("disk") != f.get("base"):
-            diffs.append(files.diff(path, "changed on disk meanwhile (merged)", f.get("base"),
-                                    f.get("disk")))
+            diffs.append(
+                files.diff(path, "changed on disk meanwhile (merged)", f.get("base"), f.get("disk"))
+            )
     elif kind == "WorkspaceRestored":
         title = f"workspace restored to node {f.get('node')}"
         body = ""
         for entry in f.get("entries") or []:
             if isinstance(entry, dict):
                 path = str(entry.get("path"))
-                diffs.append(files.diff(path, f"restored ({entry.get('outcome')})",
-                                        entry.get("disk"), entry.get("result")))
+                diffs.append(
+                    files.diff(
+                        path,
+                        f"restored ({entry.get('outcome')})",
+                        entry.get("disk"),
+                        entry.get("result"),
+                    )
+                )
     elif kind == "ContextCompacted":
         title = f"context compacted ({f.get('produced_by')}), covers {len(f.get('covers') or [])}"
         body = str(f.get("summary", ""))

@@ -136,8 +136,15 @@ def verify_store(
         heads.append(SessionHead(found.session, found.last_version, found.last_hash))
         if advance:
             advance_anchor(app.views, found.session, found.last_version, found.last_hash)
-    return _report(app, seen_sessions={s.session for s in intact}, events=events, refs=refs,
-                   problems=problems, heads=heads, check_blobs=check_blobs)
+    return _report(
+        app,
+        seen_sessions={s.session for s in intact},
+        events=events,
+        refs=refs,
+        problems=problems,
+        heads=heads,
+        check_blobs=check_blobs,
+    )
 
 
 def _indexed_anchors(app: Any) -> list[Anchor]:
@@ -148,8 +155,7 @@ def _indexed_anchors(app: Any) -> list[Anchor]:
 def _quick_pass(
     app: Any, indexed: dict[str, int], check_blobs: bool, workers: int | None
 ) -> tuple[list[Stitched], dict[str, tuple[str, int, str]], int] | None:
-    """(intact sessions, blob references, events), or None when some chain needs the exact pass.
-    """
+    """(intact sessions, blob references, events), or None when some chain needs the exact pass."""
     count = worker_count() if workers is None else workers
     summaries: list[RangeSummary] | None = None
     if count > 1 and can_split(app):
@@ -211,7 +217,9 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
             else:
                 chain_hash, prev_hash = linker.link(stored)
                 check.feed_link(
-                    stored.originator_version, chain_hash, prev_hash,
+                    stored.originator_version,
+                    chain_hash,
+                    prev_hash,
                     partial(decoder.decode, stored),
                 )
         if len(batch) < NOTIFICATION_BATCH:
@@ -228,8 +236,15 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
         problems += found
         if head is not None:
             heads.append(head)
-    return _report(app, seen_sessions=set(checks), events=events, refs=refs,
-                   problems=problems, heads=heads, check_blobs=check_blobs)
+    return _report(
+        app,
+        seen_sessions=set(checks),
+        events=events,
+        refs=refs,
+        problems=problems,
+        heads=heads,
+        check_blobs=check_blobs,
+    )
 
 
 def _report(

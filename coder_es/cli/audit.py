@@ -51,9 +51,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         kinds=parse_kinds(args.kinds) if args.kinds else None,
         branch=args.branch,
     )
-    options = ExportOptions(
-        format=args.format, filter=flt, redact_globs=tuple(args.redact_glob)
-    )
+    options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
     data = export_session(ctx.app, args.session, options)
     if args.output:
         target = Path(args.output)

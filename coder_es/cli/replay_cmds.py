@@ -88,8 +88,11 @@ def redactor_for(ctx: Context) -> Redactor:
     configured = ctx.settings.redaction
     extra = tuple((f"config{i + 1}", p) for i, p in enumerate(configured.patterns))
     config = RedactionConfig(
-        env_globs=(*DEFAULT_ENV_GLOBS, *base.env_globs[len(DEFAULT_ENV_GLOBS) :],
-                   *configured.env_vars),
+        env_globs=(
+            *DEFAULT_ENV_GLOBS,
+            *base.env_globs[len(DEFAULT_ENV_GLOBS) :],
+            *configured.env_vars,
+        ),
         patterns=(*base.patterns, *extra),
     )
     return Redactor.from_config(config)
@@ -129,7 +132,7 @@ def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
 def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int, int], None]]]:
     """A factory of per-cassette progress callbacks: a rich bar on stderr, or nothing."""
     if not enabled:
-        yield lambda _name, _total: (lambda _done, _t: None)
+        yield lambda _name, _total: lambda _done, _t: None
         return
     bar = Progress(
         TextColumn("{task.description}"),
@@ -164,8 +167,9 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             except CassetteError as e:
                 unreadable.append((str(path), str(e)))
                 if args.json:
-                    print_json({"cassette": str(path), "ok": False, "unreadable": True,
-                                "error": str(e)})
+                    print_json(
+                        {"cassette": str(path), "ok": False, "unreadable": True, "error": str(e)}
+                    )
                 else:
                     print(f"{path}: UNREADABLE {e}")
                 continue

@@ -38,9 +38,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("fork", help="continue from a node: a new branch or a new session")
     p.add_argument("session", help="session id or unique prefix")
     p.add_argument("node", nargs="?", default=None, help="node to continue from (default: head)")
-    p.add_argument(
-        "--new-session", action="store_true", help="start a new session from that node"
-    )
+    p.add_argument("--new-session", action="store_true", help="start a new session from that node")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_fork)
 

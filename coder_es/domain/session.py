@@ -373,9 +373,7 @@ class Session(Aggregate):
         )
         return node
 
-    def compact_context(
-        self, *, covers: list[NodeId], summary: str, produced_by: str
-    ) -> NodeId:
+    def compact_context(self, *, covers: list[NodeId], summary: str, produced_by: str) -> NodeId:
         for node_id in covers:
             self.require_node(node_id)
         node = self._new_node()

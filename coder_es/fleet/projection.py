@@ -85,9 +85,7 @@ class SessionsSummaryView(PostgresTrackingRecorder):
             if done is not None and done >= tracking.notification_id:
                 return False
             key = str(event.originator_id)
-            curs.execute(
-                SQL("SELECT * FROM {0} WHERE session_id = %s").format(self.table), (key,)
-            )
+            curs.execute(SQL("SELECT * FROM {0} WHERE session_id = %s").format(self.table), (key,))
             existing = curs.fetchone()
             row = fold(SessionRow(**existing) if existing else None, event)
             values = [getattr(row, c) for c in _COLUMNS]

@@ -56,8 +56,7 @@ PART_NAMES = ("system", "instructions", "tools", "summaries", "messages", "files
 FRONT_HEADER = "Earlier conversation, condensed (nodes {first}-{last}):"
 OMITTED = "(earlier conversation omitted)"
 FILES_HEADER = (
-    "Current contents of files read or changed in this conversation "
-    "(most recently used first):"
+    "Current contents of files read or changed in this conversation (most recently used first):"
 )
 RELATED_HEADER = "Code related to those files (from the dependency graph, most related first):\n"
 MIN_FILE_TOKENS = 48
@@ -314,8 +313,20 @@ class ContextBuilder:
         extended = self._extend_tail(state, view, units, limit, last_user)
         if extended is not None:
             window, assembly = extended
-            return self._finish(view, node, units, window, 0, assembly, fixed, budget, room,
-                                files_room, related_room, metadata)
+            return self._finish(
+                view,
+                node,
+                units,
+                window,
+                0,
+                assembly,
+                fixed,
+                budget,
+                room,
+                files_room,
+                related_room,
+                metadata,
+            )
         found = self._window(state, units, limit, room, last_user)
         if found is None and files_room + related_room:
             # The files and related-code shares are extras: drop them before failing.
@@ -339,8 +350,20 @@ class ContextBuilder:
         for i in range(window.start):
             if units[i].kind == "summary":
                 assembly.summaries.append(str(units[i].nodes[0]))
-        return self._finish(view, node, units, window, front_room, assembly, fixed, budget, room,
-                            files_room, related_room, metadata)
+        return self._finish(
+            view,
+            node,
+            units,
+            window,
+            front_room,
+            assembly,
+            fixed,
+            budget,
+            room,
+            files_room,
+            related_room,
+            metadata,
+        )
 
     def _finish(
         self,
@@ -477,9 +500,7 @@ class ContextBuilder:
             index = taken[-1][0]
             used = window.used - taken[-1][2].tokens
             before = units[index - 1] if index else None
-            self._tail = _Tail(
-                view, limit, last_user, index, before, assembly.copy(), used
-            )
+            self._tail = _Tail(view, limit, last_user, index, before, assembly.copy(), used)
         if taken:
             i, level, rendered = taken[-1]
             self._add(assembly, units[i], level, rendered)

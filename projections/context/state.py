@@ -120,9 +120,7 @@ class ContextState:
             self._node(event, USER, blocks=list(event.content))
         elif kind is Session.ModelResponded:
             blocks = list(event.blocks)
-            uses = tuple(
-                str(b.get("id", "")) for b in blocks if b.get("type") == "tool_use"
-            )
+            uses = tuple(str(b.get("id", "")) for b in blocks if b.get("type") == "tool_use")
             self._node(event, ASSISTANT, blocks=blocks, tool_uses=uses)
         elif kind is Session.ToolCallCompleted:
             files = self._pending_files.pop(event.tool_use_id, [])
@@ -239,9 +237,7 @@ class ContextState:
                     covered.add(c)
                     anchor = min(anchor, anchors.get(c, at))
             anchors[n] = anchor
-        placed = sorted(
-            (anchor, pos[s]) for s, anchor in anchors.items() if s not in covered
-        )
+        placed = sorted((anchor, pos[s]) for s, anchor in anchors.items() if s not in covered)
         view = PathView(head, path, [], {}, covered)
         k = 0
         for i, n in enumerate(path):

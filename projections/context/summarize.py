@@ -31,9 +31,7 @@ def _first_line(text: str, limit: int) -> str:
 
 
 def _text_of(node: CNode) -> str:
-    return "\n".join(
-        str(b.get("text", "")) for b in node.blocks if b.get("type") == "text"
-    )
+    return "\n".join(str(b.get("text", "")) for b in node.blocks if b.get("type") == "text")
 
 
 def _call(block: dict[str, object]) -> str:

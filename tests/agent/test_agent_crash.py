@@ -90,8 +90,14 @@ def test_sigkill_during_a_slow_model_turn_then_resume(
         second.write_text(json.dumps({"turns": [turn(text("Finished after the crash."))]}))
         resumed = subprocess.run(
             cli(
-                "run", "--session", session_id[:8], "--script", str(second), "--json",
-                cwd=h.root, backend=backend,
+                "run",
+                "--session",
+                session_id[:8],
+                "--script",
+                str(second),
+                "--json",
+                cwd=h.root,
+                backend=backend,
             ),
             capture_output=True,
             text=True,

@@ -48,67 +48,145 @@ def record_demo(app: CoderApp) -> UUID:
             model="claude-x",
             request_id="req_1",
         )
-        session.request_tool_call(node=reply, tool_use_id="t1", name="read",
-                                  input={"path": "calc.py"})
-        session.decide_permission(tool_use_id="t1", tool="read", subject="calc.py",
-                                  decision="allow", matched_rule="read *")
-        session.complete_tool_call(tool_use_id="t1", name="read",
-                                   output="def add(a, b):\n    return a - b\n", duration_ms=3)
-        reply2 = session.record_model_response(
-            blocks=[{"type": "tool_use", "id": "t2", "name": "write",
-                     "input": {"path": "calc.py",
-                               "content": "def add(a, b):\n    return a + b\n"}}],
-            stop_reason="tool_use", usage={"input_tokens": 200, "output_tokens": 40},
-            provider="anthropic", model="claude-x",
+        session.request_tool_call(
+            node=reply, tool_use_id="t1", name="read", input={"path": "calc.py"}
         )
-        session.request_tool_call(node=reply2, tool_use_id="t2", name="write",
-                                  input={"path": "calc.py",
-                                         "content": "def add(a, b):\n    return a + b\n"})
-        session.decide_permission(tool_use_id="t2", tool="write", subject="calc.py",
-                                  decision="allow", decided_by="user", scope="always",
-                                  pattern="calc.py")
-        session.complete_tool_call(tool_use_id="t2", name="write", output="wrote calc.py",
-                                   files_changed=[{"path": "calc.py", "before": old,
-                                                   "after": new}])
-        session.apply_edit(path="calc.py", tool_use_id="t2", base=old, disk=user_side,
-                           proposed=new, result=merged, outcome="merged")
-        reply3 = session.record_model_response(
-            blocks=[{"type": "tool_use", "id": "t3", "name": "bash",
-                     "input": {"command": "cat secrets/.env"}}],
-            stop_reason="tool_use", usage={"input_tokens": 260, "output_tokens": 12},
-            provider="anthropic", model="claude-x",
+        session.decide_permission(
+            tool_use_id="t1",
+            tool="read",
+            subject="calc.py",
+            decision="allow",
+            matched_rule="read *",
         )
-        session.request_tool_call(node=reply3, tool_use_id="t3", name="bash",
-                                  input={"command": "cat secrets/.env"})
-        session.decide_permission(tool_use_id="t3", tool="bash", subject="cat secrets/.env",
-                                  decision="deny", reason="reads secrets")
         session.complete_tool_call(
-            tool_use_id="t3", name="bash", is_error=True,
+            tool_use_id="t1",
+            name="read",
+            output="def add(a, b):\n    return a - b\n",
+            duration_ms=3,
+        )
+        reply2 = session.record_model_response(
+            blocks=[
+                {
+                    "type": "tool_use",
+                    "id": "t2",
+                    "name": "write",
+                    "input": {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"},
+                }
+            ],
+            stop_reason="tool_use",
+            usage={"input_tokens": 200, "output_tokens": 40},
+            provider="anthropic",
+            model="claude-x",
+        )
+        session.request_tool_call(
+            node=reply2,
+            tool_use_id="t2",
+            name="write",
+            input={"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"},
+        )
+        session.decide_permission(
+            tool_use_id="t2",
+            tool="write",
+            subject="calc.py",
+            decision="allow",
+            decided_by="user",
+            scope="always",
+            pattern="calc.py",
+        )
+        session.complete_tool_call(
+            tool_use_id="t2",
+            name="write",
+            output="wrote calc.py",
+            files_changed=[{"path": "calc.py", "before": old, "after": new}],
+        )
+        session.apply_edit(
+            path="calc.py",
+            tool_use_id="t2",
+            base=old,
+            disk=user_side,
+            proposed=new,
+            result=merged,
+            outcome="merged",
+        )
+        reply3 = session.record_model_response(
+            blocks=[
+                {
+                    "type": "tool_use",
+                    "id": "t3",
+                    "name": "bash",
+                    "input": {"command": "cat secrets/.env"},
+                }
+            ],
+            stop_reason="tool_use",
+            usage={"input_tokens": 260, "output_tokens": 12},
+            provider="anthropic",
+            model="claude-x",
+        )
+        session.request_tool_call(
+            node=reply3, tool_use_id="t3", name="bash", input={"command": "cat secrets/.env"}
+        )
+        session.decide_permission(
+            tool_use_id="t3",
+            tool="bash",
+            subject="cat secrets/.env",
+            decision="deny",
+            reason="reads secrets",
+        )
+        session.complete_tool_call(
+            tool_use_id="t3",
+            name="bash",
+            is_error=True,
             output=f"permission denied; token was {SECRET_KEY}",
         )
         session.record_model_response(
-            blocks=[{"type": "text", "text": "Fixed: add now adds."}], stop_reason="end_turn",
-            usage={"input_tokens": 300, "output_tokens": 8}, provider="anthropic",
+            blocks=[{"type": "text", "text": "Fixed: add now adds."}],
+            stop_reason="end_turn",
+            usage={"input_tokens": 300, "output_tokens": 8},
+            provider="anthropic",
             model="claude-x",
         )
         session.label(first, "start")
         session.move_head(first, reason="fork")
         session.add_user_message("actually, also write a secrets file")
         reply4 = session.record_model_response(
-            blocks=[{"type": "tool_use", "id": "t4", "name": "write",
-                     "input": {"path": "secrets/key.txt", "content": "API_KEY=not-really\n"}}],
-            stop_reason="tool_use", usage={"input_tokens": 50, "output_tokens": 20},
-            provider="anthropic", model="claude-x",
+            blocks=[
+                {
+                    "type": "tool_use",
+                    "id": "t4",
+                    "name": "write",
+                    "input": {"path": "secrets/key.txt", "content": "API_KEY=not-really\n"},
+                }
+            ],
+            stop_reason="tool_use",
+            usage={"input_tokens": 50, "output_tokens": 20},
+            provider="anthropic",
+            model="claude-x",
         )
-        session.request_tool_call(node=reply4, tool_use_id="t4", name="write",
-                                  input={"path": "secrets/key.txt",
-                                         "content": "API_KEY=not-really\n"})
-        session.complete_tool_call(tool_use_id="t4", name="write", output="wrote",
-                                   files_changed=[{"path": "secrets/key.txt", "before": None,
-                                                   "after": key_file}])
-        session.restore_workspace(node=first, entries=[
-            {"path": "calc.py", "outcome": "restored", "base": merged, "disk": merged,
-             "target": old, "result": old}])
+        session.request_tool_call(
+            node=reply4,
+            tool_use_id="t4",
+            name="write",
+            input={"path": "secrets/key.txt", "content": "API_KEY=not-really\n"},
+        )
+        session.complete_tool_call(
+            tool_use_id="t4",
+            name="write",
+            output="wrote",
+            files_changed=[{"path": "secrets/key.txt", "before": None, "after": key_file}],
+        )
+        session.restore_workspace(
+            node=first,
+            entries=[
+                {
+                    "path": "calc.py",
+                    "outcome": "restored",
+                    "base": merged,
+                    "disk": merged,
+                    "target": old,
+                    "result": old,
+                }
+            ],
+        )
 
     app.update(sid, turn)
     return sid

@@ -237,24 +237,40 @@ def test_split_verify_of_a_tampered_store_names_what_the_exact_pass_names(
     config, ids = sqlite_store
     demo, late = ids[0].hex, ids[3].hex  # `late` has events in both halves of the log
     every: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
-        "modified": [(
-            f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'turn 9 of 2',"
-            f" 'turn 9 of 5') AS BLOB) {ROW}", (late, 11))],
+        "modified": [
+            (
+                f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'turn 9 of 2',"
+                f" 'turn 9 of 5') AS BLOB) {ROW}",
+                (late, 11),
+            )
+        ],
         "deleted": [(f"DELETE FROM stored_events {ROW}", (late, 8))],
         "swapped": [
             (f"UPDATE stored_events SET originator_version = -1 {ROW}", (demo, 5)),
             (f"UPDATE stored_events SET originator_version = 5 {ROW}", (demo, 6)),
             (f"UPDATE stored_events SET originator_version = 6 {ROW}", (demo, -1)),
         ],
-        "truncated": [(
-            "DELETE FROM stored_events WHERE originator_id = ? AND originator_version > 10",
-            (late,))],
-        "blob": [(
-            "DELETE FROM coder_es_blobs WHERE digest = (SELECT min(digest) FROM coder_es_blobs)",
-            ())],
-        "last_modified": [(
-            f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'turn 11 of 2',"
-            f" 'turn 12 of 2') AS BLOB) {ROW}", (late, 13))],
+        "truncated": [
+            (
+                "DELETE FROM stored_events WHERE originator_id = ? AND originator_version > 10",
+                (late,),
+            )
+        ],
+        "blob": [
+            (
+                "DELETE FROM coder_es_blobs"
+                " WHERE digest = (SELECT min(digest) FROM coder_es_blobs)",
+                (),
+            )
+        ],
+        "last_modified": [
+            (
+                "UPDATE stored_events SET state = "
+                "CAST(replace(CAST(state AS TEXT), 'turn 11 of 2',"
+                f" 'turn 12 of 2') AS BLOB) {ROW}",
+                (late, 13),
+            )
+        ],
     }
     _tamper(config, every[damage])
     parallel, single, exact = _reports(config)

@@ -70,7 +70,7 @@ def test_line_deletion_swap_insertion_and_truncation_are_detected(
     lines = small_export.splitlines(keepends=True)
     variants: dict[str, bytes] = {}
     for i in range(len(lines)):
-        variants[f"delete line {i + 1}"] = b"".join(lines[:i] + lines[i + 1:])
+        variants[f"delete line {i + 1}"] = b"".join(lines[:i] + lines[i + 1 :])
         variants[f"duplicate line {i + 1}"] = b"".join(lines[: i + 1] + lines[i:])
         if i + 1 < len(lines):
             swapped = list(lines)

@@ -52,10 +52,14 @@ def test_otel_export_is_an_otlp_trace_request_with_genai_conventions(recorded: R
     assert bash_attrs["gen_ai.tool.name"].string_value == "bash"
     decision = next(e for e in bash.events if e.name == "coder_es.permission.decided")
     assert {a.key: a.value.string_value for a in decision.attributes}[
-        "coder_es.permission.decision"] == "deny"
+        "coder_es.permission.decision"
+    ] == "deny"
     turn_ids = {raw["spanId"] for raw in raw_spans if raw["name"].startswith("invoke_agent")}
-    assert all(raw.get("parentSpanId") in turn_ids for raw in raw_spans
-               if not raw["name"].startswith("invoke_agent"))
+    assert all(
+        raw.get("parentSpanId") in turn_ids
+        for raw in raw_spans
+        if not raw["name"].startswith("invoke_agent")
+    )
     assert all(s.start_time_unix_nano <= s.end_time_unix_nano for s in spans)
 
 
@@ -71,7 +75,7 @@ def test_markdown_shows_tree_permissions_and_diffs(recorded: Recorded) -> None:
 def test_html_is_one_self_contained_file(recorded: Recorded) -> None:
     html = export_session(recorded.app, recorded.session, ExportOptions(format="html")).decode()
     assert html.startswith("<!DOCTYPE html>") and '<svg xmlns="http://www.w3.org/2000/svg"' in html
-    for needle in ("<script", "src=\"http", "href=\"http", "@import", "url("):
+    for needle in ("<script", 'src="http', 'href="http', "@import", "url("):
         assert needle not in html
     assert html.count("<circle") >= 11 and "+    return a + b" in html
 
@@ -79,7 +83,8 @@ def test_html_is_one_self_contained_file(recorded: Recorded) -> None:
 def test_redact_glob_hides_file_contents_everywhere(recorded: Recorded) -> None:
     for fmt in ("jsonl", "otel", "md", "html"):
         data = export_session(
-            recorded.app, recorded.session,
+            recorded.app,
+            recorded.session,
             ExportOptions(format=fmt, redact_globs=("secrets/*",)),
         ).decode()
         assert "not-really" not in data, fmt
@@ -87,10 +92,14 @@ def test_redact_glob_hides_file_contents_everywhere(recorded: Recorded) -> None:
         recorded.app, recorded.session, ExportOptions(format="jsonl", redact_globs=("secrets/*",))
     ).decode()
     header = json.loads(jsonl.splitlines()[0])
-    assert header["redactions"] == [{
-        "kind": "glob", "pattern": "secrets/*", "replacement": "[REDACTED:glob:secrets/*]",
-        "versions": [20, 21, 22],
-    }]
+    assert header["redactions"] == [
+        {
+            "kind": "glob",
+            "pattern": "secrets/*",
+            "replacement": "[REDACTED:glob:secrets/*]",
+            "versions": [20, 21, 22],
+        }
+    ]
     assert "[REDACTED:glob:secrets/*]" in jsonl
 
 

@@ -79,10 +79,18 @@ def _screenshot(html: bytes, tmp_path: Path, name: str) -> tuple[int, int, int, 
     shot = tmp_path / f"{name}.png"
     subprocess.run(
         [
-            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            "--window-size=1000,800", f"--screenshot={shot}", page.as_uri(),
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1000,800",
+            f"--screenshot={shot}",
+            page.as_uri(),
         ],
-        check=True, capture_output=True, timeout=90,
+        check=True,
+        capture_output=True,
+        timeout=90,
     )
     return decode_png(shot.read_bytes())
 

@@ -55,11 +55,13 @@ def test_environment_values_and_user_patterns() -> None:
     out = redactor.redact_value(
         {"cmd": ["echo opensesame-123456", "hunter2hunter2", "plainvalue-123 abc TICKET-42"]}
     )
-    assert out == {"cmd": [
-        "echo [REDACTED:env:OPENAI_API_KEY]",
-        "[REDACTED:env:DB_PASSWORD_FILE_X]",
-        "[REDACTED:env:MY_SETTING] abc [REDACTED:user:ticket]",
-    ]}
+    assert out == {
+        "cmd": [
+            "echo [REDACTED:env:OPENAI_API_KEY]",
+            "[REDACTED:env:DB_PASSWORD_FILE_X]",
+            "[REDACTED:env:MY_SETTING] abc [REDACTED:user:ticket]",
+        ]
+    }
     with pytest.raises(RedactionConfigError, match="not a valid regular expression"):
         Redactor.from_environ({"CODER_ES_REDACT_PATTERNS": '["("]'})
     with pytest.raises(RedactionConfigError, match="JSON"):
@@ -104,7 +106,9 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
 
         def more(s: Session) -> None:
             s.complete_tool_call(
-                tool_use_id="t9", name="bash", output=f"export DEPLOY_TOKEN={env_secret}",
+                tool_use_id="t9",
+                name="bash",
+                output=f"export DEPLOY_TOKEN={env_secret}",
                 output_blob=blob,
             )
             s.add_user_message(f"my key is {SECRET_KEY}, keep it safe")

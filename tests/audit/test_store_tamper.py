@@ -69,9 +69,17 @@ ROW = "WHERE originator_id = ? AND originator_version = ?"
 
 def test_modified_event_in_sqlite(sqlite_session: tuple[StoreConfig, UUID]) -> None:
     config, sid = sqlite_session
-    _tampered(config, [(
-        f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'fix the add', "
-        f"'fix the sub') AS BLOB) {ROW}", (sid.hex, 2))])
+    _tampered(
+        config,
+        [
+            (
+                "UPDATE stored_events SET state = "
+                "CAST(replace(CAST(state AS TEXT), 'fix the add', "
+                f"'fix the sub') AS BLOB) {ROW}",
+                (sid.hex, 2),
+            )
+        ],
+    )
     assert kinds(_verify(config, sid)) == {(2, "modified")}
 
 
@@ -79,9 +87,16 @@ def test_modified_last_event_is_caught_by_the_anchor(
     sqlite_session: tuple[StoreConfig, UUID],
 ) -> None:
     config, sid = sqlite_session
-    _tampered(config, [(
-        f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'restored', "
-        f"'untouched') AS BLOB) {ROW}", (sid.hex, 23))])
+    _tampered(
+        config,
+        [
+            (
+                f"UPDATE stored_events SET state = CAST(replace(CAST(state AS TEXT), 'restored', "
+                f"'untouched') AS BLOB) {ROW}",
+                (sid.hex, 23),
+            )
+        ],
+    )
     assert kinds(_verify(config, sid)) == {(23, "modified")}
 
 
@@ -95,10 +110,15 @@ def test_truncated_session_is_caught_by_the_anchor(
     sqlite_session: tuple[StoreConfig, UUID],
 ) -> None:
     config, sid = sqlite_session
-    _tampered(config, [(
-        "DELETE FROM stored_events WHERE originator_id = ? AND originator_version > 20",
-        (sid.hex,),
-    )])
+    _tampered(
+        config,
+        [
+            (
+                "DELETE FROM stored_events WHERE originator_id = ? AND originator_version > 20",
+                (sid.hex,),
+            )
+        ],
+    )
     report = _verify(config, sid)
     assert kinds(report) == {(21, "truncated")}
     assert "21..23 deleted" in report.problems[0].detail
@@ -106,11 +126,14 @@ def test_truncated_session_is_caught_by_the_anchor(
 
 def test_swapped_events_in_sqlite(sqlite_session: tuple[StoreConfig, UUID]) -> None:
     config, sid = sqlite_session
-    _tampered(config, [
-        (f"UPDATE stored_events SET originator_version = -1 {ROW}", (sid.hex, 5)),
-        (f"UPDATE stored_events SET originator_version = 5 {ROW}", (sid.hex, 6)),
-        (f"UPDATE stored_events SET originator_version = 6 {ROW}", (sid.hex, -1)),
-    ])
+    _tampered(
+        config,
+        [
+            (f"UPDATE stored_events SET originator_version = -1 {ROW}", (sid.hex, 5)),
+            (f"UPDATE stored_events SET originator_version = 5 {ROW}", (sid.hex, 6)),
+            (f"UPDATE stored_events SET originator_version = 6 {ROW}", (sid.hex, -1)),
+        ],
+    )
     report = _verify(config, sid)
     assert kinds(report) == {(5, "reordered"), (6, "reordered")}
     assert "recorded as version 6" in str(report.problems[0])
@@ -122,13 +145,19 @@ def test_inserted_event_in_sqlite(sqlite_session: tuple[StoreConfig, UUID]) -> N
         # Make room at version 10 (shift 10.. up by one), then copy version 4 into the gap.
         conn.execute(
             "UPDATE stored_events SET originator_version = -originator_version - 1 "
-            "WHERE originator_id = ? AND originator_version >= 10", (sid.hex,))
+            "WHERE originator_id = ? AND originator_version >= 10",
+            (sid.hex,),
+        )
         conn.execute(
             "UPDATE stored_events SET originator_version = -originator_version "
-            "WHERE originator_id = ? AND originator_version < 0", (sid.hex,))
+            "WHERE originator_id = ? AND originator_version < 0",
+            (sid.hex,),
+        )
         conn.execute(
             "INSERT INTO stored_events SELECT originator_id, 10, topic, state "
-            f"FROM stored_events {ROW}", (sid.hex, 4))
+            f"FROM stored_events {ROW}",
+            (sid.hex, 4),
+        )
     report = _verify(config, sid)
     found = kinds(report)
     assert (10, "inserted") in found
@@ -146,11 +175,16 @@ def test_corrupt_and_missing_blobs(sqlite_session: tuple[StoreConfig, UUID]) -> 
     bad, gone = digests[0], digests[1]
     import zlib
 
-    _tampered(config, [
-        ("UPDATE coder_es_blobs SET record = ? WHERE digest = ?",
-         (b"Z" + zlib.compress(b"something else"), bad)),
-        ("DELETE FROM coder_es_blobs WHERE digest = ?", (gone,)),
-    ])
+    _tampered(
+        config,
+        [
+            (
+                "UPDATE coder_es_blobs SET record = ? WHERE digest = ?",
+                (b"Z" + zlib.compress(b"something else"), bad),
+            ),
+            ("DELETE FROM coder_es_blobs WHERE digest = ?", (gone,)),
+        ],
+    )
     report = _verify(config, sid)
     by_kind = {p.kind: p for p in report.problems}
     assert set(by_kind) == {"blob_corrupt", "blob_missing"}

@@ -96,16 +96,30 @@ class Recorder:
             call_id = ids[i]
             recorded = (files or {}).get(i, [])
 
-            def record(s: Session, i: int = i, call_id: str = call_id, name: str = name,
-                       output: str = output, recorded: list[Any] = recorded) -> str:
+            def record(
+                s: Session,
+                i: int = i,
+                call_id: str = call_id,
+                name: str = name,
+                output: str = output,
+                recorded: list[Any] = recorded,
+            ) -> str:
                 for path, content, how in recorded:
                     digest = self.app.blobs.put(content)
                     if how == "read":
-                        s.observe_file(path=path, hash=digest, size=len(content),
-                                       tool_use_id=call_id)
+                        s.observe_file(
+                            path=path, hash=digest, size=len(content), tool_use_id=call_id
+                        )
                     else:
-                        s.apply_edit(path=path, base=None, disk=None, proposed=digest,
-                                     result=digest, outcome="direct", tool_use_id=call_id)
+                        s.apply_edit(
+                            path=path,
+                            base=None,
+                            disk=None,
+                            proposed=digest,
+                            result=digest,
+                            outcome="direct",
+                            tool_use_id=call_id,
+                        )
                 return s.complete_tool_call(
                     tool_use_id=call_id, name=name, output=output, is_error=i in errors
                 )
@@ -148,7 +162,8 @@ def pairing_problems(request: ModelRequest) -> list[str]:
             if "tool_result" in kinds and kinds.index("tool_result") != 0:
                 problems.append(f"message {i}: tool_result blocks are not first")
             if kinds.count("tool_result") and any(
-                k == "tool_result" for k in kinds[kinds.index("tool_result") :][
+                k == "tool_result"
+                for k in kinds[kinds.index("tool_result") :][
                     next((j for j, k in enumerate(kinds) if k != "tool_result"), len(kinds)) :
                 ]
             ):

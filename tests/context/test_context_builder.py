@@ -175,8 +175,9 @@ def test_unanswered_tool_calls_are_not_sent() -> None:
     r.step([("read", {"path": "a"}, "A"), ("read", {"path": "b"}, "B")], answered=1)
     built = ContextBuilder(SETTINGS).build(r.events(), budget=10_000)
     assert not pairing_problems(built.request)
-    uses = [b["id"] for m in built.request.messages for b in m["content"]
-            if b.get("type") == "tool_use"]
+    uses = [
+        b["id"] for m in built.request.messages for b in m["content"] if b.get("type") == "tool_use"
+    ]
     assert uses == ["toolu_00001"]
 
 

@@ -83,10 +83,13 @@ def _session(ws: Path, store: StoreConfig) -> str:
     r = Recorder.start(app, workspace=str(ws))
     r.user("make run() log something")
     content = (ws / "pkg" / "a.py").read_bytes()
-    r.step([("read", {"path": "pkg/a.py"}, "x" * 30_000)],
-           files={0: [("pkg/a.py", content, "read")]})
-    r.step([("edit", {"path": "pkg/a.py"}, "ok")],
-           files={0: [("pkg/a.py", content + b"    print('ran')\n", "edit")]})
+    r.step(
+        [("read", {"path": "pkg/a.py"}, "x" * 30_000)], files={0: [("pkg/a.py", content, "read")]}
+    )
+    r.step(
+        [("edit", {"path": "pkg/a.py"}, "ok")],
+        files={0: [("pkg/a.py", content + b"    print('ran')\n", "edit")]},
+    )
     r.answer("Done: run() prints now.")
     sid = str(r.session_id)
     app.close()
@@ -102,7 +105,13 @@ def test_context_json_shows_parts_files_related_code_and_the_request(
     doc = json.loads(ran.stdout)
     parts = {p["name"]: p["tokens"] for p in doc["parts"]}
     assert list(parts) == [
-        "system", "instructions", "tools", "summaries", "messages", "files", "related"
+        "system",
+        "instructions",
+        "tools",
+        "summaries",
+        "messages",
+        "files",
+        "related",
     ]
     assert sum(parts.values()) == doc["tokens"] <= doc["budget"] == 100_000
     assert parts["tools"] > 0 and parts["files"] > 0 and parts["related"] > 0

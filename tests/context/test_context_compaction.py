@@ -114,8 +114,12 @@ def test_one_long_turn_is_compacted_step_by_step_keeping_the_ask() -> None:
     first = built.request.messages[0]["content"]
     assert first[0]["text"] == "refactor everything"
     assert first[1]["text"].startswith("[Summary of earlier turns")
-    commands = [b["input"]["command"] for m in built.request.messages for b in m["content"]
-                if b.get("type") == "tool_use"]
+    commands = [
+        b["input"]["command"]
+        for m in built.request.messages
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
     assert commands == ["step 7", "step 8", "step 9"]
     assert not pairing_problems(built.request)
 

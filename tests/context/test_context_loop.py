@@ -23,8 +23,12 @@ pytestmark = pytest.mark.skipif(
     reason="the agent loop does not build its requests with projections.context yet",
 )
 
-TOO_LONG = {"error": {"type": "invalid_request_error",
-                      "message": "prompt is too long: maximum context length exceeded"}}
+TOO_LONG = {
+    "error": {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: maximum context length exceeded",
+    }
+}
 
 
 def test_context_too_long_is_compacted_recorded_and_retried(tmp_path: Path) -> None:

@@ -58,8 +58,10 @@ def _record(ops: list[tuple[Any, ...]]) -> Recorder:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_op, min_size=1, max_size=25), st.lists(st.integers(60, 30_000), min_size=1,
-                                                         max_size=4))
+@given(
+    st.lists(_op, min_size=1, max_size=25),
+    st.lists(st.integers(60, 30_000), min_size=1, max_size=4),
+)
 def test_budget_holds_pairs_stay_whole_and_incremental_equals_rebuilt(
     ops: list[tuple[Any, ...]], budgets: list[int]
 ) -> None:

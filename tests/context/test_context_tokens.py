@@ -32,9 +32,7 @@ def test_word_pieces_count_symbols_and_split_long_words() -> None:
     st.integers(min_value=0, max_value=400),
     st.sampled_from([estimate_tokens, word_piece_tokens]),
 )
-def test_fit_text_never_exceeds_the_cap(
-    text: str, cap: int, counter: Callable[[str], int]
-) -> None:
+def test_fit_text_never_exceeds_the_cap(text: str, cap: int, counter: Callable[[str], int]) -> None:
     out = fit_text(text, cap, counter, lambda k: f"[{k} cut]")
     assert counter(out) <= cap
     if counter(text) <= cap:
@@ -56,6 +54,7 @@ def test_request_tokens_adds_system_tools_and_messages() -> None:
         messages=[{"role": "user", "content": "hello world!"}],
     )
     with_msg = request_tokens(request)
-    empty = request_tokens(ModelRequest(model="m", system="s" * 40, tools=SETTINGS.tools,
-                                        messages=[]))
+    empty = request_tokens(
+        ModelRequest(model="m", system="s" * 40, tools=SETTINGS.tools, messages=[])
+    )
     assert with_msg - empty == MESSAGE_OVERHEAD + 2 + 3

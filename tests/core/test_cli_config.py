@@ -26,8 +26,20 @@ def _run(ws: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int
     script = ws / "turns.json"
     script.write_text(json.dumps(SCRIPT))
     code = main(
-        ["--workspace", str(ws), "--backend", "sqlite", "run", "go", "--provider", "scripted",
-         "--script", str(script), "--json", *extra]
+        [
+            "--workspace",
+            str(ws),
+            "--backend",
+            "sqlite",
+            "run",
+            "go",
+            "--provider",
+            "scripted",
+            "--script",
+            str(script),
+            "--json",
+            *extra,
+        ]
     )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     return code, lines

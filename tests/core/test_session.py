@@ -20,8 +20,11 @@ def test_nodes_form_a_tree_and_head_moves_without_deleting() -> None:
     s = Session.start(workspace="/w")
     first = s.add_user_message("fix the test")
     answer = s.record_model_response(
-        blocks=[{"type": "text", "text": "done"}], stop_reason="end_turn", usage={},
-        provider="scripted", model="m",
+        blocks=[{"type": "text", "text": "done"}],
+        stop_reason="end_turn",
+        usage={},
+        provider="scripted",
+        model="m",
     )
     s.move_head(first, reason="fork")
     retry = s.add_user_message("try again differently")

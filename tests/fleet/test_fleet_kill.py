@@ -108,8 +108,14 @@ def _bench() -> object:
 def test_small_kill_storm_loses_and_repeats_nothing() -> None:
     bench = _bench()
     plan = bench.Plan(  # type: ignore[attr-defined]
-        workers=3, sessions=24, concurrency=2, steps=2, delay_ms=150, kills=6,
-        kill_interval_s=0.5, projection=True,
+        workers=3,
+        sessions=24,
+        concurrency=2,
+        steps=2,
+        delay_ms=150,
+        kills=6,
+        kill_interval_s=0.5,
+        projection=True,
     )
     result = bench.run_plan(plan)  # type: ignore[attr-defined]
     assert result.problems == []

@@ -115,7 +115,14 @@ def test_summary_fold_tracks_status_and_counts() -> None:
         row = fold(row, e)
         statuses.append(row.status)
     assert statuses == [
-        "new", "running", "running", "waiting", "running", "running", "running", "complete"
+        "new",
+        "running",
+        "running",
+        "waiting",
+        "running",
+        "running",
+        "running",
+        "complete",
     ]
     assert row is not None
     assert (row.events, row.model_turns, row.tool_calls, row.tool_errors) == (8, 2, 1, 1)

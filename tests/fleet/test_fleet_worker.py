@@ -102,9 +102,7 @@ def test_two_workers_on_one_session_conflict_without_losing_or_repeating_anythin
             await a.queue.open()
             await b.queue.open()
             try:
-                return list(
-                    await asyncio.gather(a.advance(job, 7, None), b.advance(job, 7, None))
-                )
+                return list(await asyncio.gather(a.advance(job, 7, None), b.advance(job, 7, None)))
             finally:
                 await a.queue.close()
                 await b.queue.close()

@@ -86,7 +86,9 @@ def test_a_version_0_cassette_is_upcast_on_load() -> None:
     cassette = load_cassette(path)
     assert cassette.session == "0b6c2f3e-5d1a-4c1e-9b7a-2f4e6d8c0a11"
     assert [e.kind for e in cassette.events][:3] == [
-        "Started", "UserMessageAdded", "ModelResponded",
+        "Started",
+        "UserMessageAdded",
+        "ModelResponded",
     ]
     assert cassette.events[0].topic == "coder_es.domain.session:Session.Started"
     # Version 0 had no initial workspace: it is derived from what the events saw.

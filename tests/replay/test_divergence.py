@@ -57,9 +57,11 @@ class TerseRead(ReadTool):
 
 def test_a_changed_tool_output_format_fails_at_that_tool_result_in_live_mode() -> None:
     tools = ToolRegistry(
-        [TerseRead() if t.name == "read" else t for t in (
-            default_registry().get(n) for n in default_registry().names()
-        ) if t is not None]
+        [
+            TerseRead() if t.name == "read" else t
+            for t in (default_registry().get(n) for n in default_registry().names())
+            if t is not None
+        ]
     )
     cassette = bundled("fix-failing-test")
     report = replay_cassette(cassette, ReplayOptions(mode="live", tools=tools))
@@ -94,8 +96,10 @@ def test_a_changed_tool_execution_order_fails_at_the_first_result(
     first_read = step_of(cassette, "FileObserved")
     assert d.step == first_read and d.kind == "FileObserved"
     assert "shop/pricing.py" in str(d.expected) and "shop/report.py" in str(d.actual)
-    assert f"step {first_read} (FileObserved): fields.tool_use_id (and path, hash, size) differ: " \
+    assert (
+        f"step {first_read} (FileObserved): fields.tool_use_id (and path, hash, size) differ: "
         "recorded 'toolu_scripted_1_1', replayed 'toolu_scripted_1_3'" in d.summary
+    )
 
 
 def _without_rules(cassette: Cassette) -> Cassette:
@@ -151,13 +155,19 @@ def test_a_recording_that_ends_early_reports_the_extra_model_call() -> None:
 def test_a_recording_that_goes_on_reports_the_missing_step() -> None:
     cassette = bundled("user-edit-merged")
     last = cassette.events[-1]
-    extra = RecordedEvent(last.version + 1, "NodeLabelled", last.topic, last.timestamp,
-                          {"prev_hash": "", "node": "2", "name": "later"})
+    extra = RecordedEvent(
+        last.version + 1,
+        "NodeLabelled",
+        last.topic,
+        last.timestamp,
+        {"prev_hash": "", "node": "2", "name": "later"},
+    )
     longer = dataclasses.replace(cassette, events=(*cassette.events, extra))
     # A label is a user command: it is replayed, so the streams stay identical.
     assert replay_cassette(longer, ReplayOptions(mode="verify")).ok
-    bogus = RecordedEvent(last.version + 1, "ModelResponded", last.topic, last.timestamp,
-                          dict(last.fields))
+    bogus = RecordedEvent(
+        last.version + 1, "ModelResponded", last.topic, last.timestamp, dict(last.fields)
+    )
     report = replay_cassette(
         dataclasses.replace(cassette, events=(*cassette.events, bogus)), ReplayOptions()
     )
@@ -167,6 +177,7 @@ def test_a_recording_that_goes_on_reports_the_missing_step() -> None:
 
 
 def test_the_scratch_workspace_is_removed_unless_kept(tmp_path: Path) -> None:
-    report = replay_cassette(bundled("branched-rewind"), ReplayOptions(mode="live",
-                                                                      workspace=tmp_path / "w"))
+    report = replay_cassette(
+        bundled("branched-rewind"), ReplayOptions(mode="live", workspace=tmp_path / "w")
+    )
     assert report.ok and (tmp_path / "w" / "greet.py").read_text().count("HELLO") == 1

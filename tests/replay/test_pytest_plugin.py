@@ -9,7 +9,7 @@ from pathlib import Path
 
 from replay_helpers import SESSIONS
 
-TESTS = '''
+TESTS = """
 import shutil
 from pathlib import Path
 
@@ -41,14 +41,26 @@ def test_missing_without_recorder(replay):
 def test_missing_with_recorder(replay):
     report = replay(MISSING, recorder=recorder)
     assert report.ok
-'''
+"""
 
 
 def run_pytest(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *extra,
-         str(folder / "test_user.py")],
-        cwd=folder, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rfE",
+            *extra,
+            str(folder / "test_user.py"),
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -58,8 +70,11 @@ def test_the_plugin_replays_fails_with_the_report_and_never_records_by_default(
     good = tmp_path / "good.cassette.jsonl"
     shutil.copy(SESSIONS / "branched-rewind.cassette.jsonl", good)
     bad = tmp_path / "bad.cassette.jsonl"
-    bad.write_text(good.read_text().replace(
-        '"reason":"allow by preset:build:allow *"', '"reason":"allowed"', 1))
+    bad.write_text(
+        good.read_text().replace(
+            '"reason":"allow by preset:build:allow *"', '"reason":"allowed"', 1
+        )
+    )
     missing = tmp_path / "recorded-on-demand.cassette.jsonl"
     (tmp_path / "test_user.py").write_text(
         TESTS.format(good=str(good), bad=str(bad), missing=str(missing))

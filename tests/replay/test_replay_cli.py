@@ -27,16 +27,41 @@ def test_record_cassette_exports_a_stored_session_that_replays(
     )
     app.close()
     out = tmp_path / "a.cassette.jsonl"
-    code = main(["--workspace", str(workspace), "--store", str(store.path), "--backend",
-                 "sqlite", "record-cassette", sid[:8], "-o", str(out)])
+    code = main(
+        [
+            "--workspace",
+            str(workspace),
+            "--store",
+            str(store.path),
+            "--backend",
+            "sqlite",
+            "record-cassette",
+            sid[:8],
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0
     assert f"wrote {out}: 8 events, 2 initial files" in capsys.readouterr().out
     exported = load_cassette(out)
     assert exported.session == sid and set(exported.files) == {"a.txt", "b.txt"}
     assert main(["replay", "--mode", "live", str(out)]) == 0
     touched = tmp_path / "touched.cassette.jsonl"
-    main(["--workspace", str(workspace), "--store", str(store.path), "--backend", "sqlite",
-          "record-cassette", sid, "-o", str(touched), "--touched-only"])
+    main(
+        [
+            "--workspace",
+            str(workspace),
+            "--store",
+            str(store.path),
+            "--backend",
+            "sqlite",
+            "record-cassette",
+            sid,
+            "-o",
+            str(touched),
+            "--touched-only",
+        ]
+    )
     assert set(load_cassette(touched).files) == {"a.txt"}
 
 
@@ -51,8 +76,11 @@ def test_replay_exit_codes_and_batch_summary(
     assert "identical" in capsys.readouterr().out
     # A tampered recording: a decision the code derives (not an input it is served).
     bad = folder / "b-bad.cassette.jsonl"
-    bad.write_text(good.read_text().replace('"reason":"allow by preset:build:allow *"',
-                                            '"reason":"allowed"', 1))
+    bad.write_text(
+        good.read_text().replace(
+            '"reason":"allow by preset:build:allow *"', '"reason":"allowed"', 1
+        )
+    )
     assert main(["replay", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "DIVERGED" in out and "first divergent step" in out

@@ -102,8 +102,11 @@ class Branching(RuleBasedStateMachine):
     def user_message(self) -> None:
         self._created(self.agent.user_message(f"message {self._n()}"))
 
-    @rule(path=st.sampled_from(PATHS), op=st.sampled_from(["change", "append", "delete"]),
-          line=st.integers(0, 10))
+    @rule(
+        path=st.sampled_from(PATHS),
+        op=st.sampled_from(["change", "append", "delete"]),
+        line=st.integers(0, 10),
+    )
     def model_turn_with_edit(self, path: str, op: str, line: int) -> None:
         files = self.agent.branching.files(self.agent.sid)
         seen = files.known.get(path)

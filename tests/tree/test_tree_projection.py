@@ -18,8 +18,11 @@ from projections.tree import FORMAT, ConversationTree, full_path, path_events, t
 
 def _answer(s: Session, text: str) -> str:
     return s.record_model_response(
-        blocks=[{"type": "text", "text": text}], stop_reason="end_turn", usage={},
-        provider="scripted", model="m",
+        blocks=[{"type": "text", "text": text}],
+        stop_reason="end_turn",
+        usage={},
+        provider="scripted",
+        model="m",
     )
 
 
@@ -57,8 +60,10 @@ def test_structure_and_queries(store_config: StoreConfig) -> None:
         assert tree.leaves() == [n["a2"], n["u3"], n["u4"]]
         assert tree.branch_points() == [None, n["a1"]]
         assert {(b.fork_point, b.start, b.tip) for b in tree.branches()} == {
-            (None, n["u1"], n["u3"]), (None, n["u4"], n["u4"]),
-            (n["a1"], n["u2"], n["a2"]), (n["a1"], n["u3"], n["u3"]),
+            (None, n["u1"], n["u3"]),
+            (None, n["u4"], n["u4"]),
+            (n["a1"], n["u2"], n["a2"]),
+            (n["a1"], n["u3"], n["u3"]),
         }
         assert tree.labels_of(n["u2"]) == ["first-try"]
         assert tree.resolve("first-try") == n["u2"]
@@ -118,7 +123,9 @@ def test_a_forked_session_sees_the_parent_path_as_its_prefix(tmp_path: Path) -> 
         assert refs == [(str(sid), n["u1"]), (str(sid), n["a1"]), (str(child.id), mine)]
         events = path_events(app, tree, mine)
         assert [type(e).__name__ for e in events] == [
-            "UserMessageAdded", "ModelResponded", "UserMessageAdded"
+            "UserMessageAdded",
+            "ModelResponded",
+            "UserMessageAdded",
         ]
         # Nothing was copied: the child's own log holds only its own events.
         assert len(app.session_events(child.id)) == 2
