@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from coder_es.store.lmdb import LMDBFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = uuid.UUID(int=42)
+
+ACK = re.compile(r"ack \d+")
 
 WRITER = textwrap.dedent(
     """
@@ -38,7 +41,9 @@ WRITER = textwrap.dedent(
         recorder.insert_events(events)
         version += size
         n += 1
-        print("ack", version, flush=True)
+        # One write per line: a kill may still cut it, and a cut line acknowledges nothing.
+        sys.stdout.write(f"ack {version}\\n")
+        sys.stdout.flush()
     """
 )
 
@@ -63,15 +68,15 @@ def test_sigkill_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> N
         )
         assert proc.stdout is not None
         # Wait for the writer to be appending, then kill it at a random moment.
-        first = proc.stdout.readline()
-        assert first.startswith("ack"), proc.stderr.read() if proc.stderr else ""
+        first = proc.stdout.readline().rstrip("\n")
+        assert ACK.fullmatch(first), proc.stderr.read() if proc.stderr else first
         acked = max(acked, int(first.split()[1]))
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
         kills += 1
         for line in out.splitlines():
-            if line.startswith("ack"):
+            if ACK.fullmatch(line):
                 acked = max(acked, int(line.split()[1]))
     assert kills == 12
 
