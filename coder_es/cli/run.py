@@ -169,6 +169,12 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         provider=provider,
         model=model,
         rules=_rules(args, ctx),
+        # Only a default the configuration states overrides the one a resumed session recorded.
+        default_permission=(
+            ctx.settings.permissions.default
+            if ctx.settings.origin("permissions.default") is not None
+            else None
+        ),
         max_steps=args.max_steps,
         title=args.title or (getattr(args, "prompt", None) or "")[:80],
     )

@@ -98,6 +98,7 @@ class ClientRuntime:
             provider=self.choice.provider,
             model=self.choice.model,
             rules=self.rules,
+            default_permission=self.config.permissions.default,
             title=title,
         )
 

@@ -27,14 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coder_es.permissions.presets import Preset, get_preset
-from coder_es.permissions.rules import TOOL_NAMES, Rule, split_command, suggest_pattern
+from coder_es.permissions.rules import (
+    TOOL_NAMES,
+    Rule,
+    RuleSyntaxError,
+    split_command,
+    suggest_pattern,
+)
 from coder_es.tools.base import Subject
 
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
 DOOM_LOOP_RULE = "doom_loop"
 OUTSIDE_RULE = "outside_workspace"
-DEFAULT_RULE = "default:ask"
 
 
 @dataclass(frozen=True)
@@ -52,10 +57,16 @@ class Policy:
     preset: Preset
     user_rules: tuple[Rule, ...] = ()
     doom_threshold: int = 3
+    default: str = "ask"
+    """The action for a call no explicit rule decides, where the preset would ask (config
+    ``permissions.default``)."""
 
     @classmethod
-    def for_agent(cls, agent: str, user_rules: Sequence[Rule] = ()) -> Policy:
-        return cls(preset=get_preset(agent), user_rules=tuple(user_rules))
+    def for_agent(cls, agent: str, user_rules: Sequence[Rule] = (), default: str = "ask") -> Policy:
+        if default not in ("allow", "ask", "deny"):
+            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+            raise RuleSyntaxError(msg)
+        return cls(preset=get_preset(agent), user_rules=tuple(user_rules), default=default)
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -77,6 +88,7 @@ class Policy:
                 {"tool": r.tool, "pattern": r.pattern, "action": r.action} for r in self.user_rules
             ],
             "doom_threshold": self.doom_threshold,
+            "default": self.default,
         }
 
     def evaluate(
@@ -146,9 +158,12 @@ class Policy:
         if outside:
             return "ask", OUTSIDE_RULE, f"{text} is outside the workspace"
         preset = _last_match(self.preset.rules, covers)
-        if preset is not None:
+        if preset is not None and (preset.action != "ask" or self.default == "ask"):
             return preset.action, preset.describe(), f"{preset.action} by {preset.describe()}"
-        return "ask", DEFAULT_RULE, "no rule covers this call"
+        # Nothing explicit decided: the preset would ask (or no rule covers the call). The
+        # configured default answers instead; explicit asks above (user rules, repeated calls,
+        # outside paths) still ask.
+        return self.default, f"default:{self.default}", "no explicit rule decides this call"
 
 
 def _last_match(rules: Sequence[Rule], covers: Any) -> Rule | None:

@@ -62,6 +62,8 @@ class SessionOptions:
     rules: tuple[Rule, ...] = ()
     max_steps: int = 50
     title: str = ""
+    default_permission: str | None = None
+    """The action when no rule covers a call: allow, ask or deny (None: the session's, or ask)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Extra settings recorded in a new session's Started event (e.g. a client's MCP servers)."""
 
@@ -264,7 +266,7 @@ class AgentService:
     async def create_session(self, options: SessionOptions | None = None) -> SessionHandle:
         options = options or SessionOptions()
         agent = options.agent or "build"
-        policy = Policy.for_agent(agent, options.rules)
+        policy = Policy.for_agent(agent, options.rules, options.default_permission or "ask")
         provider_name = options.provider or "scripted"
         provider = self.provider_factory(provider_name, options.model or "")
         settings = await asyncio.to_thread(record_prompt, self.workspace, self.app.blobs)
@@ -295,9 +297,11 @@ class AgentService:
             )
             raise UsageError(msg)
         agent = options.agent or session.agent
-        recorded = session.settings.get("permissions", {}).get("rules", [])
+        permissions = session.settings.get("permissions", {})
+        recorded = permissions.get("rules", [])
         rules = [Rule(r["tool"], r.get("pattern"), r["action"]) for r in recorded]
-        policy = Policy.for_agent(agent, [*rules, *options.rules])
+        default = options.default_permission or permissions.get("default", "ask")
+        policy = Policy.for_agent(agent, [*rules, *options.rules], default)
         provider = self.provider_factory(
             options.provider or session.provider, options.model or session.model
         )

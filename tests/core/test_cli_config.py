@@ -80,3 +80,57 @@ def test_a_broken_config_file_is_a_usage_error(
     (tmp_path / ".coder-es" / "config.toml").write_text("permisions = 1\n")
     assert main(["--workspace", str(tmp_path), "--backend", "sqlite", "sessions"]) == 2
     assert "did you mean 'permissions'" in capsys.readouterr().err
+
+
+NEW_FILE_SCRIPT = {
+    "turns": [
+        {
+            "blocks": [
+                {
+                    "type": "tool_use",
+                    "id": "w1",
+                    "name": "bash",
+                    "input": {"command": "touch notes.txt"},
+                }
+            ],
+            "stop_reason": "tool_use",
+        },
+        {"blocks": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"},
+    ]
+}
+
+
+@pytest.mark.parametrize(("default", "expected"), [("deny", "deny"), ("allow", "allow")])
+def test_the_configured_default_decides_calls_no_rule_covers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], default: str, expected: str
+) -> None:
+    # The plan agent's preset asks about commands it does not know, such as `touch`; with a
+    # configured default, that answer is given instead of asking.
+    (tmp_path / ".coder-es").mkdir()
+    (tmp_path / ".coder-es" / "config.toml").write_text(f'[permissions]\ndefault = "{default}"\n')
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps(NEW_FILE_SCRIPT))
+    code = main(
+        [
+            "--workspace",
+            str(tmp_path),
+            "--backend",
+            "sqlite",
+            "run",
+            "go",
+            "--provider",
+            "scripted",
+            "--script",
+            str(script),
+            "--json",
+            "--agent",
+            "plan",
+            "--allow",
+            "write:docs/**",
+        ]
+    )
+    updates = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    decision = next(u for u in updates if u["type"] == "permission_decided")
+    assert code == 0
+    assert (decision["decision"], decision["matched_rule"]) == (expected, f"default:{default}")
+    assert (tmp_path / "notes.txt").exists() == (expected == "allow")
