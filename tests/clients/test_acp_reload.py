@@ -64,8 +64,8 @@ def replace_config(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-async def stderr_until(proc: Any, needle: str, timeout: float = 20) -> list[str]:
-    """Read the agent's stderr until a line holds ``needle``; returns that line and the next."""
+async def stderr_until(proc: Any, needle: str, timeout: float = 20, more: int = 0) -> list[str]:
+    """Read the agent's stderr until a line holds ``needle``; returns it and ``more`` lines."""
 
     async def read() -> list[str]:
         seen: list[str] = []
@@ -75,8 +75,7 @@ async def stderr_until(proc: Any, needle: str, timeout: float = 20) -> list[str]
                 raise AssertionError(f"stderr closed before {needle!r}: {''.join(seen)}")
             seen.append(line)
             if needle in line:
-                following = (await proc.stderr.readline()).decode()
-                return [line, following]
+                return [line] + [(await proc.stderr.readline()).decode() for _ in range(more)]
 
     return await asyncio.wait_for(read(), timeout)
 
@@ -113,7 +112,7 @@ def test_acp_applies_a_good_edit_and_keeps_the_last_good_config_on_a_broken_one(
             assert not written.exists()
 
             replace_config(config, ALLOW_WRITE)
-            (reloaded, _) = await stderr_until(proc, "configuration reloaded")
+            (reloaded,) = await stderr_until(proc, "configuration reloaded")
             assert "permissions" in reloaded
             allowed = await session_turn(conn)
             assert client.tool_statuses(allowed) == ["in_progress", "completed"]
@@ -121,7 +120,8 @@ def test_acp_applies_a_good_edit_and_keeps_the_last_good_config_on_a_broken_one(
             written.unlink()
 
             replace_config(config, BROKEN)
-            report = await stderr_until(proc, "configuration not reloaded")
+            # The message is the summary, then one line per problem.
+            report = await stderr_until(proc, "configuration not reloaded", more=1)
             # The last good configuration (allow) still decides, without asking.
             kept = await session_turn(conn)
             assert client.tool_statuses(kept) == ["in_progress", "completed"]
