@@ -131,15 +131,16 @@ def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]
         labels = tree.labels_of(node)
         changed = files.changed_at(node)
         text = texts.get(node, "")
-        line = f"{escape(own)}[bold]{node}[/bold] [dim]{tree.kind(node)}[/dim] {escape(text)}"
+        # The text comes last so that a narrow terminal shortens it, never the markers.
+        line = f"{escape(own)}[bold]{node}[/bold] [dim]{tree.kind(node)}[/dim]"
+        if node == head:
+            line += " [green bold]<- HEAD[/green bold]"
         if labels:
             line += " [yellow]" + escape(" ".join(f"[{name}]" for name in labels)) + "[/yellow]"
         if changed:
             shown = ", ".join(changed[:4]) + (f" +{len(changed) - 4}" if len(changed) > 4 else "")
             line += f" [cyan]files: {escape(shown)}[/cyan]"
-        if node == head:
-            line += " [green bold]<- HEAD[/green bold]"
-        lines.append(line)
+        lines.append(f"{line} {escape(text)}")
         kids = tree.children(node)
         if len(kids) == 1:
             stack.append((kids[0], rest, rest))
@@ -171,7 +172,7 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     if not len(tree):
         console.print("(no messages yet)")
     for line in render_tree(tree, files, texts):
-        console.print(line)
+        console.print(line, no_wrap=True, overflow="ellipsis")
     return 0
 
 

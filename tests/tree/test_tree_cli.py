@@ -60,7 +60,7 @@ def test_tree_shows_branches_labels_files_and_head(
     out = _cli(ws, "tree", sid[:8])
     assert out.returncode == 0, out.stderr
     assert "[first-version]" in out.stdout and "files: a.txt" in out.stdout
-    assert f"{n['ask']} user write the file <- HEAD" in out.stdout
+    assert f"{n['ask']} user <- HEAD write the file" in out.stdout
     data = json.loads(_cli(ws, "tree", sid, "--json").stdout)
     assert data["head"] == n["ask"] and data["labels"] == {"first-version": n["write"]}
     node = next(x for x in data["nodes"] if x["id"] == n["edit"])
