@@ -12,8 +12,9 @@ seams (``coder_es.service.api.AgentService`` builds it, as for a real run):
   again in the scratch workspace right before the step that saw them (``replay.disk``);
 - permission questions are answered from the recording;
 - the user's side is replayed at the points it was recorded: messages, fork / checkout / rewind /
-  label (``coder_es.branching``, on the scratch workspace), and cancellations (a recorded
-  ``TurnCancelled`` cancels the turn where it happened).
+  label (``coder_es.branching``, on the scratch workspace), permission rule changes
+  (``SessionHandle.update_permissions``), and cancellations (a recorded ``TurnCancelled`` cancels
+  the turn where it happened).
 
 The new events are compared with the recorded ones as they appear, under ``replay.normalize``; the
 first difference stops the replay and is reported (``replay.report.Divergence``).
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from coder_es.agent.decider import ABANDONED
+from coder_es.agent.decider import ABANDONED, rules_from_records
 from coder_es.agent.runner import LoopConfig
 from coder_es.application import CoderApp
 from coder_es.branching import Branching
@@ -550,6 +551,13 @@ class ReplayEngine:
                 await self._close_handle()
                 f = event.fields
                 Branching(self.app, self.scratch.root).label(self.sid, str(f["node"]), f["name"])
+            elif event.kind == "PermissionsChanged":
+                # A user-side change (a resume with new rules, a config reload) between turns.
+                f = event.fields
+                handle = await self._open()
+                handle.update_permissions(
+                    rules_from_records(f.get("rules") or []), str(f.get("default", "ask"))
+                )
             elif event.kind == "ContextCompacted":
                 await self._close_handle()
                 f = event.fields

@@ -27,13 +27,15 @@ recorded response is made again (nothing of it was recorded, so nothing is lost)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from coder_es.agent.state import CallState, LoopState
 from coder_es.domain.session import SUMMARY, USER, NodeId
 from coder_es.permissions.policy import Evaluation, Policy
+from coder_es.permissions.rules import Rule
 from coder_es.tools.base import Subject, ToolCall
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError
@@ -56,6 +58,27 @@ class DecisionContext:
     tools: ToolRegistry
     policy: Policy
     max_steps: int = 50
+
+    def with_permissions(self, rules: Iterable[dict[str, Any]], default: str) -> DecisionContext:
+        """The same context under other user rules (a ``PermissionsChanged``); the agent preset
+        stays, since it is chosen when the session is opened, not by the rules."""
+        policy = replace(self.policy, user_rules=rules_from_records(rules), default=default)
+        return replace(self, policy=policy)
+
+
+def rules_from_records(records: Iterable[dict[str, Any]]) -> tuple[Rule, ...]:
+    return tuple(
+        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user") for r in records
+    )
+
+
+def rule_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:
+    """Rules as a ``PermissionsChanged`` event records them (the source too, so a rebuilt rule
+    names itself in ``matched_rule`` as the original did)."""
+    return [
+        {"tool": r.tool, "pattern": r.pattern, "action": r.action, "source": r.source}
+        for r in rules
+    ]
 
 
 @dataclass(frozen=True)

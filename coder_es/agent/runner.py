@@ -163,6 +163,7 @@ class AgentLoop:
         self.context = ContextState()
         self._builder: ContextBuilder | None = None
         self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
+        self._settings: RequestSettings | None = None
         events = app.session_events(self.session.id)
         for event in events:
             self._apply(event)
@@ -173,7 +174,6 @@ class AgentLoop:
         )
         self.root = Path(self.state.workspace)
         self.tool_cache: dict[str, Any] = {}
-        self._settings: RequestSettings | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self.cancel_reason = "cancelled by the user"
 
@@ -182,6 +182,23 @@ class AgentLoop:
     def _apply(self, event: Any) -> None:
         self.state.apply(event)
         self.context.apply(event)
+        if isinstance(event, Session.PermissionsChanged):
+            self._follow_permissions()
+
+    def _follow_permissions(self) -> None:
+        # Decisions after the event use its rules, whether it was just recorded or loaded.
+        rules, default = self.state.permissions_in_force()
+        before = self.deps.decision.policy.tools
+        self.deps.decision = self.deps.decision.with_permissions(rules, default)
+        if self.deps.decision.policy.tools != before:
+            # A rule can offer a tool the preset does not (or stop offering it).
+            self._settings = None
+            self._builder = None
+
+    def change_permissions(self, rules: list[dict[str, Any]], default: str) -> None:
+        """Record new user rules for this session (between turns) and decide by them."""
+        self._trigger(partial(Session.change_permissions, rules=rules, default=default))
+        self.flush()
 
     def _trigger(self, command: Callable[[Session], T]) -> T:
         before = len(self.session.pending_events)

@@ -4,7 +4,8 @@
 to date by applying each new event as it is recorded; ``LoopState.from_events`` rebuilds it from
 zero (a crashed session resumes that way). The state holds only what the decider needs: the
 conversation nodes (kind and parent), the tool calls of each model response and where each call
-stands (requested, permission asked, decided, completed), the "always" answers, and the head.
+stands (requested, permission asked, decided, completed), the "always" answers, the user's
+permission rules in force, and the head.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class LoopState:
     last_signature: str | None = None
     last_repeats: int = 0
     last_request_digest: str | None = None
+    # The last PermissionsChanged ({rules, default}); None: the Started settings' rules hold.
+    permissions: dict[str, Any] | None = None
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -162,11 +165,19 @@ class LoopState:
     def _head_moved(self, e: Session.HeadMoved) -> None:
         self.head = e.node
 
+    def _permissions_changed(self, e: Session.PermissionsChanged) -> None:
+        self.permissions = {"rules": [dict(r) for r in e.rules], "default": e.default}
+
     def _cancelled(self, e: Session.TurnCancelled) -> None:
         if e.node is not None and e.node in self.nodes:
             self.nodes[e.node].cancelled = True
 
     # ------------------------------------------------------------------ queries
+
+    def permissions_in_force(self) -> tuple[list[dict[str, Any]], str]:
+        """The user's rules and default: the last PermissionsChanged's, else the Started ones."""
+        recorded = self.permissions or self.settings.get("permissions") or {}
+        return [dict(r) for r in recorded.get("rules", [])], str(recorded.get("default", "ask"))
 
     def head_info(self) -> NodeInfo | None:
         return self.nodes.get(self.head) if self.head is not None else None
@@ -200,4 +211,5 @@ _HANDLERS: dict[type, Any] = {
     Session.ContextCompacted: LoopState._compacted,
     Session.HeadMoved: LoopState._head_moved,
     Session.TurnCancelled: LoopState._cancelled,
+    Session.PermissionsChanged: LoopState._permissions_changed,
 }

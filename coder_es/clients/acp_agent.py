@@ -66,6 +66,7 @@ from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor
 from coder_es.clients.history import session_history
 from coder_es.clients.runtime import ClientRuntime
+from coder_es.config import Config
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
@@ -624,6 +625,11 @@ class CoderAcpAgent:
             )
         return "\n".join(lines)
 
+    def config_changed(self, config: Config, sections: list[str]) -> None:
+        if "permissions" in sections:
+            self.runtime.update_sessions(s.handle for s in self.sessions.values())
+        log.warning("configuration reloaded (%s)", ", ".join(sections) or "no effective change")
+
     async def close(self) -> None:
         for session in self.sessions.values():
             await session.handle.close()
@@ -637,9 +643,7 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
         loop = asyncio.get_running_loop()
         runtime.watch(
             loop,
-            on_change=lambda _c, sections: log.warning(
-                "configuration reloaded (%s)", ", ".join(sections) or "no effective change"
-            ),
+            on_change=agent.config_changed,
             on_error=lambda e: log.error(
                 "configuration not reloaded, keeping the last good one: %s", e
             ),

@@ -1,9 +1,10 @@
 """What the ACP agent and the WebSocket server share: the store, the provider choice, one
 ``AgentService`` per workspace, and the configuration with hot reload.
 
-The configuration is applied on reload without a restart: permission rules and the provider
-for sessions opened from then on, and the server's approval filters for the next question.
-Store settings need a restart (the reload says so).
+The configuration is applied on reload without a restart: permission rules for the open
+sessions (from their next turn; each change is recorded as a ``PermissionsChanged``) and for those
+opened from then on, the provider for sessions opened from then on, and the server's approval
+filters for the next question. Store settings need a restart (the reload says so).
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from coder_es.application import CoderApp
 from coder_es.clients.filters import ApprovalFilter
 from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, changed_sections
-from coder_es.errors import UsageError
+from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.rules import Rule
 from coder_es.providers.factory import SCRIPT_ENV
-from coder_es.service.api import AgentService, ProviderFactory, SessionOptions
+from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,14 @@ class ClientRuntime:
         if "store" in changed or moved:
             log.warning("store and listen-address changes take effect after a restart")
         return changed
+
+    def update_sessions(self, handles: Iterable[SessionHandle]) -> None:
+        """Give open sessions the reloaded rules. A running turn keeps its rules to its end."""
+        for handle in handles:
+            try:
+                handle.update_permissions(self.rules, self.config.permissions.default)
+            except CoderESError as e:  # one session's store conflict must not stop the others
+                log.error("session %s keeps its permission rules: %s", handle.id, e)
 
     def watch(
         self,

@@ -452,6 +452,8 @@ class WsServer:
                 await session.reply(session.conn, dict(msg))
 
     def config_changed(self, config: Config, sections: list[str]) -> None:
+        if "permissions" in sections:
+            self.runtime.update_sessions(s.handle for s in self.sessions.values())
         log.warning("configuration reloaded (%s)", ", ".join(sections) or "no effective change")
         self._spawn(self.broadcast(p.message("config_reloaded", sections=sections)))
 

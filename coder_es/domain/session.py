@@ -177,6 +177,15 @@ class Session(Aggregate):
         def apply(self, aggregate: Any) -> None:
             aggregate.labels[self.name] = self.node
 
+    class PermissionsChanged(Event):
+        """The user's rules and default from here on (a resume with new rules, a config reload).
+
+        The rules in force are those of the last of these, else the ``Started`` settings'.
+        """
+
+        rules: list[dict[str, Any]]  # {tool, pattern, action, source}
+        default: str  # "allow" | "ask" | "deny"
+
     class ErrorRecorded(Event):
         kind: str
         message: str
@@ -385,6 +394,16 @@ class Session(Aggregate):
             produced_by=produced_by,
         )
         return node
+
+    def change_permissions(self, *, rules: list[dict[str, Any]], default: str) -> None:
+        if default not in ("allow", "ask", "deny"):
+            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+            raise ValueError(msg)
+        for rule in rules:
+            if not isinstance(rule, dict) or not {"tool", "action"} <= rule.keys():
+                msg = f"a permission rule needs a tool and an action, not {rule!r}"
+                raise ValueError(msg)
+        self.trigger_event(self.PermissionsChanged, rules=[dict(r) for r in rules], default=default)
 
     # ------------------------------------------------------------------ files
 

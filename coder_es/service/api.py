@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coder_es.agent.decider import DecisionContext
+from coder_es.agent.decider import DecisionContext, rule_records, rules_from_records
 from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
     AgentLoop,
@@ -100,6 +100,7 @@ class SessionHandle:
         self.resumed = resumed
         self._task: asyncio.Task[TurnOutcome] | None = None
         self._questions: dict[str, asyncio.Future[PermissionAnswer]] = {}
+        self._pending_permissions: tuple[tuple[Rule, ...], str] | None = None
         self.outcome: TurnOutcome | None = None
 
     @property
@@ -174,6 +175,7 @@ class SessionHandle:
             for future in self._questions.values():
                 future.cancel()
             self._questions.clear()
+            self._apply_pending_permissions()
 
     def cancel(self, reason: str = "cancelled by the user") -> bool:
         """Cancel the running turn (the stream and any running tools). False if none runs."""
@@ -207,6 +209,34 @@ class SessionHandle:
             msg = f"no permission question is waiting for tool call {tool_use_id!r}"
             raise UsageError(msg)
         future.set_result(answer)
+
+    def update_permissions(self, rules: Sequence[Rule], default: str) -> bool:
+        """Make ``rules`` and ``default`` the session's user rules (a config reload).
+
+        Recorded as a ``PermissionsChanged`` when they differ from the rules in force. Never in
+        the middle of a turn: while one runs, the change waits for its end (the last one wins).
+        Returns whether it was recorded now.
+        """
+        if default not in ("allow", "ask", "deny"):
+            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+            raise UsageError(msg)
+        if self.running:
+            self._pending_permissions = (tuple(rules), default)
+            return False
+        self._pending_permissions = None
+        return self._change_permissions(rule_records(rules), default)
+
+    def _change_permissions(self, records: list[dict[str, Any]], default: str) -> bool:
+        rules, current = self.loop.state.permissions_in_force()
+        if _same_rules(records, rules) and default == current:
+            return False
+        self.loop.change_permissions(records, default)
+        return True
+
+    def _apply_pending_permissions(self) -> None:
+        pending, self._pending_permissions = self._pending_permissions, None
+        if pending is not None:
+            self._change_permissions(rule_records(pending[0]), pending[1])
 
     async def close(self) -> None:
         self.cancel("session closed")
@@ -298,14 +328,35 @@ class AgentService:
             raise UsageError(msg)
         agent = options.agent or session.agent
         permissions = session.settings.get("permissions", {})
-        recorded = permissions.get("rules", [])
-        rules = [Rule(r["tool"], r.get("pattern"), r["action"]) for r in recorded]
-        default = options.default_permission or permissions.get("default", "ask")
-        policy = Policy.for_agent(agent, [*rules, *options.rules], default)
+        # The Started rules; the loop moves to those of the session's last PermissionsChanged.
+        started = rules_from_records(permissions.get("rules", []))
+        policy = Policy.for_agent(agent, started, permissions.get("default", "ask"))
         provider = self.provider_factory(
             options.provider or session.provider, options.model or session.model
         )
-        return self._handle(session.id, provider, policy, options, resumed=True)
+        handle = self._handle(session.id, provider, policy, options, resumed=True)
+        records, default = handle.loop.state.permissions_in_force()
+        wanted = records
+        if options.rules and not _ends_with(records, rule_records(options.rules)):
+            # Among user rules the last match wins: the command line's go after those in force.
+            wanted = rule_records((*rules_from_records(records), *options.rules))
+        handle._change_permissions(wanted, options.default_permission or default)
+        return handle
+
+
+def _key(record: dict[str, Any]) -> tuple[Any, ...]:
+    # The source only names a rule in matched_rule; the Started settings do not record it.
+    return (record["tool"], record.get("pattern"), record["action"])
+
+
+def _same_rules(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> bool:
+    return [_key(r) for r in a] == [_key(r) for r in b]
+
+
+def _ends_with(records: Sequence[dict[str, Any]], tail: Sequence[dict[str, Any]]) -> bool:
+    """Whether the rules in force already end with ``tail`` (a resume with the same flags
+    changes nothing, however often it is repeated)."""
+    return len(tail) <= len(records) and _same_rules(records[len(records) - len(tail) :], tail)
 
 
 def _default_redact() -> Callable[[str], str] | None:

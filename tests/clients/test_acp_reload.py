@@ -1,5 +1,6 @@
 """``coder-es acp`` reloads ``.coder-es/config.toml`` while it runs: a good edit changes the
-permission rules without a restart, a broken one is reported and the last good rules stay."""
+permission rules without a restart (of the open sessions too), a broken one is reported and the
+last good rules stay."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ DENY_WRITE = '[permissions.rules]\nwrite = "deny"\n'
 ALLOW_WRITE = '[permissions.rules]\nwrite = "allow"\n'
 BROKEN = '[permissions.rules\nwrite = "deny"\n'
 
-# Every session gets a fresh scripted provider, which starts the script from its first turn.
-TURNS: list[dict[str, Any]] = [
+# Every session gets a fresh scripted provider, which starts the script from its first turn; a
+# session prompted twice goes on with the second write.
+WRITE_TURN: list[dict[str, Any]] = [
     {
         "blocks": [
             {"type": "text", "text": "Writing hello.txt."},
@@ -30,6 +32,7 @@ TURNS: list[dict[str, Any]] = [
     },
     {"blocks": [{"type": "text", "text": "Done."}]},
 ]
+TURNS = WRITE_TURN * 2
 
 
 class Recorder:
@@ -114,6 +117,12 @@ def test_acp_applies_a_good_edit_and_keeps_the_last_good_config_on_a_broken_one(
             replace_config(config, ALLOW_WRITE)
             (reloaded,) = await stderr_until(proc, "configuration reloaded")
             assert "permissions" in reloaded
+            # The session that was denied is still open: it now decides by the new rules.
+            again = await conn.prompt(session_id=denied, prompt=[text_block("write again")])
+            assert again.stop_reason == "end_turn"
+            assert client.tool_statuses(denied) == ["failed", "in_progress", "completed"]
+            assert written.read_text() == "hi\n"
+            written.unlink()
             allowed = await session_turn(conn)
             assert client.tool_statuses(allowed) == ["in_progress", "completed"]
             assert written.read_text() == "hi\n"
@@ -140,6 +149,15 @@ def test_acp_applies_a_good_edit_and_keeps_the_last_good_config_on_a_broken_one(
             (e.decision, e.decided_by) for e in events if type(e).__name__ == "PermissionDecided"
         ]
 
-    assert decisions(denied) == [("deny", "rule")]
+    assert decisions(denied) == [("deny", "rule"), ("allow", "rule")]
     assert decisions(allowed) == [("allow", "rule")]
     assert decisions(kept) == [("allow", "rule")]
+
+    def changes(session_id: str) -> list[tuple[Any, Any]]:
+        events = stored_events(ws, session_id)
+        return [(e.rules, e.default) for e in events if type(e).__name__ == "PermissionsChanged"]
+
+    # The reload is recorded in the session that was open, once (the broken edit changed
+    # nothing); a session started after it has the new rules from its start.
+    assert [[r["action"] for r in rules] for rules, _ in changes(denied)] == [["allow"]]
+    assert changes(allowed) == []
