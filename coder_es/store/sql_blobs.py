@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from coder_es.errors import StoreError
 from coder_es.store.blobs import BlobStore
+from coder_es.store.sql_tables import open_postgres_table, open_sqlite_table
 
 
 class SQLiteBlobStore(BlobStore):
     def __init__(self, db_path: str) -> None:
         self.db_path = db_path
-        try:
-            self._conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS coder_es_blobs "
-                "(digest TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID"
-            )
-            self._conn.commit()
-        except sqlite3.DatabaseError as e:
-            msg = f"cannot open the SQLite blob store at {db_path}: {e}"
-            raise StoreError(msg) from e
+        self._conn = open_sqlite_table(
+            db_path,
+            "(digest TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID",
+            table="coder_es_blobs",
+            what="blob store",
+        )
         self._lock = threading.Lock()
 
     def _read(self, digest: str) -> bytes | None:
@@ -55,20 +49,13 @@ class SQLiteBlobStore(BlobStore):
 
 class PostgresBlobStore(BlobStore):
     def __init__(self, conninfo: dict[str, Any], schema: str = "public") -> None:
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
         self._table = f"{schema}.coder_es_blobs" if schema else "coder_es_blobs"
-        try:
-            self._pool = ConnectionPool(kwargs=conninfo, min_size=1, max_size=4, open=True)
-            with self._pool.connection() as conn:
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._table} "
-                    "(digest text PRIMARY KEY, record bytea NOT NULL)"
-                )
-        except psycopg.Error as e:
-            msg = f"cannot open the PostgreSQL blob store ({conninfo.get('dbname')}): {e}"
-            raise StoreError(msg) from e
+        self._pool = open_postgres_table(
+            conninfo,
+            "(digest text PRIMARY KEY, record bytea NOT NULL)",
+            table=self._table,
+            what="blob store",
+        )
 
     def _read(self, digest: str) -> bytes | None:
         with self._pool.connection() as conn:

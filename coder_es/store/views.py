@@ -8,13 +8,12 @@ source of truth.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from coder_es.errors import StoreError
+from coder_es.store.sql_tables import open_postgres_table, open_sqlite_table
 
 
 @dataclass(frozen=True)
@@ -53,17 +52,12 @@ class MemoryViewStore(ViewStore):
 
 class SQLiteViewStore(ViewStore):
     def __init__(self, db_path: str) -> None:
-        try:
-            self._conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS coder_es_views "
-                "(key TEXT PRIMARY KEY, position INTEGER NOT NULL, data BLOB NOT NULL)"
-            )
-            self._conn.commit()
-        except sqlite3.DatabaseError as e:
-            msg = f"cannot open the SQLite view store at {db_path}: {e}"
-            raise StoreError(msg) from e
+        self._conn = open_sqlite_table(
+            db_path,
+            "(key TEXT PRIMARY KEY, position INTEGER NOT NULL, data BLOB NOT NULL)",
+            table="coder_es_views",
+            what="view store",
+        )
         self._lock = threading.Lock()
 
     def get(self, key: str) -> ViewRecord | None:
@@ -92,20 +86,13 @@ class SQLiteViewStore(ViewStore):
 
 class PostgresViewStore(ViewStore):
     def __init__(self, conninfo: dict[str, Any], schema: str = "public") -> None:
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
         self._table = f"{schema}.coder_es_views"
-        try:
-            self._pool = ConnectionPool(kwargs=conninfo, min_size=1, max_size=4, open=True)
-            with self._pool.connection() as conn:
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._table} "
-                    "(key text PRIMARY KEY, position bigint NOT NULL, data bytea NOT NULL)"
-                )
-        except psycopg.Error as e:
-            msg = f"cannot open the PostgreSQL view store ({conninfo.get('dbname')}): {e}"
-            raise StoreError(msg) from e
+        self._pool = open_postgres_table(
+            conninfo,
+            "(key text PRIMARY KEY, position bigint NOT NULL, data bytea NOT NULL)",
+            table=self._table,
+            what="view store",
+        )
 
     def get(self, key: str) -> ViewRecord | None:
         with self._pool.connection() as conn:
