@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_es.domain.session import Session
-
 _BASE = ("originator_id", "originator_version", "timestamp")
 
 
@@ -26,10 +24,6 @@ def event_record(event: Any) -> dict[str, Any]:
         "timestamp": event.timestamp.isoformat(),
         "fields": event_fields(event),
     }
-
-
-def is_node_event(event: Any) -> bool:
-    return isinstance(event, Session.NodeEvent)
 
 
 def summarize(event: Any, width: int = 80) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,15 +48,3 @@ class Context:
 def print_json(value: Any) -> None:
     """One JSON document on one line (stable key order, so scripts can diff outputs)."""
     sys.stdout.write(canonical_json(value) + "\n")
-
-
-def print_json_pretty(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def require_file(path: str) -> Path:
-    p = Path(path)
-    if not p.is_file():
-        msg = f"cannot read {path}: no such file"
-        raise UsageError(msg)
-    return p

@@ -1,13 +1,13 @@
 """Backend choice by configuration: lmdb (default), sqlite, postgres, popo.
 
-``StoreConfig`` turns the user's settings (``--store`` / ``CODER_ES_STORE``, ``--backend`` /
-``CODER_ES_BACKEND``, and eventsourcing's own ``POSTGRES_*`` variables) into the eventsourcing
-environment that selects a persistence module, and opens the blob store on the same backend.
+``StoreConfig`` (built from the validated configuration, ``coder_es.config``: ``--store`` /
+``CODER_ES_STORE``, ``--backend`` / ``CODER_ES_BACKEND``, eventsourcing's own ``POSTGRES_*`` and
+``LMDB_*`` variables) gives the eventsourcing environment that selects a persistence module, and
+opens the blob and view stores on the same backend.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,17 +20,6 @@ BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
 STORE_DIRNAME = ".coder-es"
 
-# Settings passed through from the process environment when present.
-_POSTGRES_KEYS = (
-    "POSTGRES_DBNAME",
-    "POSTGRES_HOST",
-    "POSTGRES_PORT",
-    "POSTGRES_USER",
-    "POSTGRES_PASSWORD",
-    "POSTGRES_SCHEMA",
-    "POSTGRES_POOL_SIZE",
-    "POSTGRES_MAX_OVERFLOW",
-)
 _POSTGRES_DEFAULTS = {
     "POSTGRES_DBNAME": "postgres",
     "POSTGRES_HOST": "127.0.0.1",
@@ -55,22 +44,6 @@ class StoreConfig:
         if self.backend not in BACKENDS:
             msg = f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}"
             raise UsageError(msg)
-
-    @classmethod
-    def resolve(
-        cls,
-        *,
-        workspace: str | Path = ".",
-        store: str | Path | None = None,
-        backend: str | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> StoreConfig:
-        env = os.environ if environ is None else environ
-        chosen = backend or env.get("CODER_ES_BACKEND") or DEFAULT_BACKEND
-        where = store or env.get("CODER_ES_STORE") or Path(workspace) / STORE_DIRNAME
-        durable = env.get("CODER_ES_DURABLE", "1").lower() not in ("0", "false", "no")
-        extra = {k: v for k, v in env.items() if k in _POSTGRES_KEYS or k.startswith("LMDB_")}
-        return cls(backend=chosen, path=Path(where).resolve(), durable=durable, extra=extra)
 
     @property
     def sqlite_file(self) -> Path:
