@@ -21,6 +21,7 @@ from uuid import UUID
 import msgspec
 
 from coder_es.application import CoderApp
+from coder_es.domain.session import NodeId
 from coder_es.store.views import ViewRecord
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
@@ -37,6 +38,45 @@ class Projection(Protocol):
 
 
 P = TypeVar("P", bound=Projection)
+
+
+class SessionGraph(Protocol):
+    """What every per-session projection keeps: the session, where it forked from, and its nodes
+    (numbered by version, 0 the root) with their parents and depths."""
+
+    position: int
+    session: str
+    parent_session: str | None
+    parent_node: NodeId | None
+    parent: dict[int, int]
+    depth: dict[int, int]
+
+
+def graph_state(graph: SessionGraph) -> dict[str, Any]:
+    """The shared fields as plain data; ``ids`` orders the per-node lists a projection adds."""
+    ids = list(graph.parent)
+    return {
+        "position": graph.position,
+        "session": graph.session,
+        "parent_session": graph.parent_session,
+        "parent_node": graph.parent_node,
+        "ids": ids,
+        "parents": [graph.parent[i] for i in ids],
+        "depths": [graph.depth[i] for i in ids],
+    }
+
+
+def load_graph_state(graph: SessionGraph, state: dict[str, Any]) -> list[int]:
+    """Set the shared fields from ``graph_state`` output; returns ``ids`` for the caller's lists."""
+    graph.position = int(state["position"])
+    graph.session = state["session"]
+    graph.parent_session = state["parent_session"]
+    graph.parent_node = state["parent_node"]
+    ids: list[int] = state["ids"]
+    graph.parent = dict(zip(ids, state["parents"], strict=True))
+    graph.depth = dict(zip(ids, state["depths"], strict=True))
+    graph.depth[0] = 0
+    return ids
 
 
 def encode_state(projection: Projection, fmt: int) -> bytes:

@@ -43,7 +43,7 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
 from coder_es.errors import UnknownNodeError
-from projections.checkpoint import Tracked
+from projections.checkpoint import Tracked, graph_state, load_graph_state
 
 FORMAT = 2
 KIND = "files"
@@ -256,15 +256,8 @@ class FileStates:
         self.head = new
 
     def to_state(self) -> dict[str, Any]:
-        ids = list(self.parent)
         return {
-            "position": self.position,
-            "session": self.session,
-            "parent_session": self.parent_session,
-            "parent_node": self.parent_node,
-            "ids": ids,
-            "parents": [self.parent[i] for i in ids],
-            "depths": [self.depth[i] for i in ids],
+            **graph_state(self),
             "entries": [
                 [node, sorted(self.entries[node].items())] for node in sorted(self.entries)
             ],
@@ -278,14 +271,7 @@ class FileStates:
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> FileStates:
         fs = cls()
-        fs.position = int(state["position"])
-        fs.session = state["session"]
-        fs.parent_session = state["parent_session"]
-        fs.parent_node = state["parent_node"]
-        ids = state["ids"]
-        fs.parent = dict(zip(ids, state["parents"], strict=True))
-        fs.depth = dict(zip(ids, state["depths"], strict=True))
-        fs.depth[0] = 0
+        load_graph_state(fs, state)
         fs.entries = {int(node): dict(items) for node, items in state["entries"]}
         fs.head = int(state["head"])
         fs.pending = dict(state["pending"])

@@ -20,7 +20,7 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
 from coder_es.errors import UnknownNodeError
-from projections.checkpoint import Tracked
+from projections.checkpoint import Tracked, graph_state, load_graph_state
 
 FORMAT = 1
 KIND = "tree"
@@ -120,32 +120,17 @@ class ConversationTree:
             self.parent_node = event.parent_node
 
     def to_state(self) -> dict[str, Any]:
-        ids = list(self.parent)
-        return {
-            "position": self.position,
-            "session": self.session,
-            "parent_session": self.parent_session,
-            "parent_node": self.parent_node,
-            "ids": ids,
-            "parents": [self.parent[i] for i in ids],
-            "kinds": "".join(self.kinds[i] for i in ids),
-            "depths": [self.depth[i] for i in ids],
-            "head": self.head,
-            "labels": [[name, node] for name, node in self.labels.items()],
-        }
+        state = graph_state(self)
+        state["kinds"] = "".join(self.kinds[i] for i in state["ids"])
+        state["head"] = self.head
+        state["labels"] = [[name, node] for name, node in self.labels.items()]
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> ConversationTree:
         tree = cls()
-        tree.position = int(state["position"])
-        tree.session = state["session"]
-        tree.parent_session = state["parent_session"]
-        tree.parent_node = state["parent_node"]
-        ids = state["ids"]
-        tree.parent = dict(zip(ids, state["parents"], strict=True))
+        ids = load_graph_state(tree, state)
         tree.kinds = dict(zip(ids, state["kinds"], strict=True))
-        tree.depth = dict(zip(ids, state["depths"], strict=True))
-        tree.depth[0] = 0
         tree.head = int(state["head"])
         tree.labels = {name: int(node) for name, node in state["labels"]}
         return tree

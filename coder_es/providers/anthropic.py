@@ -73,9 +73,8 @@ class AnthropicProvider(HTTPProvider):
         beta: Sequence[str] = (),
         prompt_caching: bool = True,
     ) -> None:
-        kwargs: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
         super().__init__(
-            model, base_url=base_url, client=client, retry=retry, on_retry=on_retry, **kwargs
+            model, base_url=base_url, client=client, retry=retry, sleep=sleep, on_retry=on_retry
         )
         self.api_key = api_key
         self.beta = tuple(beta)

@@ -164,7 +164,7 @@ class HTTPProvider(Provider):
         base_url: str,
         client: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
-        sleep: Sleep = asyncio.sleep,
+        sleep: Sleep | None = None,
         on_retry: RetryCallback | None = None,
     ) -> None:
         self.model = model
@@ -172,7 +172,7 @@ class HTTPProvider(Provider):
         self._owns_client = client is None
         self.client = client if client is not None else default_client()
         self.retry = retry or RetryPolicy()
-        self.sleep = sleep
+        self.sleep = sleep if sleep is not None else asyncio.sleep
         self.on_retry = on_retry
 
     @property

@@ -12,19 +12,17 @@ from typing import Any, ClassVar
 
 import httpx
 
+from coder_es.providers.accumulate import DeltaBlocks
 from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
 from coder_es.providers.errors import ProviderConfigError, ServerError, StreamProtocolError
 from coder_es.providers.openai import _result_text, function_tools
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.sse import NDJSONDecoder, loads
 from coder_es.providers.types import (
-    BlockComplete,
     Finish,
     MessageStart,
     ModelRequest,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
     ToolCallComplete,
     ToolCallDelta,
     ToolCallStart,
@@ -73,9 +71,8 @@ class OllamaProvider(HTTPProvider):
         sleep: Sleep | None = None,
         on_retry: RetryCallback | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
         super().__init__(
-            model, base_url=base_url, client=client, retry=retry, on_retry=on_retry, **kwargs
+            model, base_url=base_url, client=client, retry=retry, sleep=sleep, on_retry=on_retry
         )
 
     @property
@@ -149,11 +146,7 @@ class OllamaParser:
         self._lines = NDJSONDecoder()
         self._model = model
         self._request_id = request_id
-        self._next_index = 0
-        self._text_index: int | None = None
-        self._text: list[str] = []
-        self._think_index: int | None = None
-        self._think: list[str] = []
+        self._blocks = DeltaBlocks()
         self._calls: list[ToolCallComplete] = []
         self._started = False
         self._done = False
@@ -183,11 +176,6 @@ class OllamaParser:
             raise self._protocol(f'the stream ended before the final "done" line{cut}{detail}')
         return out
 
-    def _new_index(self) -> int:
-        index = self._next_index
-        self._next_index += 1
-        return index
-
     def _line(self, line: bytes, out: list[StreamEvent]) -> None:
         try:
             data = loads(line)
@@ -205,16 +193,10 @@ class OllamaParser:
         message = data.get("message") or {}
         thinking = message.get("thinking")
         if thinking:
-            if self._think_index is None:
-                self._think_index = self._new_index()
-            self._think.append(thinking)
-            out.append(ThinkingDelta(self._think_index, thinking))
+            self._blocks.thinking(thinking, out)
         text = message.get("content")
         if text:
-            if self._text_index is None:
-                self._text_index = self._new_index()
-            self._text.append(text)
-            out.append(TextDelta(self._text_index, text))
+            self._blocks.text(text, out)
         for call in message.get("tool_calls") or ():
             self._tool_call(call, out)
         if data.get("done"):
@@ -236,7 +218,7 @@ class OllamaParser:
             raise self._protocol(f"tool call {name!r} arguments are not an object")
         # Older Ollama versions send no call id; the id only has to be unique in the conversation.
         call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-        index = self._new_index()
+        index = self._blocks.new_index()
         complete = ToolCallComplete(index, call_id, name, args)
         self._calls.append(complete)
         out.append(ToolCallStart(index, call_id, name))
@@ -248,16 +230,7 @@ class OllamaParser:
         usage["input_tokens"] = int(data.get("prompt_eval_count") or 0)
         usage["output_tokens"] = int(data.get("eval_count") or 0)
         out.append(UsageUpdate(dict(usage)))
-        blocks: list[BlockComplete] = []
-        if self._think_index is not None:
-            block = {"type": "thinking", "thinking": "".join(self._think), "signature": ""}
-            blocks.append(BlockComplete(self._think_index, block))
-        if self._text_index is not None:
-            blocks.append(
-                BlockComplete(self._text_index, {"type": "text", "text": "".join(self._text)})
-            )
-        blocks.sort(key=lambda b: b.index)
-        out.extend(blocks)
+        out.extend(self._blocks.complete())
         raw = data.get("done_reason")
         stop = DONE_REASONS.get(raw or "stop", "other")
         if stop == "end_turn" and self._calls:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from coder_es.providers.accumulate import DeltaBlocks
 from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
 from coder_es.providers.errors import StreamProtocolError
 from coder_es.providers.retry import RetryPolicy
@@ -22,8 +23,6 @@ from coder_es.providers.types import (
     MessageStart,
     ModelRequest,
     StreamEvent,
-    TextDelta,
-    ThinkingDelta,
     ToolCallComplete,
     ToolCallDelta,
     ToolCallStart,
@@ -60,9 +59,8 @@ class OpenAIProvider(HTTPProvider):
         on_retry: RetryCallback | None = None,
         max_tokens_field: str = "max_tokens",
     ) -> None:
-        kwargs: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
         super().__init__(
-            model, base_url=base_url, client=client, retry=retry, on_retry=on_retry, **kwargs
+            model, base_url=base_url, client=client, retry=retry, sleep=sleep, on_retry=on_retry
         )
         self.api_key = api_key
         # api.openai.com's newer models refuse "max_tokens"; many compatible servers only know it.
@@ -185,11 +183,7 @@ class OpenAIParser:
         self._sse = SSEDecoder()
         self._model = model
         self._request_id = request_id
-        self._next_index = 0
-        self._text_index: int | None = None
-        self._text: list[str] = []
-        self._think_index: int | None = None
-        self._think: list[str] = []
+        self._blocks = DeltaBlocks()
         self._calls: dict[Any, _Call] = {}
         self._usage: Usage = empty_usage()
         self._finish: str | None = None
@@ -255,16 +249,10 @@ class OpenAIParser:
             delta = choice.get("delta") or {}
             text = delta.get("content")
             if text:
-                if self._text_index is None:
-                    self._text_index = self._new_index()
-                self._text.append(text)
-                out.append(TextDelta(self._text_index, text))
+                self._blocks.text(text, out)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
-                if self._think_index is None:
-                    self._think_index = self._new_index()
-                self._think.append(reasoning)
-                out.append(ThinkingDelta(self._think_index, reasoning))
+                self._blocks.thinking(reasoning, out)
             for fragment in delta.get("tool_calls") or ():
                 self._tool_fragment(fragment, out)
             if choice.get("finish_reason"):
@@ -273,11 +261,6 @@ class OpenAIParser:
         if isinstance(usage, dict):
             self._usage = _usage(usage)
             out.append(UsageUpdate(dict(self._usage)))
-
-    def _new_index(self) -> int:
-        index = self._next_index
-        self._next_index += 1
-        return index
 
     def _tool_fragment(self, fragment: dict[str, Any], out: list[StreamEvent]) -> None:
         wire_index: Any = fragment.get("index", 0)
@@ -288,7 +271,7 @@ class OpenAIParser:
             wire_index = ("id", new_id)
             call = self._calls.get(wire_index)
         if call is None:
-            call = self._calls[wire_index] = _Call(self._new_index())
+            call = self._calls[wire_index] = _Call(self._blocks.new_index())
         if fragment.get("id"):
             call.id = fragment["id"]
         function = fragment.get("function") or {}
@@ -304,13 +287,7 @@ class OpenAIParser:
 
     def _end(self, out: list[StreamEvent]) -> None:
         blocks: list[BlockComplete | ToolCallComplete] = []
-        if self._think_index is not None:
-            block = {"type": "thinking", "thinking": "".join(self._think), "signature": ""}
-            blocks.append(BlockComplete(self._think_index, block))
-        if self._text_index is not None:
-            blocks.append(
-                BlockComplete(self._text_index, {"type": "text", "text": "".join(self._text)})
-            )
+        blocks.extend(self._blocks.complete())
         for call in self._calls.values():
             if not call.name:
                 raise self._protocol(f"tool call {call.id or call.index} never received a name")
