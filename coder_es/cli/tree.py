@@ -42,7 +42,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_fork)
 
-    p = subparsers.add_parser("checkout", help="move the head to a node and restore its files")
+    p = subparsers.add_parser(
+        "checkout", aliases=["switch"], help="move the head to a node and restore its files"
+    )
     p.add_argument("session", help="session id or unique prefix")
     p.add_argument("node", help="node id, unique prefix or label")
     p.add_argument("--json", action="store_true", help="machine-readable output")

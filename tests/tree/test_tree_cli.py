@@ -91,6 +91,10 @@ def test_rewind_modes_and_diff(recorded: tuple[Path, str, dict[str, str]]) -> No
     assert (ws / "a.txt").read_bytes() == LINES
     assert _cli(ws, "checkout", sid[:8], n["edit"]).returncode == 0
     assert b"line 4 agent" in (ws / "a.txt").read_bytes()
+    # `switch` is the same command.
+    assert _cli(ws, "switch", sid[:8], n["write"]).returncode == 0
+    assert (ws / "a.txt").read_bytes() == LINES
+    assert _cli(ws, "switch", sid[:8], n["edit"]).returncode == 0
     diff = json.loads(_cli(ws, "diff", sid[:8], n["write"], n["edit"], "--json").stdout)
     assert [f["path"] for f in diff["files"]] == ["a.txt"]
     assert diff["only_b"][0]["node"] == n["more"]
