@@ -37,6 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
+from operator import lt as _lt
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -304,16 +305,21 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             keys = _scan(txn.cursor(db=self._index), bounds, desc, limit, len(okey), values=False)
             if not keys:
                 return []
-            # getmulti looks every key up in C (measured faster than map(cursor.get)) and
-            # leaves out keys it does not find, so a short result means a damaged store.
-            rows = txn.cursor(db=self._notifications).getmulti(notification_keys(okey, keys))
-        if len(rows) != len(keys):
-            msg = (
-                f"LMDB store {self.store.path} is damaged: {len(keys) - len(rows)} events of "
-                f"{originator_id} are in the session index but not in the notification log"
-            )
-            raise DataError(msg)
-        return self._decoder.stored_events(originator_id, keys, map(_value, rows), len(okey))
+            cursor = txn.cursor(db=self._notifications)
+            states = _states_in_run(cursor, okey, keys)
+            if states is None:
+                # getmulti looks every key up in C (measured faster than map(cursor.get)) and
+                # leaves out keys it does not find, so a short result means a damaged store.
+                rows = cursor.getmulti(notification_keys(okey, keys))
+                if len(rows) != len(keys):
+                    msg = (
+                        f"LMDB store {self.store.path} is damaged: {len(keys) - len(rows)} "
+                        f"events of {originator_id} are in the session index but not in the "
+                        "notification log"
+                    )
+                    raise DataError(msg)
+                states = list(map(_value, rows))
+        return self._decoder.stored_events(originator_id, keys, states, len(okey))
 
     @gc_paused
     def select_notifications(
@@ -604,6 +610,32 @@ def _scan(
     if rows and (rows[-1][0] if values else rows[-1]) > high:
         rows = rows[: bisect_right(rows, high, key=key)]
     return rows
+
+
+def _states_in_run(cursor: Any, okey: bytes, index_keys: list[bytes]) -> list[bytes] | None:
+    """The states of ``index_keys`` read by one forward range scan of the notification log, when
+    their notification ids are consecutive and ascending (a session written without other
+    sessions' events in between); None otherwise, or when the log does not hold exactly that run.
+
+    A range scan copies states out of consecutive leaf pages; measured ~2x cheaper than looking
+    every key up. Strictly ascending ids spanning exactly n values are the whole run, and a scan
+    that starts at the first expected key and ends n rows later at the last one has found every
+    id of it, so a missing event still falls back to the lookups that report it.
+    """
+    n = len(index_keys)
+    cut = len(okey) + 8 + INDEX_TAIL - 8  # the nid: the last 8 bytes of the tail
+    nids = list(map(itemgetter(slice(cut, None)), index_keys))
+    if n < 2 or nid_of(nids[-1]) - nid_of(nids[0]) != n - 1:
+        return None
+    if not all(map(_lt, nids, islice(nids, 1, None))):
+        return None
+    first, last = notification_keys(okey, (index_keys[0], index_keys[-1]))
+    if not cursor.set_key(first):
+        return None
+    states = list(islice(cursor.iternext(keys=False, values=True), n))
+    if len(states) != n or cursor.key() != last:
+        return None
+    return states
 
 
 def _conflict(

@@ -87,3 +87,29 @@ def test_event_missing_from_the_log_is_reported_as_damage(tmp_path: Path) -> Non
     with pytest.raises(DataError, match="damaged"):
         recorder.select_events(oid)
     factory.close()
+
+
+def test_a_gap_in_a_session_followed_by_other_events_is_still_damage(tmp_path: Path) -> None:
+    # The fast read of a session whose events sit together in the log must not fill a gap with
+    # the next session's event.
+    store = tmp_path / "store"
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    oid, other = uuid.uuid4(), uuid.uuid4()
+    recorder.insert_events([StoredEvent(oid, v, "t", b"s%d" % v) for v in range(1, 4)])
+    recorder.insert_events([StoredEvent(other, v, "t", b"o%d" % v) for v in range(1, 3)])
+    factory.close()
+    env = lmdb.open(str(store), max_dbs=256)
+    with env.begin(write=True) as txn:
+        log = env.open_db(b"app:n:events", txn=txn, create=False)
+        cursor = txn.cursor(db=log)
+        assert cursor.first() and cursor.next()  # the second event of the first session
+        cursor.delete()
+    env.close()
+
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    with pytest.raises(DataError, match="damaged"):
+        recorder.select_events(oid)
+    assert [e.state for e in recorder.select_events(other)] == [b"o1", b"o2"]
+    factory.close()
