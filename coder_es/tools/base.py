@@ -15,10 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from coder_es.errors import CoderESError
 from coder_es.tools.schema import json_schema, parse_input
+from coder_es.workspace.workspace import EventSink
 
 InputT = TypeVar("InputT")
 
@@ -70,27 +71,6 @@ class Subject:
     outside: bool = False
 
 
-class FileEventSink(Protocol):
-    """Where tools record what they saw and did (the ``Session`` aggregate satisfies this)."""
-
-    def observe_file(
-        self, *, path: str, hash: str | None, size: int | None, tool_use_id: str | None = None
-    ) -> None: ...
-
-    def apply_edit(
-        self,
-        *,
-        path: str,
-        base: str | None,
-        disk: str | None,
-        proposed: str | None,
-        result: str | None,
-        outcome: str,
-        conflicts: int = 0,
-        tool_use_id: str | None = None,
-    ) -> None: ...
-
-
 ProgressFn = Callable[[str], None]
 
 
@@ -100,7 +80,7 @@ class ToolContext:
 
     root: Path
     tool_use_id: str
-    sink: FileEventSink
+    sink: EventSink
     workspace: Any  # coder_es.workspace.Workspace: sandbox, snapshots, merge, change detection
     progress: ProgressFn = field(default=lambda _text: None)
     # The permission layer allowed a path outside the workspace for this call.
