@@ -96,7 +96,11 @@ class CoderApp(Application[UUID]):
     env = {"AGGREGATE_CACHE_MAXSIZE": "128"}
 
     def __init__(
-        self, config: StoreConfig | None = None, env: dict[str, str] | None = None
+        self,
+        config: StoreConfig | None = None,
+        env: dict[str, str] | None = None,
+        *,
+        redactor: Redactor | None = None,
     ) -> None:
         self.config = config or StoreConfig(backend="popo", path=Path("."))
         self.config.prepare()
@@ -114,7 +118,8 @@ class CoderApp(Application[UUID]):
                 raise StoreError(msg) from e
             self.blobs: BlobStore = self.config.open_blob_store()
             self.views: ViewStore = self.config.open_view_store()
-        Session.redactor = Redactor.from_environ()
+        # Secrets are removed before any event exists (the chain hash covers content).
+        Session.redactor = redactor or Redactor.from_environ()
 
     def construct_mapper(self) -> Mapper[UUID]:
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)

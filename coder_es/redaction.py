@@ -28,7 +28,7 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,22 @@ class Redactor:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
         return cls.from_config(RedactionConfig.from_environ(environ), environ)
+
+    @classmethod
+    def with_settings(
+        cls,
+        env_vars: Sequence[str] = (),
+        patterns: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> Redactor:
+        """The environment's redaction plus configured variable names and patterns (the
+        ``[redaction]`` section of the configuration files)."""
+        base = RedactionConfig.from_environ(environ)
+        extra = tuple((f"config{i + 1}", p) for i, p in enumerate(patterns))
+        config = RedactionConfig(
+            env_globs=(*base.env_globs, *env_vars), patterns=(*base.patterns, *extra)
+        )
+        return cls.from_config(config, environ)
 
     @classmethod
     def from_rules(cls, rules: list[tuple[str, str, str]]) -> Redactor:

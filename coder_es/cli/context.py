@@ -12,6 +12,7 @@ from coder_es.application import CoderApp
 from coder_es.config import Config, Overrides, load_config
 from coder_es.domain.chain import canonical_json
 from coder_es.errors import UsageError
+from coder_es.redaction import Redactor
 from coder_es.store.config import StoreConfig
 
 
@@ -36,7 +37,11 @@ class Context:
     @property
     def app(self) -> CoderApp:
         if self._app is None:
-            self._app = CoderApp(self.config)
+            redaction = self.settings.redaction
+            self._app = CoderApp(
+                self.config,
+                redactor=Redactor.with_settings(redaction.env_vars, redaction.patterns),
+            )
         return self._app
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -75,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("coder-es: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`coder-es show ... | head`): stop quietly, like other tools do,
+        # and keep Python from complaining when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     finally:
         if ctx is not None:
             ctx.close()

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import replay
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
-from coder_es.redaction import DEFAULT_ENV_GLOBS, RedactionConfig, Redactor
+from coder_es.redaction import Redactor
 from replay.cassette import (
     SUFFIX,
     Cassette,
@@ -84,18 +84,8 @@ def register(subparsers: Any) -> None:
 
 def redactor_for(ctx: Context) -> Redactor:
     """The environment's redaction plus the workspace configuration's names and patterns."""
-    base = RedactionConfig.from_environ()
     configured = ctx.settings.redaction
-    extra = tuple((f"config{i + 1}", p) for i, p in enumerate(configured.patterns))
-    config = RedactionConfig(
-        env_globs=(
-            *DEFAULT_ENV_GLOBS,
-            *base.env_globs[len(DEFAULT_ENV_GLOBS) :],
-            *configured.env_vars,
-        ),
-        patterns=(*base.patterns, *extra),
-    )
-    return Redactor.from_config(config)
+    return Redactor.with_settings(configured.env_vars, configured.patterns)
 
 
 def cmd_record(args: argparse.Namespace, ctx: Context) -> int:

@@ -41,6 +41,7 @@ from coder_es.agent.runner import (
     TurnOutcome,
 )
 from coder_es.application import CoderApp
+from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
@@ -360,8 +361,5 @@ def _ends_with(records: Sequence[dict[str, Any]], tail: Sequence[dict[str, Any]]
 
 
 def _default_redact() -> Callable[[str], str] | None:
-    try:
-        from coder_es.redaction import Redactor
-    except ImportError:  # redaction is optional until it lands
-        return None
-    return Redactor.from_environ().redact_text
+    # Tool outputs stored as blobs are redacted like events: with the application's redactor.
+    return Session.redactor.redact_text if Session.redactor is not None else None

@@ -134,3 +134,28 @@ def test_the_configured_default_decides_calls_no_rule_covers(
     assert code == 0
     assert (decision["decision"], decision["matched_rule"]) == (expected, f"default:{default}")
     assert (tmp_path / "notes.txt").exists() == (expected == "allow")
+
+
+def test_a_configured_redaction_pattern_keeps_a_secret_out_of_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".coder-es").mkdir()
+    (tmp_path / ".coder-es" / "config.toml").write_text(
+        "[redaction]\npatterns = ['zz-internal-[0-9]{6}']\n"
+    )
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    args = ["--workspace", str(tmp_path), "--backend", "sqlite"]
+    run = [*args, "run", "deploy with zz-internal-424242", "--provider", "scripted"]
+    assert main([*run, "--script", str(script), "--json"]) == 0
+    sid = json.loads(capsys.readouterr().out.splitlines()[0])["session_id"]
+    assert main([*args, "show", sid, "--json"]) == 0
+    shown = capsys.readouterr().out
+    assert "zz-internal-424242" not in shown
+    assert "[REDACTED:user:config1]" in shown
+    raw = b"".join(p.read_bytes() for p in (tmp_path / ".coder-es").glob("events.sqlite*"))
+    assert b"zz-internal-424242" not in raw
