@@ -5,18 +5,26 @@ See ``verify`` (store and file verification), ``anchor`` (the witness against tr
 redaction of secrets).
 """
 
-from coder_es.audit.export import ExportOptions, export_session
-from coder_es.audit.filters import ExportFilter
-from coder_es.audit.problems import Problem, VerifyReport
-from coder_es.audit.verify import verify_export, verify_session, verify_store
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "ExportFilter",
-    "ExportOptions",
-    "Problem",
-    "VerifyReport",
-    "export_session",
-    "verify_export",
-    "verify_session",
-    "verify_store",
-]
+# Imported on first use: the application imports ``anchor`` on every start, and the exporters
+# (rendering, OTLP) are only needed by ``export`` and ``verify``.
+_PUBLIC = {
+    "ExportOptions": "export",
+    "export_session": "export",
+    "ExportFilter": "filters",
+    "Problem": "problems",
+    "VerifyReport": "problems",
+    "verify_export": "verify",
+    "verify_session": "verify",
+    "verify_store": "verify",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(import_module(f"coder_es.audit.{_PUBLIC[name]}"), name)
+    raise AttributeError(f"module 'coder_es.audit' has no attribute {name!r}")
