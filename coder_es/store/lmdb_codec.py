@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -61,6 +62,10 @@ _UNKNOWN = SafeUUID.unknown
 _unsign = (-_SIGN).__add__
 _first = itemgetter(0)
 _second = itemgetter(1)
+_join = b"".join
+# The setter of StoredEvent's (and so Notification's) ``__dict__`` slot, called directly: ~25 ns
+# a row cheaper than object.__setattr__, which first looks the descriptor up.
+_set_dict = vars(StoredEvent)["__dict__"].__set__
 
 
 def _consume(it: Iterable[Any]) -> None:
@@ -201,9 +206,13 @@ class TopicTable:
 class RecordDecoder:
     """Turns rows of one range scan into StoredEvent / Notification objects.
 
-    Columns are decoded with ``map`` over C functions; each object is then made by one call that
-    gives a fresh instance a complete ``__dict__`` (measured ~2.5x cheaper per row than five
-    ``object.__setattr__`` calls, which go through the generic attribute machinery each time).
+    Measured per row on 1M rows (CPython 3.11), which is why it looks like this:
+    - Each object is a fresh instance given a complete ``__dict__`` in one call (``_set_dict``):
+      ~2.5x cheaper than the dataclass ``__init__``'s five ``object.__setattr__`` calls.
+    - The dicts are built by a comprehension, not by ``map`` over a function: C calling back
+      into a Python function costs a frame per row (~170 ns), a comprehension's loop does not.
+    - Fixed-width keys (the common case: UUID originators) are split by ONE ``struct`` call per
+      page, ~55 ns per row cheaper than slicing each key three times.
     """
 
     def __init__(self, topics: TopicTable, load_names: Callable[[], None]) -> None:
@@ -211,6 +220,7 @@ class RecordDecoder:
         self._load_names = load_names
         # topic id + originator key -> (originator id, topic); both are immutable once written.
         self._contexts: dict[bytes, tuple[UUID | str, str]] = {}
+        self._layouts: dict[tuple[int, int, bool], struct.Struct] = {}
 
     def originator_id(self, okey: bytes) -> UUID | str:
         value: UUID | str
@@ -243,7 +253,7 @@ class RecordDecoder:
         except KeyError:
             return list(map(self._topic_names(set(tids)).__getitem__, tids))
 
-    def _contexts_of(self, tails: list[bytes]) -> list[tuple[UUID | str, str]]:
+    def _contexts_of(self, tails: Sequence[bytes]) -> list[tuple[UUID | str, str]]:
         """``(originator id, topic)`` of each ``topic id + originator key``."""
         cache = self._contexts
         try:
@@ -258,6 +268,36 @@ class RecordDecoder:
         for tail in new:
             cache[tail] = (self.originator_id(tail[4:]), names[tail[:4]])
         return list(map(cache.__getitem__, tails))
+
+    def _split(self, keys: list[bytes]) -> tuple[Iterable[int], Sequence[int], Sequence[bytes]]:
+        """(nids, stored versions, tails) of notification keys, by one struct call when every
+        key has the same length (and without decoding nids that are consecutive)."""
+        n = len(keys)
+        width = len(keys[0])
+        first = _from_bytes(keys[0][:8], "big")
+        last = _from_bytes(keys[-1][:8], "big")
+        # n distinct ascending ids spanning n values are exactly first..last.
+        consecutive = last - first == n - 1
+        joined = _join(keys)
+        if len(joined) == n * width:
+            layout = self._layouts.get((n, width, consecutive))
+            if layout is None:
+                if len(self._layouts) > 64:
+                    self._layouts.clear()
+                row = f"8xQ{width - 16}s" if consecutive else f"QQ{width - 16}s"
+                layout = struct.Struct(f">{row * n}")
+                self._layouts[(n, width, consecutive)] = layout
+            fields = layout.unpack(joined)
+            if consecutive:
+                return range(first, last + 1), fields[0::2], fields[1::2]
+            return fields[0::3], fields[1::3], fields[2::3]
+        return (
+            range(first, last + 1)
+            if consecutive
+            else list(map(_from_bytes, map(itemgetter(slice(0, 8)), keys), repeat("big"))),
+            list(map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))),
+            list(map(itemgetter(slice(16, None)), keys)),
+        )
 
     @gc_paused
     def stored_events(
@@ -279,8 +319,13 @@ class RecordDecoder:
             versions = map(_unsign, map(_from_bytes, map(itemgetter(vslice), keys), repeat("big")))
         topics = self._topics_of(list(map(itemgetter(slice(klen + 8, klen + 12)), keys)))
         objs: list[StoredEvent] = list(map(_new, repeat(StoredEvent, n)))
-        dicts = map(_event_dict, repeat(oid, n), versions, topics, states)
-        _consume(map(_setattr, objs, repeat("__dict__"), dicts))
+        # Exactly the fields the frozen dataclass's __init__ sets, so equality, hashing and repr
+        # are those of an instance built by the constructor.
+        dicts = [
+            {"originator_id": oid, "originator_version": v, "topic": t, "state": s}
+            for v, t, s in zip(versions, topics, states, strict=True)
+        ]
+        _consume(map(_set_dict, objs, dicts))
         return objs
 
     @gc_paused
@@ -289,55 +334,15 @@ class RecordDecoder:
         n = len(rows)
         if not n:
             return []
-        keys = list(map(_first, rows))
-        first = _from_bytes(keys[0][:8], "big")
-        last = _from_bytes(keys[-1][:8], "big")
-        nids: Iterable[int]
-        if last - first == n - 1:
-            # n distinct ascending ids spanning n values: exactly first..last, no decoding.
-            nids = range(first, last + 1)
-        else:
-            nids = map(_from_bytes, map(itemgetter(slice(0, 8)), keys), repeat("big"))
-        contexts = self._contexts_of(list(map(itemgetter(slice(16, None)), keys)))
-        versions = map(
-            _unsign, map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))
-        )
+        nids, versions, tails = self._split(list(map(_first, rows)))
+        contexts = self._contexts_of(tails)
         objs: list[Notification] = list(map(_new, repeat(Notification, n)))
-        dicts = map(
-            _notification_dict,
-            map(_first, contexts),
-            versions,
-            map(_second, contexts),
-            map(_second, rows),
-            nids,
-        )
-        _consume(map(_setattr, objs, repeat("__dict__"), dicts))
+        dicts = [
+            {"originator_id": o, "originator_version": v - _SIGN, "topic": t, "state": s, "id": i}
+            for (o, t), v, s, i in zip(contexts, versions, map(_second, rows), nids, strict=True)
+        ]
+        _consume(map(_set_dict, objs, dicts))
         return objs
-
-
-def _event_dict(
-    originator_id: UUID | str, originator_version: int, topic: str, state: bytes
-) -> dict[str, Any]:
-    # Exactly the fields the frozen dataclass's __init__ would set, so equality, hashing and
-    # repr are those of an instance built by the constructor.
-    return {
-        "originator_id": originator_id,
-        "originator_version": originator_version,
-        "topic": topic,
-        "state": state,
-    }
-
-
-def _notification_dict(
-    originator_id: UUID | str, originator_version: int, topic: str, state: bytes, nid: int
-) -> dict[str, Any]:
-    return {
-        "originator_id": originator_id,
-        "originator_version": originator_version,
-        "topic": topic,
-        "state": state,
-        "id": nid,
-    }
 
 
 def range_bounds(
@@ -353,7 +358,6 @@ def range_bounds(
 
 
 INDEX_TAIL = 12  # topic id + nid after an index key's version
-_join = b"".join
 
 
 def notification_keys(okey: bytes, index_keys: Sequence[bytes]) -> Iterator[bytes]:

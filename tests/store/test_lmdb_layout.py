@@ -9,7 +9,7 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from eventsourcing.persistence import DataError, InfrastructureFactory, StoredEvent
+from eventsourcing.persistence import DataError, InfrastructureFactory, Notification, StoredEvent
 from eventsourcing.utils import Environment
 
 from coder_es.errors import StoreError
@@ -112,4 +112,53 @@ def test_a_gap_in_a_session_followed_by_other_events_is_still_damage(tmp_path: P
     with pytest.raises(DataError, match="damaged"):
         recorder.select_events(oid)
     assert [e.state for e in recorder.select_events(other)] == [b"o1", b"o2"]
+    factory.close()
+
+
+def test_a_page_of_mixed_originator_ids_decodes_like_the_constructors(tmp_path: Path) -> None:
+    # UUID and str ids of different lengths give notification keys of different widths, which
+    # the decoder cannot split with one fixed layout.
+    factory = open_factory(tmp_path / "store")
+    recorder = factory.application_recorder()
+    written = [
+        StoredEvent(uuid.uuid4(), 1, "a.Topic", b"u"),
+        StoredEvent("s", 1, "b.Topic", b"short"),
+        StoredEvent("a much longer session name", 7, "a.Topic", b"long"),
+        StoredEvent(uuid.uuid4(), -3, "c.Topic", b""),
+    ]
+    ids = recorder.insert_events(written)
+    assert ids is not None
+    expected = [
+        Notification(s.originator_id, s.originator_version, s.topic, s.state, i)
+        for s, i in zip(written, ids, strict=True)
+    ]
+    assert recorder.select_notifications(None, 10) == expected
+    assert recorder.select_notifications(ids[1], 2) == expected[1:3]
+    factory.close()
+
+
+def test_notification_ids_after_a_gap_in_the_log_are_the_recorded_ones(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    oid = uuid.uuid4()
+    recorder.insert_events([StoredEvent(oid, v, "t", b"s%d" % v) for v in range(1, 6)])
+    factory.close()
+    env = lmdb.open(str(store), max_dbs=256)
+    with env.begin(write=True) as txn:
+        log = env.open_db(b"app:n:events", txn=txn, create=False)
+        cursor = txn.cursor(db=log)
+        assert cursor.first() and cursor.next()  # notification 2
+        cursor.delete()
+    env.close()
+
+    factory = open_factory(store)
+    recorder = factory.application_recorder()
+    found = recorder.select_notifications(None, 10)
+    assert [(n.id, n.originator_version, n.state) for n in found] == [
+        (1, 1, b"s1"),
+        (3, 3, b"s3"),
+        (4, 4, b"s4"),
+        (5, 5, b"s5"),
+    ]
     factory.close()
