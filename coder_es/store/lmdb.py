@@ -118,16 +118,24 @@ class LMDBRecorder:
     def _encode(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, str, bytes]]:
         """``(originator key + version, topic, state)`` per event, checked before any write."""
         encoded = []
+        okeys: dict[Any, bytes] = {}  # a batch is nearly always one originator and few topics
+        checked: set[str] = set()
         for s in stored_events:
             state = s.state
-            if not isinstance(state, bytes):
-                if not isinstance(state, bytearray | memoryview):
+            if state.__class__ is not bytes:
+                if not isinstance(state, bytes | bytearray | memoryview):
                     msg = f"state must be bytes, not {type(state).__name__}"
                     raise DataError(msg)
                 state = bytes(state)
-            check_topic(s.topic)
-            ekey = originator_key(s.originator_id) + version_bytes(s.originator_version)
-            encoded.append((ekey, s.topic, state))
+            topic = s.topic
+            if topic.__class__ is not str or topic not in checked:
+                check_topic(topic)
+                checked.add(topic)
+            oid = s.originator_id
+            okey = okeys.get(oid) if oid.__class__ in _ID_CLASSES else None
+            if okey is None:
+                okey = okeys[oid] = originator_key(oid)
+            encoded.append((okey + version_bytes(s.originator_version), topic, state))
         return encoded
 
     def _check_new(
@@ -138,7 +146,16 @@ class LMDBRecorder:
         stored_events: Sequence[StoredEvent],
     ) -> None:
         """IntegrityError unless no event of ``encoded`` is recorded yet (nor repeated in it)."""
+        if not encoded:
+            return
         cursor = txn.cursor(db=db)
+        first = encoded[0][0]
+        last = encoded[-1][0]
+        n = len(first)
+        # One originator, ascending consecutive versions (the usual batch): one seek tells
+        # whether any version in [first, last] is recorded.
+        if _one_run(stored_events) and not (cursor.set_range(first) and cursor.key()[:n] <= last):
+            return
         seen: set[bytes] = set()
         for ekey, _, _ in encoded:
             n = len(ekey)
@@ -636,6 +653,22 @@ def _states_in_run(cursor: Any, okey: bytes, index_keys: list[bytes]) -> list[by
     if len(states) != n or cursor.key() != last:
         return None
     return states
+
+
+_ID_CLASSES = (UUID, str)
+
+
+def _one_run(stored_events: Sequence[StoredEvent]) -> bool:
+    """Whether the events are versions v, v+1, ... of one originator, in that order."""
+    head = stored_events[0]
+    oid = head.originator_id
+    version = head.originator_version
+    if version.__class__ is not int:
+        return False
+    for i, s in enumerate(stored_events):
+        if s.originator_version != version + i or s.originator_id != oid:
+            return False
+    return True
 
 
 def _conflict(

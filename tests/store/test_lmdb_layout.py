@@ -9,7 +9,13 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from eventsourcing.persistence import DataError, InfrastructureFactory, Notification, StoredEvent
+from eventsourcing.persistence import (
+    DataError,
+    InfrastructureFactory,
+    IntegrityError,
+    Notification,
+    StoredEvent,
+)
 from eventsourcing.utils import Environment
 
 from coder_es.errors import StoreError
@@ -161,4 +167,31 @@ def test_notification_ids_after_a_gap_in_the_log_are_the_recorded_ones(tmp_path:
         (4, 4, b"s4"),
         (5, 5, b"s5"),
     ]
+    factory.close()
+
+
+@pytest.mark.parametrize("recorder_kind", ["application", "aggregate"])
+def test_a_batch_overlapping_recorded_versions_anywhere_is_refused_whole(
+    tmp_path: Path, recorder_kind: str
+) -> None:
+    factory = open_factory(tmp_path / "store")
+    recorder = (
+        factory.application_recorder()
+        if recorder_kind == "application"
+        else factory.aggregate_recorder("snapshots")
+    )
+    oid = uuid.uuid4()
+    recorder.insert_events([StoredEvent(oid, 5, "t", b"five")])
+    batches = {
+        "run over it": [StoredEvent(oid, v, "t", b"x") for v in range(3, 8)],
+        "run ending on it": [StoredEvent(oid, v, "t", b"x") for v in range(1, 6)],
+        "out of order": [StoredEvent(oid, v, "t", b"x") for v in (7, 6, 5)],
+        "repeated in the batch": [StoredEvent(oid, v, "t", b"x") for v in (8, 9, 8)],
+    }
+    for name, batch in batches.items():
+        with pytest.raises(IntegrityError, match="already recorded"):
+            recorder.insert_events(batch)
+        assert [e.originator_version for e in recorder.select_events(oid)] == [5], name
+    recorder.insert_events([StoredEvent(oid, v, "t", b"x") for v in (6, 7)])
+    assert [e.originator_version for e in recorder.select_events(oid)] == [5, 6, 7]
     factory.close()
