@@ -19,15 +19,26 @@ own outcome: grouped jobs check everything that can fail before their first writ
 raises (an IntegrityError) is simply left out of the commit; if the transaction itself fails, each
 job is re-run in a transaction of its own. Across processes LMDB's writer lock serialises commits.
 
-Why durable single appends cannot reach 1.3x SQLite here (measured on this machine's disk: one
-4 KiB write + fdatasync takes ~120 us, two ordered ones ~220 us). An LMDB commit needs two
-ordered flushes (data pages, then the meta page that points at them); SQLite in WAL mode needs
-one (the WAL frame). So the floor for a durable LMDB commit is about twice SQLite's: a raw
-py-lmdb commit of the same bytes measures 0.75-1.1x SQLite and this store stays within ~0.8-1.0x
-of raw py-lmdb. Beating that needs a one-flush design (an fdatasync'ed append-only journal,
-LMDB committed without sync and checkpointed, journal replayed on open); it is not built: it
-would have to be proven crash-safe (SIGKILL and a crash between journal write and LMDB commit)
-before it could carry the word "durable".
+What durability costs on this machine's disk (bench/store.py reads the block device's own
+counters). A durable LMDB commit is two ordered flushes: the data pages, then the meta page that
+points at them; SQLite's WAL needs one. Measured per durable single-event append: LMDB 2.01
+device flushes and 28.5 KiB written, SQLite 1.02 and 16.9 KiB. The disk also charges per
+scattered page: one 4 KiB page + fdatasync took ~210 us, ten scattered pages ~560 us, ten
+contiguous ones ~135 us; LMDB's copy-on-write pages are scattered, SQLite's WAL is contiguous.
+So a raw py-lmdb commit of the same bytes, with our flags or LMDB's defaults, measured 0.83-1.29x
+SQLite across runs here (never 1.3x), and this store stays at 0.87-1.06 of that raw commit.
+
+Not built, and why: a one-flush design (an fdatasync'ed sequential journal, LMDB committed with
+``sync=False`` and checkpointed). With sync off LMDB may write a meta page before the pages it
+points at, so after a power loss the newest meta can point at garbage; recovering would mean
+rewriting LMDB's meta pages to a checkpoint's and pinning every checkpoint's pages with a reader
+in every writing process. Writing another engine's internal pages to win a benchmark puts
+committed events at risk, which is the one thing this store must not do.
+
+Also tried and not kept: a group-commit leader that waits up to 0.5 ms for writers that wrote
+moments ago. It raised the jobs per commit from ~1.95 to ~3.9 with 4 threads, but throughput
+only by ~10% (within noise): the flush of a commit grows with its scattered pages, and the
+leader builds the transaction while the other threads hold the GIL to encode their batches.
 
 The map grows by itself: a write that hits MDB_MAP_FULL is aborted (so nothing of it is kept), the
 map is enlarged while no transaction of this process is active, and the write is re-run. Another
