@@ -129,8 +129,9 @@ def _plain(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def infer_max_steps(events: tuple[RecordedEvent, ...] | list[RecordedEvent]) -> int:
-    """The step limit the recorded run must have had: the step count of a turn that stopped
-    with tool calls answered and no further model call, else at least the default."""
+    """The step limit the recorded run must have had: the steps of a recorded StepLimitReached
+    (or, in recordings made before that event existed, of a turn that stopped with tool calls
+    answered and no further model call), else at least the default."""
     limits: list[int] = []
     longest = 0
     steps, last_stop, stopped_early = 0, "", False
@@ -147,6 +148,9 @@ def infer_max_steps(events: tuple[RecordedEvent, ...] | list[RecordedEvent]) -> 
             steps += 1
             longest = max(longest, steps)
             last_stop = str(e.fields.get("stop_reason"))
+        elif e.kind == "StepLimitReached":
+            limits.append(int(e.fields.get("steps") or steps))
+            stopped_early = True  # counted already
         elif e.kind in ("TurnCancelled", "ErrorRecorded", "HeadMoved"):
             stopped_early = True
     close()

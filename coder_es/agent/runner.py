@@ -292,9 +292,11 @@ class AgentLoop:
                 raise AssertionError(msg)
 
     def _finish(self, reason: str, error: str | None = None) -> TurnOutcome:
-        self.flush()
         info = self.state.head_info()
         steps = info.steps if info is not None else 0
+        if reason == "max_steps" and self.state.step_limit_at != self.state.head:
+            self._trigger(partial(Session.stop_at_step_limit, steps=steps))
+        self.flush()
         self.emit(up.TurnEnded(reason, steps, self.state.head))
         return TurnOutcome(reason, steps, self.state.head, error)
 

@@ -70,6 +70,8 @@ class LoopState:
     last_request_digest: str | None = None
     # The last PermissionsChanged ({rules, default}); None: the Started settings' rules hold.
     permissions: dict[str, Any] | None = None
+    # The node where the last StepLimitReached stopped a turn (so a resume does not repeat it).
+    step_limit_at: NodeId | None = None
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -168,6 +170,9 @@ class LoopState:
     def _permissions_changed(self, e: Session.PermissionsChanged) -> None:
         self.permissions = {"rules": [dict(r) for r in e.rules], "default": e.default}
 
+    def _step_limit_reached(self, e: Session.StepLimitReached) -> None:
+        self.step_limit_at = e.node
+
     def _cancelled(self, e: Session.TurnCancelled) -> None:
         if e.node is not None and e.node in self.nodes:
             self.nodes[e.node].cancelled = True
@@ -211,5 +216,6 @@ _HANDLERS: dict[type, Any] = {
     Session.ContextCompacted: LoopState._compacted,
     Session.HeadMoved: LoopState._head_moved,
     Session.TurnCancelled: LoopState._cancelled,
+    Session.StepLimitReached: LoopState._step_limit_reached,
     Session.PermissionsChanged: LoopState._permissions_changed,
 }

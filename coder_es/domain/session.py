@@ -202,6 +202,13 @@ class Session(Aggregate):
         reason: str
         tool_use_ids: list[str]
 
+    class StepLimitReached(Event):
+        """The turn stopped at its step limit (model calls since the user's message) with work
+        still asked for; the session waits for the user."""
+
+        node: NodeId | None
+        steps: int
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -483,6 +490,9 @@ class Session(Aggregate):
         self.trigger_event(
             self.TurnCancelled, node=self.head, reason=reason, tool_use_ids=list(tool_use_ids or [])
         )
+
+    def stop_at_step_limit(self, *, steps: int) -> None:
+        self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)
 
     # ------------------------------------------------------------------ queries
 

@@ -5,7 +5,8 @@ The same ``fold`` feeds the projection process (``projection``) and the rebuild 
 
 Status, from the last event that says something about it: ``new`` (started), ``running`` (a
 message or tool work is under way), ``waiting`` (a permission question is open), ``complete``
-(the model ended its turn), ``error`` (a non-retryable error ended the turn), ``cancelled``.
+(the model ended its turn), ``stopped`` (the turn used its step limit), ``error`` (a
+non-retryable error ended the turn), ``cancelled``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def fold(row: SessionRow | None, event: Any) -> SessionRow:
         changes["status"] = "error"
     elif kind == "TurnCancelled":
         changes["status"] = "cancelled"
+    elif kind == "StepLimitReached":
+        changes["status"] = "stopped"
     return replace(row, **changes)
 
 

@@ -15,6 +15,7 @@ from agent_helpers import ON_EVERY_BACKEND, Harness, collect, text, tool, turn
 
 from coder_es.agent.decider import INTERRUPTED_BY_CANCEL
 from coder_es.agent.request import expand_request
+from coder_es.fleet.summary import rebuild
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.rules import parse_rule
 from coder_es.providers.types import canonical_request
@@ -213,6 +214,16 @@ def test_unknown_tools_bad_arguments_and_step_limits(h: Harness) -> None:
     assert not results[2].is_error
     assert updates[-1].reason == "max_steps"  # type: ignore[attr-defined]
     assert h.providers[0].remaining == 1
+    # The stop is an event (fleet summaries, audits and replays see it), recorded once: a
+    # resume that finds the limit still reached does not repeat it.
+    stops = h.of(handle, "StepLimitReached")
+    assert [(e.steps, e.node) for e in stops] == [(2, handle.loop.state.head)]
+    assert h.kinds(handle)[-1] == "StepLimitReached"
+    again = collect(handle, None)
+    assert again[-1].reason == "max_steps"  # type: ignore[attr-defined]
+    assert len(h.of(handle, "StepLimitReached")) == 1
+    # The fleet's sessions summary no longer shows such a session as running forever.
+    assert rebuild(h.events(handle))[str(handle.loop.session.id)].status == "stopped"
 
 
 def test_read_only_calls_run_concurrently_results_in_block_order(h: Harness) -> None:
