@@ -281,3 +281,39 @@ def test_exposed_address_needs_a_token(tmp_path: Path) -> None:
                 assert (await recv(ws))["type"] == "connected"
 
     run(scenario())
+
+
+def test_a_permissions_reload_reaches_an_open_session(tmp_path: Path) -> None:
+    # [permissions] (not [serve.rules]) is the session's own policy: a reload must reach a
+    # session that is already open, recorded as PermissionsChanged between its turns.
+    deny = '[permissions.rules]\nbash = "deny"\n'
+    ws_dir = make_workspace(tmp_path, deny, TURNS * 2)
+    config_file = ws_dir / ".coder-es" / "config.toml"
+
+    async def turn(ws: ClientConnection) -> list[tuple[str, str]]:
+        await send(ws, type="send_message", text="make out.txt")
+        seen: list[dict[str, Any]] = []
+        await until(ws, "finished", seen)
+        return [(m["decision"], m["decided_by"]) for m in seen if m["type"] == "tool_decided"]
+
+    async def scenario() -> str:
+        async with serve_process(ws_dir, tmp_path) as (url, _proc), websockets.connect(url) as ws:
+            hello = await recv(ws)
+            assert await turn(ws) == [("deny", "rule")]
+            config_file.write_text(deny.replace('"deny"', '"allow"'))
+            reloaded = await until(ws, "config_reloaded", [])
+            assert "permissions" in reloaded["sections"]
+            assert await turn(ws) == [("allow", "rule")]
+            return str(hello["session_id"])
+
+    sid = run(scenario())
+    assert (ws_dir / "out.txt").read_text() == "hello\n"
+    events = stored_events(ws_dir, sid)
+    names = [type(e).__name__ for e in events]
+    changed = names.index("PermissionsChanged")
+    assert (
+        names.index("UserMessageAdded")
+        < changed
+        < len(names) - names[::-1].index("UserMessageAdded")
+    )
+    assert [r["action"] for r in events[changed].rules] == ["allow"]
