@@ -25,8 +25,9 @@ points at them; SQLite's WAL needs one. Measured per durable single-event append
 device flushes and 28.5 KiB written, SQLite 1.02 and 16.9 KiB. The disk also charges per
 scattered page: one 4 KiB page + fdatasync took ~210 us, ten scattered pages ~560 us, ten
 contiguous ones ~135 us; LMDB's copy-on-write pages are scattered, SQLite's WAL is contiguous.
-So a raw py-lmdb commit of the same bytes, with our flags or LMDB's defaults, measured 0.83-1.29x
-SQLite across runs here (never 1.3x), and this store stays at 0.87-1.06 of that raw commit.
+So a raw py-lmdb commit of the same bytes, with our flags or LMDB's defaults, measured 0.83-1.13x
+SQLite in full runs here (1.29x once in a quick run; never 1.3x), and this store stays at
+0.87-1.06 of that raw commit.
 
 Not built, and why: a one-flush design (an fdatasync'ed sequential journal, LMDB committed with
 ``sync=False`` and checkpointed). With sync off LMDB may write a meta page before the pages it
