@@ -6,6 +6,8 @@ session diff line by line::
 
     {"t":"cassette","format":"coder-es-cassette","version":1,"session":...,"workspace":...,
      "created_by":...,"options":{...},"redactions":{...},"counts":{...}}
+    {"t":"ancestor","session":"<uuid>","version":1,"kind":"Started",...,"fields":{...}}
+    ...                                         the sessions it was forked from (optional)
     {"t":"event","version":1,"kind":"Started","topic":...,"timestamp":...,"fields":{...}}
     ...                                         every event of the session, in version order
     {"t":"file","path":"src/calc.py","blob":"<sha256>"}     the initial workspace, by path
@@ -19,6 +21,13 @@ touched files from the events (``replay.disk.initial_states``; ``"blob": null`` 
 session created) plus, when the workspace still exists, the other files in it (ignored files and
 files over ``MAX_FILE_BYTES`` left out), which a live replay needs for ``grep``, ``find`` and shell
 commands.
+
+``ancestor`` lines are there for a session forked from another (``Started.parent_session`` and
+``parent_node``): its model requests start with that session's conversation up to the fork, so a
+replay needs it in its store. They hold the events of each forked-from session the store had, up
+to the node its child was forked at, the outermost session first (a fork of a fork has two), each
+in version order, with the blobs those events refer to; the header counts them
+(``counts.ancestor_events``) when there are any. A cassette without them is read as before.
 
 Secrets are redacted on export (``coder_es.redaction.Redactor``: API keys, tokens, values of
 configured environment variables and patterns) in event fields and in blob content. A blob whose
@@ -44,8 +53,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
@@ -104,6 +115,9 @@ class Cassette:
     redactions: Mapping[str, Any] = field(default_factory=dict)
     created_by: str = ""
     source: str = ""
+    ancestors: tuple[tuple[str, tuple[RecordedEvent, ...]], ...] = ()
+    """(session id, events up to the fork node) of the sessions this one was forked from,
+    outermost first."""
 
     @property
     def name(self) -> str:
@@ -148,16 +162,9 @@ def export_session(
 ) -> Cassette:
     """A cassette of a stored session (see the module docstring for what goes in)."""
     session = app.get_session(session_ref)
-    events = [
-        RecordedEvent(
-            version=e.originator_version,
-            kind=event_kind(e),
-            topic=get_topic(type(e)),
-            timestamp=e.timestamp.isoformat(),
-            fields=json.loads(canonical_json(event_fields(e))),
-        )
-        for e in app.session_events(session.id)
-    ]
+    events = [_recorded(e) for e in app.session_events(session.id)]
+    ancestors = _ancestors(app, events[0].fields)
+    inherited = [e for _sid, recorded in ancestors for e in recorded]
     root = Path(workspace) if workspace is not None else Path(session.workspace)
     blobs: dict[str, bytes] = {}
     missing: list[str] = []
@@ -174,7 +181,7 @@ def export_session(
         for ref in _manifest_refs(data):
             take(ref)
 
-    for e in events:
+    for e in [*inherited, *events]:
         for digest in event_blob_refs(e.kind, e.fields):
             take(digest)
     files = {p: d for p, d in disk.initial_states(events).items() if d is None or d in blobs}
@@ -184,7 +191,11 @@ def export_session(
             blobs.setdefault(digest, data)
             files[rel] = digest
     redactor = redactor if redactor is not None else Redactor.from_environ()
-    events, blobs, files, redactions = _redact(events, blobs, files, redactor)
+    # One pass over all events, so a re-keyed blob is renamed in the ancestors' events too.
+    redacted, blobs, files, redactions = _redact([*inherited, *events], blobs, files, redactor)
+    events = redacted[len(inherited) :]
+    rest = iter(redacted)
+    ancestors = [(sid, list(islice(rest, len(recorded)))) for sid, recorded in ancestors]
     if missing:
         redactions = {**redactions, "missing_blobs": sorted(set(missing))}
     return Cassette(
@@ -196,7 +207,39 @@ def export_session(
         options=dict(options or {}),
         redactions=redactions,
         created_by=f"coder-es {__version__}",
+        ancestors=tuple((sid, tuple(recorded)) for sid, recorded in ancestors),
     )
+
+
+def _recorded(e: Any) -> RecordedEvent:
+    return RecordedEvent(
+        version=e.originator_version,
+        kind=event_kind(e),
+        topic=get_topic(type(e)),
+        timestamp=e.timestamp.isoformat(),
+        fields=json.loads(canonical_json(event_fields(e))),
+    )
+
+
+def _ancestors(app: CoderApp, started: Mapping[str, Any]) -> list[tuple[str, list[RecordedEvent]]]:
+    """The sessions a session was forked from, outermost first, each up to the node its child
+    was forked at; the walk stops at the first one the store does not have."""
+    found: list[tuple[str, list[RecordedEvent]]] = []
+    parent, node = started.get("parent_session"), started.get("parent_node")
+    while isinstance(parent, str) and _is_uuid(parent) and parent not in dict(found):
+        if node is not None and not str(node).isdigit():
+            break
+        # A fork before the first message inherits the parent's own prefix: its Started event
+        # (version 1) is what leads further up.
+        cut = 1 if node is None else int(node)
+        recorded = [_recorded(e) for e in app.events.get(UUID(parent), lte=cut)]
+        if not recorded:
+            break
+        found.append((parent, recorded))
+        parent = recorded[0].fields.get("parent_session")
+        node = recorded[0].fields.get("parent_node")
+    found.reverse()
+    return found
 
 
 def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
@@ -370,18 +413,29 @@ def records(cassette: Cassette) -> Iterator[dict[str, Any]]:
         "created_by": cassette.created_by,
         "options": dict(cassette.options),
         "redactions": dict(cassette.redactions),
-        "counts": {
-            "events": len(cassette.events),
-            "files": len(cassette.files),
-            "blobs": len(cassette.blobs),
-        },
+        "counts": _counts(cassette),
     }
+    for sid, events in cassette.ancestors:
+        for e in events:
+            yield {**e.record(), "t": "ancestor", "session": sid}
     for e in cassette.events:
         yield e.record()
     for path in sorted(cassette.files):
         yield {"t": "file", "path": path, "blob": cassette.files[path]}
     for digest in sorted(cassette.blobs):
         yield _blob_record(digest, cassette.blobs[digest])
+
+
+def _counts(cassette: Cassette) -> dict[str, int]:
+    counts = {
+        "events": len(cassette.events),
+        "files": len(cassette.files),
+        "blobs": len(cassette.blobs),
+    }
+    inherited = sum(len(events) for _sid, events in cassette.ancestors)
+    if inherited:
+        counts["ancestor_events"] = inherited
+    return counts
 
 
 def _blob_record(digest: str, data: bytes) -> dict[str, Any]:
@@ -475,6 +529,7 @@ def _build(items: list[Any], source: str) -> Cassette:
     if header.get("format") != FORMAT:
         raise CassetteError(f"{source}: not a coder-es cassette (no {FORMAT} header)")
     events: list[RecordedEvent] = []
+    ancestors: dict[str, list[RecordedEvent]] = {}
     files: dict[str, str | None] = {}
     blobs: dict[str, bytes] = {}
     for n, item in enumerate(items[1:], 2):
@@ -485,6 +540,12 @@ def _build(items: list[Any], source: str) -> Cassette:
         try:
             if kind == "event":
                 events.append(_event(item, len(events) + 1, where))
+            elif kind == "ancestor":
+                sid = item["session"]
+                if not isinstance(sid, str) or not _is_uuid(sid):
+                    raise CassetteError(f"{where}: ancestor session {sid!r} is not a session id")
+                inherited = ancestors.setdefault(sid, [])
+                inherited.append(_event(item, len(inherited) + 1, where))
             elif kind == "file":
                 path, digest = item["path"], item["blob"]
                 if not disk.relative(path):
@@ -510,6 +571,9 @@ def _build(items: list[Any], source: str) -> Cassette:
             raise CassetteError(f"{where} is malformed ({e!r})") from e
     if not events or events[0].kind != "Started":
         raise CassetteError(f"{source}: the cassette holds no session (no Started event)")
+    for sid, inherited in ancestors.items():
+        if inherited[0].kind != "Started":
+            raise CassetteError(f"{source}: the ancestor session {sid} has no Started event")
     for path, digest in files.items():
         if digest is not None and digest not in blobs:
             raise CassetteError(f"{source}: the initial file {path} names a missing blob")
@@ -523,7 +587,16 @@ def _build(items: list[Any], source: str) -> Cassette:
         redactions=dict(header.get("redactions") or {}),
         created_by=str(header.get("created_by") or ""),
         source=source,
+        ancestors=tuple((sid, tuple(inherited)) for sid, inherited in ancestors.items()),
     )
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _event(item: dict[str, Any], expected: int, where: str) -> RecordedEvent:

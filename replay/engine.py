@@ -32,6 +32,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from coder_es.store.config import StoreConfig
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
 from replay import disk
-from replay.cassette import Cassette, RecordedEvent
+from replay.cassette import Cassette, CassetteError, RecordedEvent
 from replay.normalize import Normalizer, compared_fields
 from replay.provider import ReplayProvider, RequestMatcher, model_calls
 from replay.report import (
@@ -500,6 +501,10 @@ class ReplayEngine:
             self.scratch.put(path, digest)
         for data in self.cassette.blobs.values():
             self.app.blobs.put(data)
+        # A forked session's requests start with its ancestors' conversation, which the loop
+        # reads from the store: they go in first, as recorded (not compared).
+        for ancestor, events in self.cassette.ancestors:
+            self.app.save(*(_domain_event(UUID(ancestor), e) for e in events))
         started = self.recorded[0].fields
         session = Session.start(
             id=self.sid,
@@ -684,6 +689,23 @@ class _Keyed:
     version: int
     kind: str
     fields: dict[str, Any]
+
+
+def _domain_event(originator: UUID, e: RecordedEvent) -> Any:
+    """The domain event a recorded one was, built the way eventsourcing's mapper builds a
+    stored one (its fields are the event's state; no command runs again)."""
+    cls = getattr(Session, e.kind, None)
+    if not isinstance(cls, type):
+        raise CassetteError(f"the ancestor event {e.kind} is not an event of this code")
+    event: Any = object.__new__(cls)
+    state = {
+        "originator_id": originator,
+        "originator_version": e.version,
+        "timestamp": datetime.fromisoformat(e.timestamp),
+        **e.fields,
+    }
+    object.__setattr__(event, "__dict__", state)
+    return event
 
 
 def _with_call_keys(events: tuple[RecordedEvent, ...]) -> list[_Keyed]:

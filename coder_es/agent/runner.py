@@ -51,7 +51,7 @@ from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.output import DEFAULT_LIMIT, cap_output
 from coder_es.tools.registry import ToolExecutor
 from coder_es.workspace.workspace import Workspace
-from projections.context import ContextBuilder, ContextState, plan_compaction, stable_prefix
+from projections.context import ContextBuilder, forked_from, plan_compaction, stable_prefix
 from projections.context.builder import DEFAULT_BUDGET
 
 T = TypeVar("T")
@@ -160,11 +160,14 @@ class AgentLoop:
         self.emit: Emit = emit or (lambda _u: None)
         self.session: Session = app.get_session(session_id)
         self.state = LoopState()
-        self.context = ContextState()
         self._builder: ContextBuilder | None = None
         self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
         self._settings: RequestSettings | None = None
         events = app.session_events(self.session.id)
+        # A forked session's requests start with the conversation it was forked from.
+        self.context = forked_from(
+            events[0] if events else None, lambda sid: app.session_events(UUID(sid))
+        )
         for event in events:
             self._apply(event)
         self.recorder = RequestRecorder(app.blobs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +21,7 @@ from projections.context import (
     ContextState,
     RelatedCode,
     graph_related,
+    session_context,
 )
 from projections.context.builder import DEFAULT_BUDGET
 
@@ -119,7 +121,10 @@ def cmd_context(args: argparse.Namespace, ctx: Context) -> int:
         msg = f"--budget must be a positive number of tokens, not {args.budget}"
         raise UsageError(msg)
     session = ctx.app.get_session(args.session)
-    state = ContextState.from_events(ctx.app.session_events(session.id))
+    app = ctx.app
+    state = session_context(
+        app.session_events(session.id), lambda sid: app.session_events(UUID(sid))
+    )
     builder = ContextBuilder(
         _settings(ctx, state), blobs=ctx.app.blobs, related=_related(state.workspace)
     )

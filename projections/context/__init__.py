@@ -8,6 +8,10 @@
                                                       # tools, summaries, messages, files, related
     plan = plan_compaction(state)                     # covers + fallback summary, or None
 
+A session forked from another starts from that session's conversation up to the fork:
+``session_context(events, session_events)`` folds a session's events onto it
+(``forked_from(started_event, session_events)`` is the state before the first event).
+
 Modules: ``tokens`` (the pluggable estimate), ``state`` (incremental path view and units),
 ``render`` (units as messages at a level of detail), ``summarize`` (deterministic fallback
 summarizer), ``builder`` (budgeting and layout), ``compaction`` (what a summary covers).
@@ -28,7 +32,7 @@ from projections.context.builder import (
 )
 from projections.context.compaction import CompactionPlan, compaction_transcript, plan_compaction
 from projections.context.errors import ContextBudgetError, ContextConfigError, ContextError
-from projections.context.state import ContextState
+from projections.context.state import ContextState, forked_from, session_context
 from projections.context.summarize import fallback_summary
 from projections.context.tokens import (
     TokenCounter,
@@ -56,9 +60,11 @@ __all__ = [
     "compaction_transcript",
     "estimate_tokens",
     "fallback_summary",
+    "forked_from",
     "graph_related",
     "plan_compaction",
     "request_tokens",
+    "session_context",
     "stable_prefix",
     "word_piece_tokens",
 ]

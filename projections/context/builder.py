@@ -617,7 +617,10 @@ class ContextBuilder:
     ) -> str:
         text_room = room - MESSAGE_OVERHEAD - BLOCK_OVERHEAD
         if older:
-            header = FRONT_HEADER.format(first=older[0].nodes[0], last=older[-1].nodes[-1])
+            nodes = state.nodes
+            header = FRONT_HEADER.format(
+                first=nodes[older[0].nodes[0]].ref, last=nodes[older[-1].nodes[-1]].ref
+            )
             text, _ = condense(state, older, text_room, count, header)
             if text:
                 return text

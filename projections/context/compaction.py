@@ -68,7 +68,9 @@ def plan_compaction(
     node = state.head if head is HEAD else head
     view = state.view(node)
     units = view.units
-    covered = _covered_units(units, keep_turns, keep_steps)
+    # Nodes inherited from a forked-from session (numbered below 1) belong to that session: a
+    # compaction here can only cover this session's own nodes.
+    covered = [u for u in _covered_units(units, keep_turns, keep_steps) if min(u.nodes) > 0]
     if not covered or all(u.kind == "summary" for u in covered):
         return None  # nothing new to fold (re-summarizing a lone summary gains nothing)
     covers = [str(n) for u in covered for n in u.nodes]
@@ -95,19 +97,19 @@ def compaction_transcript(
         if node is None:
             continue
         if node.kind == "summary":
-            lines.append(f"[{node.num}] Earlier summary:\n{node.summary}")
+            lines.append(f"[{node.ref}] Earlier summary:\n{node.summary}")
         elif node.kind == "tool_result":
             body = fit_text(node.output, per_output, counter, lambda k: f"\n[... {k} chars ...]\n")
             flag = " (error)" if node.is_error else ""
-            lines.append(f"[{node.num}] Result of {node.name}{flag}:\n{body}")
+            lines.append(f"[{node.ref}] Result of {node.name}{flag}:\n{body}")
         else:
             who = "User" if node.kind == "user" else "Assistant"
             for block in node.blocks:
                 kind = block.get("type")
                 if kind == "text":
-                    lines.append(f"[{node.num}] {who}: {block.get('text', '')}")
+                    lines.append(f"[{node.ref}] {who}: {block.get('text', '')}")
                 elif kind == "tool_use":
                     args = json.dumps(block.get("input", {}), sort_keys=True, ensure_ascii=False)
-                    lines.append(f"[{node.num}] Tool call {block.get('name')}: {args}")
+                    lines.append(f"[{node.ref}] Tool call {block.get('name')}: {args}")
     text = "\n\n".join(lines)
     return fit_text(text, max_tokens, counter, lambda k: f"\n[... {k} chars left out ...]\n")

@@ -50,6 +50,8 @@ _TEXT_NOTE = _cut_note("shortened")
 def _output_note(node: CNode) -> Callable[[int], str]:
     if node.output_blob:
         return _cut_note(f"the full output is blob sha256:{node.output_blob}")
+    if node.label:
+        return _cut_note(f"the full output is in node {node.label}")
     return _cut_note(f"the full output is in node {node.num} of this session")
 
 
@@ -115,7 +117,7 @@ def render_unit(
         if blocks:
             messages.append(_message("user", list(blocks)))
     elif unit.kind == "summary":
-        text = SUMMARY_HEADER.format(node=first.num) + first.summary
+        text = SUMMARY_HEADER.format(node=first.ref) + first.summary
         if level.text_cap is not None:
             text = fit_text(text, level.text_cap, count, _TEXT_NOTE)
         messages.append(_message("user", [{"type": "text", "text": text}]))

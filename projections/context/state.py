@@ -27,8 +27,8 @@ can never be stale and a cached view equals a rebuilt one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
@@ -56,6 +56,14 @@ class CNode:
     summary: str = ""
     covers: tuple[int, ...] = ()
     produced_by: str = ""
+    # A node inherited from the session this one was forked from: "<session>:<node>" (its own
+    # number is negative, see ``ContextState.inherit``). Empty for the session's own nodes.
+    label: str = ""
+
+    @property
+    def ref(self) -> str:
+        """How the node is named in text the model reads."""
+        return self.label or str(self.num)
 
 
 @dataclass(eq=False, slots=True)
@@ -97,6 +105,7 @@ class ContextState:
         self.settings: dict[str, Any] = {}
         self.head: NodeId | None = None
         self.nodes: dict[int, CNode] = {}
+        self.root = 0  # the node this session's first nodes hang under (see ``inherit``)
         self._pending_files: dict[str, list[tuple[str, str | None, bool]]] = {}
         self._view: PathView | None = None
         self.full_rebuilds = 0
@@ -107,6 +116,31 @@ class ContextState:
         for event in events:
             state.apply(event)
         return state
+
+    def inherit(self, parent: ContextState, at: NodeId | None) -> None:
+        """Start from the conversation of the session this one was forked from, up to its node
+        ``at``. The nodes on that path are copied in as nodes -n..-1 (a session's own nodes are
+        its event versions, from 1, so the two never collide) and named "<session>:<node>" in
+        what the model reads; this session's first nodes hang under the last of them. A fork of
+        a fork works the same way, as ``parent`` holds its own inherited prefix. Call before
+        applying any of this session's events."""
+        if self.nodes or self.position:
+            msg = "inherit() must come before the session's own events"
+            raise ValueError(msg)
+        path = parent._path(parent.require(at))
+        renumbered = {old: i - len(path) for i, old in enumerate(path)}
+        short = parent.session[:8]
+        for old in path:
+            node = parent.nodes[old]
+            new = renumbered[old]
+            self.nodes[new] = replace(
+                node,
+                num=new,
+                parent=renumbered.get(node.parent, 0),
+                covers=tuple(renumbered[c] for c in node.covers if c in renumbered),
+                label=node.label or f"{short}:{old}",
+            )
+        self.root = renumbered[path[-1]] if path else 0
 
     # ------------------------------------------------------------------ folding
 
@@ -172,7 +206,7 @@ class ContextState:
 
     def _node(self, event: Any, kind: str, **fields: Any) -> None:
         num = int(event.originator_version)
-        parent = _num(event.parent)
+        parent = _num(event.parent) or self.root
         pnode = self.nodes.get(parent)
         depth = pnode.depth + 1 if pnode is not None else 1
         self.nodes[num] = CNode(num, parent if pnode is not None else 0, depth, kind, **fields)
@@ -181,8 +215,12 @@ class ContextState:
     # ------------------------------------------------------------------ views
 
     def require(self, head: NodeId | None) -> int:
-        num = _num(head) if head is None or str(head).isdigit() else -1
-        if num != 0 and num not in self.nodes:
+        """The number of node ``head`` of this session (None: the root, which in a forked
+        session is the inherited node it was forked at)."""
+        if head is None:
+            return self.root
+        num = int(head) if str(head).isdigit() else 0
+        if num not in self.nodes:
             raise UnknownNodeError(self.session, str(head))
         return num
 
@@ -217,12 +255,7 @@ class ContextState:
 
     def _rebuild(self, head: int) -> PathView:
         self.full_rebuilds += 1
-        path: list[int] = []
-        cur = head
-        while cur:
-            path.append(cur)
-            cur = self.nodes[cur].parent
-        path.reverse()
+        path = self._path(head)
         pos = {n: i for i, n in enumerate(path)}
         covered: set[int] = set()
         anchors: dict[int, int] = {}
@@ -251,6 +284,16 @@ class ContextState:
         for _, at in placed[k:]:
             view.units.append(Unit("summary", [path[at]]))
         return view
+
+    def _path(self, head: int) -> list[int]:
+        """The node numbers root -> ``head``."""
+        path: list[int] = []
+        cur = head
+        while cur:
+            path.append(cur)
+            cur = self.nodes[cur].parent
+        path.reverse()
+        return path
 
     def _extend(self, view: PathView, num: int) -> None:
         node = self.nodes[num]
@@ -284,3 +327,28 @@ class ContextState:
                 last.digest = None
             else:
                 units.append(Unit("results", [node.num]))
+
+
+def forked_from(started: Any, session_events: Callable[[str], Sequence[Any]]) -> ContextState:
+    """A context state to fold a session's events into: empty, or, for a session forked from
+    another (``Started.parent_session/parent_node``), holding that session's conversation up to
+    the fork (and so on up a chain of forks). ``session_events`` gives a session's events by id;
+    a forked-from session the store does not have (a cassette recorded before cassettes carried
+    ancestors) contributes nothing."""
+    state = ContextState()
+    parent = getattr(started, "parent_session", None)
+    if parent:
+        events = session_events(str(parent))
+        if events:
+            state.inherit(session_context(events, session_events), started.parent_node)
+    return state
+
+
+def session_context(
+    events: Sequence[Any], session_events: Callable[[str], Sequence[Any]]
+) -> ContextState:
+    """The context state of a session's ``events``, forked-from conversation included."""
+    state = forked_from(events[0] if events else None, session_events)
+    for event in events:
+        state.apply(event)
+    return state

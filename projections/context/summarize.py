@@ -54,10 +54,10 @@ def unit_lines(state: ContextState, unit: Unit) -> list[str]:
     lines: list[str] = []
     if unit.kind == "user":
         ask = _first_line(_text_of(first), ASK_CHARS)
-        lines.append(f"- [{first.num}] User: {ask or '(no text)'}")
+        lines.append(f"- [{first.ref}] User: {ask or '(no text)'}")
     elif unit.kind == "summary":
         text = _first_line(first.summary, ANSWER_CHARS)
-        lines.append(f"- [{first.num}] Earlier summary: {text}")
+        lines.append(f"- [{first.ref}] Earlier summary: {text}")
     else:
         results = {n.tool_use_id: n for n in nodes if n.kind != "assistant"}
         if unit.kind == "step":
@@ -69,14 +69,14 @@ def unit_lines(state: ContextState, unit: Unit) -> list[str]:
                 failed = result is not None and result.is_error
                 calls.append(_call(block) + (" (failed)" if failed else ""))
             if calls:
-                lines.append(f"- [{first.num}] Tools: " + "; ".join(calls))
+                lines.append(f"- [{first.ref}] Tools: " + "; ".join(calls))
             else:
                 answer = _first_line(_text_of(first), ANSWER_CHARS)
                 if answer:
-                    lines.append(f"- [{first.num}] Assistant: {answer}")
+                    lines.append(f"- [{first.ref}] Assistant: {answer}")
         else:
             names = ", ".join(n.name or "?" for n in nodes)
-            lines.append(f"- [{first.num}] Tool results: {names}")
+            lines.append(f"- [{first.ref}] Tool results: {names}")
         changed: list[str] = []
         for n in nodes:
             changed.extend(p for p in n.changed if p not in changed)
@@ -92,7 +92,7 @@ def summary_entry(state: ContextState, unit: Unit) -> str:
     """A unit as it appears in a condensed history: a summary whole, anything else as lines."""
     if unit.kind == "summary":
         node = state.nodes[unit.nodes[0]]
-        return f"[Summary of earlier turns, node {node.num}]\n{node.summary.strip()}"
+        return f"[Summary of earlier turns, node {node.ref}]\n{node.summary.strip()}"
     return "\n".join(unit_lines(state, unit))
 
 
@@ -144,8 +144,8 @@ def fallback_summary(
     state: ContextState, units: Sequence[Unit], max_tokens: int, count: TokenCounter
 ) -> str:
     """A summary of ``units`` made from the events alone (see the module docstring)."""
-    first = units[0].nodes[0] if units else 0
-    last = units[-1].nodes[-1] if units else 0
+    first = state.nodes[units[0].nodes[0]].ref if units else 0
+    last = state.nodes[units[-1].nodes[-1]].ref if units else 0
     header = f"Condensed history of nodes {first}-{last} (made from the recorded events):"
     text, _ = condense(state, units, max_tokens, count, header)
     return text
