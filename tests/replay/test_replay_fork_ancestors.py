@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -108,6 +109,11 @@ def test_a_forked_session_carries_its_parent_up_to_the_fork_and_replays(workspac
         assert app.get_session(parent).version == node
     finally:
         app.close()
+    # The child's requests started with the parent's conversation: without its ancestors, the
+    # replay cannot make the same request and says so.
+    orphan = replace(cassette, ancestors=())
+    report = replay_cassette(orphan, ReplayOptions(mode="verify"))
+    assert not report.ok
 
 
 def test_a_fork_of_a_fork_carries_both_ancestors_outermost_first(workspace: Path) -> None:
