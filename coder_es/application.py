@@ -162,8 +162,10 @@ class CoderApp(Application[UUID]):
         self.save(session)
         return result
 
-    def session_events(self, session_id: UUID, *, gt: int | None = None) -> list[Any]:
-        return list(self.events.get(session_id, gt=gt))
+    def session_events(
+        self, session_id: UUID, *, gt: int | None = None, lte: int | None = None
+    ) -> list[Any]:
+        return list(self.events.get(session_id, gt=gt, lte=lte))
 
     def stored_events(self, session_id: UUID) -> list[StoredEvent]:
         return list(self.recorder.select_events(session_id))

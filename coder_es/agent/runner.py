@@ -166,7 +166,7 @@ class AgentLoop:
         events = app.session_events(self.session.id)
         # A forked session's requests start with the conversation it was forked from.
         self.context = forked_from(
-            events[0] if events else None, lambda sid: app.session_events(UUID(sid))
+            events[0] if events else None, lambda sid, lte: app.session_events(UUID(sid), lte=lte)
         )
         for event in events:
             self._apply(event)

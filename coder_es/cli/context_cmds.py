@@ -123,7 +123,7 @@ def cmd_context(args: argparse.Namespace, ctx: Context) -> int:
     session = ctx.app.get_session(args.session)
     app = ctx.app
     state = session_context(
-        app.session_events(session.id), lambda sid: app.session_events(UUID(sid))
+        app.session_events(session.id), lambda sid, lte: app.session_events(UUID(sid), lte=lte)
     )
     builder = ContextBuilder(
         _settings(ctx, state), blobs=ctx.app.blobs, related=_related(state.workspace)

@@ -329,24 +329,28 @@ class ContextState:
                 units.append(Unit("results", [node.num]))
 
 
-def forked_from(started: Any, session_events: Callable[[str], Sequence[Any]]) -> ContextState:
+SessionEvents = Callable[[str, int], Sequence[Any]]
+"""A session's events by id, up to a version."""
+
+
+def forked_from(started: Any, session_events: SessionEvents) -> ContextState:
     """A context state to fold a session's events into: empty, or, for a session forked from
     another (``Started.parent_session/parent_node``), holding that session's conversation up to
-    the fork (and so on up a chain of forks). ``session_events`` gives a session's events by id;
-    a forked-from session the store does not have (a cassette recorded before cassettes carried
+    the fork (and so on up a chain of forks). Only the forked-from session's events up to the
+    fork are read (its Started event alone for a fork before its first node); one the store does
+    not have (a cassette recorded before cassettes carried
     ancestors) contributes nothing."""
     state = ContextState()
     parent = getattr(started, "parent_session", None)
     if parent:
-        events = session_events(str(parent))
+        node = started.parent_node
+        events = session_events(str(parent), 1 if node is None else int(node))
         if events:
             state.inherit(session_context(events, session_events), started.parent_node)
     return state
 
 
-def session_context(
-    events: Sequence[Any], session_events: Callable[[str], Sequence[Any]]
-) -> ContextState:
+def session_context(events: Sequence[Any], session_events: SessionEvents) -> ContextState:
     """The context state of a session's ``events``, forked-from conversation included."""
     state = forked_from(events[0] if events else None, session_events)
     for event in events:

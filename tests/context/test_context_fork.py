@@ -77,7 +77,7 @@ def test_a_forked_session_continues_the_conversation_it_was_forked_from(tmp_path
 
 
 def _events_of(h: Harness) -> Any:
-    return lambda sid: h.app.session_events(UUID(sid))
+    return lambda sid, lte: h.app.session_events(UUID(sid), lte=lte)
 
 
 def test_inherited_nodes_are_named_by_their_session_and_never_compacted(tmp_path: Path) -> None:
@@ -115,13 +115,21 @@ def test_inherited_nodes_are_named_by_their_session_and_never_compacted(tmp_path
 
 def test_a_fork_whose_parent_is_missing_has_no_prefix(tmp_path: Path) -> None:
     h = make_harness(tmp_path)
-    parent = h.start([turn(text("parent answer"))])
+    parent = h.start([turn(text("parent answer")), turn(text("later answer"))])
     collect(parent, "parent question")
     child_id = fork(h, parent.id)
-    only_own = session_context(h.events(child_id), lambda sid: [])
+    only_own = session_context(h.events(child_id), lambda sid, lte: [])
     assert only_own.view(None).path == []
-    inherited = session_context(h.events(child_id), _events_of(h))
+    collect(parent, "a later question")  # after the fork: the child never reads it
+    read: list[tuple[str, int]] = []
+
+    def events_of(sid: str, lte: int) -> Any:
+        read.append((sid, lte))
+        return h.app.session_events(UUID(sid), lte=lte)
+
+    inherited = session_context(h.events(child_id), events_of)
     assert [inherited.nodes[n].ref for n in inherited.view(None).path] == [
         f"{str(parent.id)[:8]}:2",
         f"{str(parent.id)[:8]}:3",
     ]
+    assert read == [(str(parent.id), 3)]
