@@ -12,7 +12,10 @@ from uuid import UUID
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agent"))
 
 from agent_helpers import Harness, collect, make_harness, text, tool, turn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from coder_es.application import CoderApp
 from coder_es.branching import Branching
 from coder_es.domain.session import Session
 from projections.context import (
@@ -21,6 +24,7 @@ from projections.context import (
     plan_compaction,
     session_context,
 )
+from projections.tree import full_path, open_tree
 
 
 def texts(request: Any) -> list[str]:
@@ -133,3 +137,59 @@ def test_a_fork_whose_parent_is_missing_has_no_prefix(tmp_path: Path) -> None:
         f"{str(parent.id)[:8]}:3",
     ]
     assert read == [(str(parent.id), 3)]
+
+
+def _grow(session: Session, ops: list[tuple[str, int]]) -> None:
+    """User messages, model answers and head moves, on whatever branch the head is."""
+    for i, (op, pick) in enumerate(ops):
+        if op == "user":
+            session.add_user_message(f"{str(session.id)[:4]} user {i}")
+        elif op == "model":
+            session.record_model_response(
+                blocks=[{"type": "text", "text": f"answer {i}"}],
+                stop_reason="end_turn",
+                usage={},
+                provider="scripted",
+                model="m",
+            )
+        else:
+            nodes: list[Any] = [None, *session.node_ids()]
+            session.move_head(nodes[pick % len(nodes)], reason="checkout")
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["user", "model", "move"]), st.integers(0, 50)), max_size=12
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=OPS, forks=st.lists(st.tuples(st.integers(0, 50), OPS), min_size=1, max_size=3))
+def test_a_forked_context_walks_the_same_path_as_the_tree(
+    first: list[tuple[str, int]], forks: list[tuple[int, list[tuple[str, int]]]]
+) -> None:
+    app = CoderApp()
+    try:
+        session = Session.start(workspace="/w")
+        _grow(session, first)
+        app.save(session)
+        for pick, ops in forks:
+            nodes: list[Any] = [None, *session.node_ids()]
+            session = Session.start(
+                workspace="/w", parent_session=str(session.id), parent_node=nodes[pick % len(nodes)]
+            )
+            _grow(session, ops)
+            app.save(session)
+
+        def events(sid: str, lte: int) -> Any:
+            return app.session_events(UUID(sid), lte=lte)
+
+        state = session_context(app.session_events(session.id), events)
+        tree = open_tree(app, session.id)
+        own = str(session.id)
+        expected = [
+            ref.node if ref.session == own else f"{ref.session[:8]}:{ref.node}"
+            for ref in full_path(app, tree, session.head)
+        ]
+        assert [state.nodes[n].ref for n in state.view(session.head).path] == expected
+    finally:
+        app.close()
