@@ -1,13 +1,14 @@
 """Which files of a workspace the graph sees: source files and the configs resolution reads,
 minus vendored directories and whatever ``.gitignore`` files exclude.
 
-The ``.gitignore`` matching is our own (no ``git`` subprocess) so a single changed path can be
-checked in microseconds during an incremental update, and a workspace that is not a git
-repository is handled the same way. It follows git's rules: patterns with a slash are anchored to
-their ``.gitignore``'s directory, ``**`` spans directories, a trailing slash matches only
-directories, ``!`` re-includes, the last matching rule wins, and nothing inside an excluded
-directory can be re-included. Symbolic links are not followed (a link may point outside the
-workspace); files over ``MAX_FILE_BYTES`` are skipped as generated.
+``.gitignore`` lines are parsed by the workspace's matcher (``coder_es.workspace.ignore``); the
+rules are kept here from the files' contents the graph holds (no ``git`` subprocess, no reading
+the disk again), so one changed path is checked in microseconds during an incremental update, and
+a workspace that is not a git repository is handled the same way. Git's rules apply: patterns
+with a slash are anchored to their ``.gitignore``'s directory, ``**`` spans directories, a
+trailing slash matches only directories, ``!`` re-includes, the last matching rule wins, and
+nothing inside an excluded directory can be re-included. Symbolic links are not followed (a link
+may point outside the workspace); files over ``MAX_FILE_BYTES`` are skipped as generated.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from coder_es.workspace.ignore import IgnoreRule, parse_gitignore
 from projections.depgraph.languages import language_for
 
 VENDORED_DIRS = frozenset(
@@ -47,26 +48,17 @@ def in_vendored_dir(path: str) -> bool:
     return any(part in VENDORED_DIRS for part in path.split("/")[:-1])
 
 
-@dataclass(frozen=True)
-class _Rule:
-    base: str  # directory of the .gitignore ("" for the root), with a trailing slash if not ""
-    pattern: re.Pattern[str]
-    negated: bool
-    dir_only: bool
-
-
 class IgnoreRules:
     """The rules of a set of ``.gitignore`` files (path of each -> its content)."""
 
     def __init__(self, gitignores: Mapping[str, bytes]) -> None:
-        rules: list[_Rule] = []
+        # (directory of the .gitignore with a trailing "/", or "" for the root; its rule).
+        rules: list[tuple[str, IgnoreRule]] = []
         # Shallower files first, so a deeper file's rules come later and win.
         for path in sorted(gitignores, key=lambda p: (p.count("/"), p)):
             base = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
-            for line in gitignores[path].decode("utf-8", "replace").splitlines():
-                rule = _compile(base, line)
-                if rule is not None:
-                    rules.append(rule)
+            text = gitignores[path].decode("utf-8", "replace")
+            rules.extend((base, rule) for rule in parse_gitignore(text))
         self._rules = tuple(rules)
 
     def __bool__(self) -> bool:
@@ -74,13 +66,13 @@ class IgnoreRules:
 
     def _matches(self, path: str, is_dir: bool) -> bool:
         ignored = False
-        for rule in self._rules:
+        for base, rule in self._rules:
             if rule.dir_only and not is_dir:
                 continue
-            if rule.base and not path.startswith(rule.base):
+            if base and not path.startswith(base):
                 continue
-            if rule.pattern.fullmatch(path[len(rule.base) :]):
-                ignored = not rule.negated
+            if rule.regex.match(path[len(base) :]):
+                ignored = not rule.negate
         return ignored
 
     def ignored(self, path: str, is_dir: bool = False) -> bool:
@@ -92,64 +84,6 @@ class IgnoreRules:
             if self._matches("/".join(parts[:i]), True):
                 return True
         return self._matches(path, is_dir)
-
-
-def _compile(base: str, line: str) -> _Rule | None:
-    line = line.rstrip("\n\r")
-    if not line or line.startswith("#"):
-        return None
-    # Trailing spaces are dropped unless escaped.
-    while line.endswith(" ") and not line.endswith("\\ "):
-        line = line[:-1]
-    negated = line.startswith("!")
-    if negated or line.startswith(("\\!", "\\#")):
-        line = line[1:]
-    dir_only = line.endswith("/")
-    line = line.rstrip("/")
-    if not line:
-        return None
-    anchored = "/" in line
-    line = line.lstrip("/")
-    body = _glob_to_regex(line)
-    regex = body if anchored else f"(?:.*/)?{body}"
-    return _Rule(base, re.compile(regex, re.S), negated, dir_only)
-
-
-def _glob_to_regex(glob: str) -> str:
-    out = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if glob.startswith("**/", i) and (i == 0 or glob[i - 1] == "/"):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i) and i + 2 == n and (i == 0 or glob[i - 1] == "/"):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = glob.find("]", i + 2)
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-                continue
-            inner = glob[i + 1 : j]
-            if inner.startswith("!"):
-                inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
-            i = j + 1
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
 
 
 def scan(root: Path) -> dict[str, bytes]:
