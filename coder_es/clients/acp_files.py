@@ -27,8 +27,8 @@ from coder_es.errors import CoderESError
 from coder_es.store.blobs import BlobStore
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.files import EditInput, ReadTool, WriteInput
-from coder_es.tools.registry import ToolExecutor
-from coder_es.tools.schema import ToolInputError, parse_input
+from coder_es.tools.registry import ToolExecutor, error_result
+from coder_es.tools.schema import parse_input
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.contents import merge_contents
 from coder_es.workspace.matching import MatchError, replace
@@ -104,10 +104,8 @@ class ClientFileExecutor:
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
-        except ToolInputError as e:
-            return ToolResult(f"Invalid arguments for {call.name}: {e}", is_error=True)
-        except (ToolFailure, CoderESError) as e:
-            return ToolResult(str(e), is_error=True)
+        except CoderESError as e:
+            return error_result(call, e)
         except RequestError as e:
             return ToolResult(f"{call.name} failed: the editor answered: {e}", is_error=True)
         return await self.inner.execute(call, ctx)

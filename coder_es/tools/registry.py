@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from coder_es.errors import CoderESError
-from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolFailure, ToolResult
+from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from coder_es.tools.schema import ToolInputError
 
 
@@ -49,6 +49,14 @@ class ToolExecutor(Protocol):
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult: ...
 
 
+def error_result(call: ToolCall, error: CoderESError) -> ToolResult:
+    """What the model is told when a call fails in a way it can act on: invalid arguments, a
+    refusal (``ToolFailure``), a store or workspace error."""
+    if isinstance(error, ToolInputError):
+        return ToolResult(f"Invalid arguments for {call.name}: {error}", is_error=True)
+    return ToolResult(str(error), is_error=True)
+
+
 class LocalExecutor:
     """Runs calls with the real tools of a registry."""
 
@@ -65,10 +73,8 @@ class LocalExecutor:
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
-        except ToolInputError as e:
-            return ToolResult(f"Invalid arguments for {call.name}: {e}", is_error=True)
-        except (ToolFailure, CoderESError) as e:
-            return ToolResult(str(e), is_error=True)
+        except CoderESError as e:
+            return error_result(call, e)
         except OSError as e:
             where = f" ({e.filename})" if e.filename else ""
             return ToolResult(f"{call.name} failed: {e.strerror or e}{where}", is_error=True)
