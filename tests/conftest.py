@@ -13,6 +13,19 @@ from backends import _PG_REASON, BACKENDS, PERSISTENT_BACKENDS, PG, store_config
 from coder_es.store.config import StoreConfig
 
 
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test gets its own HOME and XDG directories: nothing a test does (keys, witnesses,
+    trust records, user config) reaches the real user's files or another test's."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    return home
+
+
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
     """A fresh PostgreSQL schema, dropped afterwards, so tests never see each other's rows."""

@@ -48,6 +48,7 @@ from coder_es.config.values import (
     StoreSettings,
 )
 from coder_es.store.config import STORE_DIRNAME
+from coder_es.userdirs import user_config_dir
 
 CONFIG_NAME = "config.toml"
 
@@ -116,14 +117,7 @@ class Overrides:
 
 def user_config_path(environ: Mapping[str, str] = os.environ) -> Path:
     """``$XDG_CONFIG_HOME/coder-es/config.toml``, by default ``~/.config/coder-es/config.toml``."""
-    xdg = environ.get("XDG_CONFIG_HOME", "")
-    # The XDG spec says a relative value is invalid and must be ignored.
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        home = environ.get("HOME")
-        base = (Path(home) if home else Path.home()) / ".config"
-    return base / "coder-es" / CONFIG_NAME
+    return user_config_dir(environ) / CONFIG_NAME
 
 
 def project_config_path(workspace: str | Path) -> Path:
