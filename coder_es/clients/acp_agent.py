@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -59,12 +60,14 @@ from acp.schema import (
     ToolCallUpdate,
     UnstructuredCommandInput,
 )
+from acp.stdio import stdio_streams
 
 from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor
 from coder_es.clients.history import session_history
+from coder_es.clients.jsonrpc_guard import LineGuard
 from coder_es.clients.runtime import ClientRuntime
 from coder_es.config import Config
 from coder_es.errors import CoderESError, UsageError
@@ -636,6 +639,19 @@ class CoderAcpAgent:
         self.sessions.clear()
 
 
+async def _run_guarded(agent: Agent) -> None:
+    """``run_agent`` on stdio, with ``LineGuard`` between stdin and the package: a stray line
+    gets its JSON-RPC error instead of ending the process."""
+    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    guard = LineGuard(reader, writer, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    pump = asyncio.create_task(guard.pump())
+    try:
+        await run_agent(agent, writer, guard.reader, use_unstable_protocol=True)
+    finally:
+        pump.cancel()
+        await asyncio.gather(pump, return_exceptions=True)
+
+
 async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
     """Run the agent on this process's stdin/stdout until the client closes them."""
     agent = CoderAcpAgent(runtime)
@@ -651,7 +667,7 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
     try:
         # The methods we do not implement (modes, config options...) answer "method not found":
         # the router looks handlers up by name, so a partial Agent is what the package expects.
-        await run_agent(cast(Agent, agent), use_unstable_protocol=True)
+        await _run_guarded(cast(Agent, agent))
     finally:
         runtime.close()
         await agent.close()
