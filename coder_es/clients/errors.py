@@ -8,9 +8,11 @@ from coder_es.errors import CoderESError, UsageError
 class ClientError(CoderESError):
     """Something a client asked for cannot be done; the message says why (sent to the client)."""
 
-    def __init__(self, message: str, code: str = "bad_request") -> None:
+    def __init__(self, message: str, code: str = "bad_request", re: object = None) -> None:
         super().__init__(message)
         self.code = code
+        self.re = re
+        """The ``id`` of the request refused, echoed as ``re`` (None: no id was readable)."""
 
 
 class ServeSetupError(UsageError):

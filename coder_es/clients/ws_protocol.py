@@ -59,17 +59,27 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise ClientError(f"a message must be a JSON object: {e}") from e
+    except RecursionError:
+        # Thousands of nested brackets exhaust the decoder's stack: a bad frame, not a crash.
+        raise ClientError("a message must be a JSON object: nested too deeply") from None
     if not isinstance(data, dict):
         raise ClientError("a message must be a JSON object")
+    re = data.get("id")
     kind = data.get("type")
     if kind not in CLIENT_TYPES:
         raise ClientError(
             f"unknown message type {kind!r}; expected one of {', '.join(CLIENT_TYPES)}",
             code="unknown_type",
+            re=re,
         )
     fields = {k: v for k, v in data.items() if k not in ("type", "id")}
-    message = ClientMessage(kind, data.get("id"), fields)
-    _check(message)
+    message = ClientMessage(kind, re, fields)
+    try:
+        _check(message)
+    except ClientError as e:
+        # docs/clients.md: a refused request still names the request it refuses.
+        e.re = re
+        raise
     return message
 
 

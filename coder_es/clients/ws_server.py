@@ -8,9 +8,16 @@ turn is cancelled and recorded as such); it stays in the store and can be opened
 ``?session=ID``.
 
 Permission questions: the server's rules (``[serve.rules]``, hot-reloaded) answer first, then the
-connected client does (``awaiting_approval`` / ``tool_decision``). Binding to an address other
-than loopback requires a token; when a token is set every connection must present it
-(``Authorization: Bearer TOKEN`` or ``?token=TOKEN``).
+connected client does (``awaiting_approval`` / ``tool_decision``).
+
+Only the user drives the agent, loopback included (any local process and any web page the user
+visits can reach 127.0.0.1). Every connection must present the token (``Authorization: Bearer
+TOKEN`` or ``?token=TOKEN``, compared in constant time; HTTP 401 otherwise): ``serve.token`` /
+``$CODER_ES_SERVE_TOKEN``, else one generated at start and printed as a URL, as Jupyter does. A
+request with a browser ``Origin`` is refused (HTTP 403) unless ``serve.allowed_origins`` lists
+it; a program sends no Origin and needs only the token. Limits (``[serve]``, docs/clients.md):
+concurrent connections (HTTP 503 / close 1013 beyond), frame size (close 1009), messages per
+second per connection (``rate_limited``), sessions created per connection (``limit``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import hmac
 import json
 import logging
 import secrets
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -53,6 +61,35 @@ class _Pending:
     future: asyncio.Future[PermissionAnswer]
     message: dict[str, Any] | None = None
     """The ``awaiting_approval`` as published (with its seq); None until published."""
+
+
+@dataclass
+class _Budget:
+    """One connection's allowances: a token bucket of messages (``rate`` per second, bursts of
+    as many) and the sessions it may still create."""
+
+    rate: float
+    sessions_left: int
+    tokens: float = 0.0
+    stamp: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.tokens = self.rate
+
+    def take_message(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+    def take_session(self) -> bool:
+        if self.sessions_left <= 0:
+            return False
+        self.sessions_left -= 1
+        return True
 
 
 @dataclass
@@ -112,13 +149,18 @@ class WsServer:
         self.runtime = runtime
         self.host = host if host is not None else serve_config.host
         self.port = port if port is not None else serve_config.port
-        self.token = token if token is not None else serve_config.token
-        if not _loopback(self.host) and not self.token:
+        configured = token if token is not None else serve_config.token
+        if not _loopback(self.host) and not configured:
             msg = (
                 f"refusing to listen on {self.host}: it accepts connections from other machines, "
                 "so a token is required (serve.token in the user config or $CODER_ES_SERVE_TOKEN)"
             )
             raise ServeSetupError(msg)
+        self.token_generated = not configured
+        self.token: str = configured or secrets.token_urlsafe(32)
+        self.limits = serve_config
+        self.active = 0
+        """Connections past the handshake whose handler has not ended."""
         self.buffer_size = buffer_size
         self.detach_timeout = detach_timeout
         self.sessions: dict[str, ServerSession] = {}
@@ -139,16 +181,22 @@ class WsServer:
             self.host,
             self.port,
             process_request=self._authorize,
-            max_size=16 * 1024 * 1024,
+            # Larger frames close the connection (1009) before they are buffered whole.
+            max_size=self.limits.max_frame_bytes,
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
         return self
 
     @property
-    def url(self) -> str:
+    def address(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"ws://{host}:{self.port}/"
+
+    @property
+    def url(self) -> str:
+        """The address with the token: what a client connects to."""
+        return f"{self.address}?token={self.token}"
 
     async def close(self) -> None:
         if self._server is not None:
@@ -164,18 +212,25 @@ class WsServer:
     # ------------------------------------------------------------------ connections
 
     def _authorize(self, conn: ServerConnection, request: Request) -> Response | None:
-        if not self.token:
-            return None
-        header = request.headers.get("Authorization", "")
-        given = header[7:] if header.startswith("Bearer ") else None
-        if given is None:
-            tokens = parse_qs(urlsplit(request.path).query).get("token")
-            given = tokens[0] if tokens else None
-        if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+        """Refuse at the handshake: a browser origin not listed (403), a missing or wrong token
+        (401), too many connections (503). Nothing of the server is reached before this."""
+        origins = request.headers.get_all("Origin")
+        allowed = self.runtime.config.serve.allowed_origins
+        if len(origins) > 1 or (origins and origins[0] not in allowed):
+            log.warning("refused a connection from origin %s", ", ".join(origins))
+            return conn.respond(
+                HTTPStatus.FORBIDDEN,
+                "this origin may not connect (list it in serve.allowed_origins)\n",
+            )
+        if not _token_ok(request, self.token):
             return conn.respond(HTTPStatus.UNAUTHORIZED, "a valid token is required\n")
+        if self.active >= self.limits.max_connections:
+            return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
         return None
 
-    async def _open(self, query: dict[str, list[str]]) -> tuple[ServerSession, bool]:
+    async def _open(
+        self, query: dict[str, list[str]], budget: _Budget
+    ) -> tuple[ServerSession, bool]:
         def one(name: str) -> str | None:
             values = query.get(name)
             return values[0] if values else None
@@ -199,6 +254,8 @@ class WsServer:
                 )
             handle = await service.open_session(sid, self.runtime.options())
         else:
+            if not budget.take_session():  # pragma: no cover - the first session always fits
+                raise ClientError("this connection may create no more sessions", code="limit")
             handle = await service.create_session(self.runtime.options())
         session = ServerSession(handle, service, secrets.token_urlsafe(24), self.buffer_size)
         self.sessions[session.id] = session
@@ -206,9 +263,24 @@ class WsServer:
         return session, False
 
     async def _handler(self, conn: ServerConnection) -> None:
-        query = parse_qs(urlsplit(conn.request.path if conn.request else "/").query)
+        # Counted here, where no await separates the check from the increment: handshakes
+        # that passed _authorize together cannot all get in.
+        if self.active >= self.limits.max_connections:
+            await conn.close(1013, "too many connections")
+            return
+        self.active += 1
         try:
-            session, resumed = await self._open(query)
+            await self._serve_connection(conn)
+        finally:
+            self.active -= 1
+
+    async def _serve_connection(self, conn: ServerConnection) -> None:
+        query = parse_qs(urlsplit(conn.request.path if conn.request else "/").query)
+        budget = _Budget(
+            float(self.limits.max_messages_per_second), self.limits.max_sessions_per_connection
+        )
+        try:
+            session, resumed = await self._open(query, budget)
         except (ClientError, CoderESError) as e:
             code = e.code if isinstance(e, ClientError) else "cannot_open"
             with contextlib.suppress(ConnectionClosed):
@@ -218,7 +290,10 @@ class WsServer:
         await self._attach(session, conn, resumed, _int((query.get("last_seq") or ["0"])[0]))
         try:
             async for raw in conn:
-                await self._dispatch(session, conn, raw)
+                if budget.take_message():
+                    await self._dispatch(session, conn, raw, budget)
+                else:
+                    await session.reply(conn, _rate_limited(raw, budget.rate))
         except ConnectionClosed:
             pass
         finally:
@@ -300,19 +375,21 @@ class WsServer:
 
     # ------------------------------------------------------------------ client messages
 
-    async def _dispatch(self, session: ServerSession, conn: ServerConnection, raw: Any) -> None:
+    async def _dispatch(
+        self, session: ServerSession, conn: ServerConnection, raw: Any, budget: _Budget
+    ) -> None:
         re = None
         try:
             msg = p.parse_client_message(raw)
             re = msg.id
-            await self._handle(session, conn, msg)
+            await self._handle(session, conn, msg, budget)
         except ClientError as e:
-            await session.reply(conn, p.error(str(e), code=e.code, re=re))
+            await session.reply(conn, p.error(str(e), code=e.code, re=e.re if re is None else re))
         except CoderESError as e:
             await session.reply(conn, p.error(str(e), code="failed", re=re))
 
     async def _handle(
-        self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage
+        self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage, budget: _Budget
     ) -> None:
         if m.type == "send_message":
             if session.running:
@@ -341,7 +418,7 @@ class WsServer:
         elif m.type == "get_state":
             await session.reply(conn, self._state(session, m.id))
         else:
-            await self._branch(session, conn, m)
+            await self._branch(session, conn, m, budget)
 
     def _state(self, session: ServerSession, re: Any) -> dict[str, Any]:
         st = session.handle.loop.state
@@ -362,18 +439,26 @@ class WsServer:
         )
 
     async def _branch(
-        self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage
+        self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage, budget: _Budget
     ) -> None:
         if session.running:
             raise ClientError(f"a turn is running; cancel it before {m.type}", "busy")
         app, where = self.runtime.app, session.service.workspace
         if m.type == "fork":
+            new_session = m.bool_field("new_session", False)
+            if new_session and not budget.take_session():
+                limit = self.limits.max_sessions_per_connection
+                raise ClientError(
+                    f"this connection has created {limit} sessions (serve."
+                    "max_sessions_per_connection); open another connection for more",
+                    "limit",
+                )
             result = branch_ops.fork(
                 app,
                 where,
                 session.id,
                 m.str_field("node", required=False),
-                new_session=m.bool_field("new_session", False),
+                new_session=new_session,
             )
         elif m.type == "switch":
             result = branch_ops.switch(app, where, session.id, m.str_field("node") or "")
@@ -469,6 +554,29 @@ class WsServer:
         )
 
 
+def _token_ok(request: Request, token: str) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    given: str | None = value.strip() if scheme.lower() == "bearer" else None
+    if given is None:
+        tokens = parse_qs(urlsplit(request.path).query).get("token")
+        given = tokens[0] if tokens else None
+    # compare_digest: the time taken does not tell how much of a guess was right.
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _rate_limited(raw: Any, rate: float) -> dict[str, Any]:
+    re = None
+    with contextlib.suppress(ClientError):
+        re = p.parse_client_message(raw).id
+    return p.error(
+        f"more than {rate:g} messages per second (serve.max_messages_per_second); "
+        "this one was dropped",
+        code="rate_limited",
+        re=re,
+    )
+
+
 def _loopback(host: str) -> bool:
     return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
 
@@ -491,7 +599,16 @@ async def run_server(runtime: ClientRuntime, *, watch: bool = True) -> None:
             on_change=server.config_changed,
             on_error=server.config_failed,
         )
-    print(f"coder-es serve: listening on {server.url}", file=sys.stderr, flush=True)
+    if server.token_generated:
+        # Like Jupyter: the URL with its token is what the user copies into a client.
+        print(f"coder-es serve: listening on {server.url}", file=sys.stderr, flush=True)
+    else:
+        print(
+            f"coder-es serve: listening on {server.address} (token from serve.token or "
+            "$CODER_ES_SERVE_TOKEN)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         await server.serve_forever()
     finally:

@@ -340,6 +340,17 @@ def build(
             port=_get(merged, ("serve", "port"), ServeConfig.port),
             token=_get(merged, ("serve", "token"), None),
             rules=_rules(merged, ("serve", "rules")),
+            allowed_origins=_get(merged, ("serve", "allowed_origins"), ()),
+            max_connections=_get(merged, ("serve", "max_connections"), ServeConfig.max_connections),
+            max_frame_bytes=_get(merged, ("serve", "max_frame_bytes"), ServeConfig.max_frame_bytes),
+            max_messages_per_second=_get(
+                merged, ("serve", "max_messages_per_second"), ServeConfig.max_messages_per_second
+            ),
+            max_sessions_per_connection=_get(
+                merged,
+                ("serve", "max_sessions_per_connection"),
+                ServeConfig.max_sessions_per_connection,
+            ),
         ),
         store=StoreSettings(
             backend=_get(merged, ("store", "backend"), StoreSettings.backend),

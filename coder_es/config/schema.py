@@ -299,6 +299,17 @@ SCHEMA = Table(
                 "host": Leaf(Text(), "the address to listen on"),
                 "port": Leaf(Integer(0, 65535), "the port to listen on (0: any free port)"),
                 "token": Leaf(Text(), "the bearer token", project_forbidden=_NO_SECRET_IN_PROJECT),
+                "allowed_origins": Leaf(
+                    ListOf(Text()), "browser origins allowed to connect (with the token)"
+                ),
+                "max_connections": Leaf(Integer(1, 100_000), "concurrent connections"),
+                "max_frame_bytes": Leaf(Integer(1024, 1 << 30), "the largest frame accepted"),
+                "max_messages_per_second": Leaf(
+                    Integer(1, 100_000), "client messages per second per connection"
+                ),
+                "max_sessions_per_connection": Leaf(
+                    Integer(1, 100_000), "sessions one connection may create"
+                ),
                 "rules": Rules("tool calls the server allows or denies itself"),
             }
         ),

@@ -96,6 +96,15 @@ class ServeConfig:
     rules: tuple[RuleConfig, ...] = ()
     """Tool calls the server answers itself: ``allow`` (auto-approve) or ``deny``; ``ask`` (the
     default) forwards the question to the connected client."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (``https://app.example``) that may connect; a request with no Origin (a
+    program, not a web page) needs only the token."""
+    max_connections: int = 64
+    max_frame_bytes: int = 1 << 20
+    max_messages_per_second: int = 20
+    """Per connection, with a burst of as many messages."""
+    max_sessions_per_connection: int = 16
+    """Sessions one connection may create (the one it opens, and forks into new sessions)."""
 
     @property
     def loopback(self) -> bool:

@@ -148,7 +148,7 @@ def test_disconnect_and_resume_resends_pending_approval(tmp_path: Path) -> None:
                 ask = await until(ws, "awaiting_approval", first)
             # Gone mid-turn; the turn waits. Resume from the last message seen.
             last = first[-1]["seq"]
-            resume = f"{url}?resume={hello['resume_token']}&last_seq={last}"
+            resume = f"{url}&resume={hello['resume_token']}&last_seq={last}"
             async with websockets.connect(resume) as ws:
                 again = await recv(ws)
                 assert again["resumed"] and again["session_id"] == hello["session_id"]
@@ -164,11 +164,11 @@ def test_disconnect_and_resume_resends_pending_approval(tmp_path: Path) -> None:
             assert seqs == list(range(1, len(seqs) + 1))  # nothing lost, nothing twice
 
             # A client that missed messages gets them on resume.
-            async with websockets.connect(f"{url}?resume={hello['resume_token']}&last_seq=2") as ws:
+            async with websockets.connect(f"{url}&resume={hello['resume_token']}&last_seq=2") as ws:
                 await recv(ws)
                 replayed = [await recv(ws) for _ in range(len(seqs) - 2)]
                 assert [m["seq"] for m in replayed] == seqs[2:]
-            async with websockets.connect(f"{url}?resume=bogus") as ws:
+            async with websockets.connect(f"{url}&resume=bogus") as ws:
                 refused = await recv(ws)
                 assert refused["fatal"] and refused["code"] == "bad_resume_token"
 
@@ -237,7 +237,7 @@ def test_rewind_and_fork_over_the_socket(tmp_path: Path) -> None:
             await send(ws, type="switch", node="999")
             err = await until(ws, "error", [])
             assert "999" in err["message"] and not err["fatal"]
-            async with websockets.connect(f"{url}?session={child}") as ws:
+            async with websockets.connect(f"{url}&session={child}") as ws:
                 opened = await recv(ws)
                 assert opened["session_id"] == child and not opened["resumed"]
 
