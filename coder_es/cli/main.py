@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "coder_es.cli.clients",
     "coder_es.cli.fleet",
     "coder_es.cli.context_cmds",
+    "coder_es.cli.trust_cmd",
 ]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2

@@ -31,7 +31,7 @@ from rich.console import Console
 
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
-from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer
 from coder_es.permissions.presets import PRESETS
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
@@ -120,7 +120,12 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
     # Rules from config files come first: among user rules the last match wins, so the
     # command line overrides the project file, which overrides the user file.
     rules = [
-        Rule(tool=r.tool, pattern=r.pattern or None, action=r.action, source="config")
+        Rule(
+            tool=r.tool,
+            pattern=r.pattern or None,
+            action=r.action,
+            source="config" if r.trusted else UNTRUSTED_SOURCE,
+        )
         for r in ctx.settings.permissions.rules
         if r.source not in ("--allow", "--deny")
     ]
@@ -161,7 +166,14 @@ def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str
     return name, model
 
 
+def report_ignored(ctx: Context) -> None:
+    """Say, on stderr, which settings of an untrusted project config do not apply, and why."""
+    for line in ctx.settings.ignored_lines():
+        print(f"coder-es: {line}", file=sys.stderr)
+
+
 async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
+    report_ignored(ctx)
     resuming = bool(args.session)
     provider, model = _provider(args, resuming)
     options = SessionOptions(

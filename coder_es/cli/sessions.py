@@ -104,11 +104,19 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
         "ollama": os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"),
         "scripted": True,
     }
+    trust = ctx.settings.trust
+    report["trust"] = trust.status if trust is not None else "no project config"
+    # Not a problem: the user may never want to trust it. Listed so nobody wonders why a
+    # project's allow rule does not apply.
+    report["ignored"] = ctx.settings.ignored_lines()
     report["problems"] = problems
     report["healthy"] = not problems
     if args.json:
         print_json(report)
     else:
         for key, value in report.items():
-            print(f"{key:>20}: {value}")
+            if key != "ignored":
+                print(f"{key:>20}: {value}")
+        for line in report["ignored"]:
+            print(f"{'ignored':>20}: {line}")
     return 0 if not problems else 1

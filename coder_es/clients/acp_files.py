@@ -149,7 +149,7 @@ class ClientFileExecutor:
         args: Any = parse_input(EditInput if edit else WriteInput, call.input)
         if edit and args.old_string == args.new_string:
             raise ToolFailure("old_string and new_string are the same: nothing to change")
-        rp = ws.resolve(args.path, outside_ok=ctx.outside_ok)
+        rp = ws.resolve_for_write(args.path, outside_ok=ctx.outside_ok)
         if rp.abs.is_dir():
             raise ToolFailure(f"{args.path} is a directory, not a file")
         buffered = await self._buffer(rp.abs)

@@ -20,6 +20,7 @@ from coder_es.application import CoderApp
 from coder_es.clients.filters import ApprovalFilter
 from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, changed_sections
 from coder_es.errors import CoderESError, UsageError
+from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
@@ -60,9 +61,19 @@ def choose_provider(
 def rules_of(config: Config) -> tuple[Rule, ...]:
     """The configured permission rules, as the permission layer takes them (``*`` = any)."""
     return tuple(
-        Rule(r.tool, None if r.pattern in ("", "*") else r.pattern, r.action, "user")
+        Rule(
+            r.tool,
+            None if r.pattern in ("", "*") else r.pattern,
+            r.action,
+            "user" if r.trusted else UNTRUSTED_SOURCE,
+        )
         for r in config.permissions.rules
     )
+
+
+def _log_ignored(config: Config) -> None:
+    for line in config.ignored_lines():
+        log.warning("%s", line)
 
 
 class ClientRuntime:
@@ -90,6 +101,7 @@ class ClientRuntime:
         self.filter = ApprovalFilter.from_config(config.serve.rules)
         self.rules = rules_of(config)
         self.watcher: ConfigWatcher | None = None
+        _log_ignored(config)
 
     # ------------------------------------------------------------------ sessions
 
@@ -132,6 +144,8 @@ class ClientRuntime:
         self.config = config
         self.filter = ApprovalFilter.from_config(config.serve.rules)
         self.rules = rules_of(config)
+        if config.ignored != old.ignored:
+            _log_ignored(config)
         moved = (config.serve.host, config.serve.port) != (old.serve.host, old.serve.port)
         if "store" in changed or moved:
             log.warning("store and listen-address changes take effect after a restart")

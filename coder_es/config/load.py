@@ -37,8 +37,11 @@ from coder_es.config.locate import key_lines
 from coder_es.config.problems import ConfigError, Origin, Problem, format_path
 from coder_es.config.schema import SCHEMA, TOOL, Key, Layer, Leaf, Setting, node_at, walk
 from coder_es.config.suggest import close_matches, did_you_mean
+from coder_es.config.trust import TrustState, TrustStore, digest
+from coder_es.config.untrusted import hold_back
 from coder_es.config.values import (
     Config,
+    IgnoredSetting,
     PermissionsConfig,
     PriceConfig,
     ProviderConfig,
@@ -142,6 +145,7 @@ def read_file_layer(path: Path, *, project: bool) -> Layer | None:
     except OSError as e:
         layer.fail(Problem(Origin(str(path)), "", f"cannot read: {e.strerror}"), ())
         return layer
+    layer.sha256 = digest(data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -304,7 +308,13 @@ def _provider(
 
 def _rules(merged: Mapping[Key, Setting], prefix: Key) -> tuple[RuleConfig, ...]:
     return tuple(
-        RuleConfig(tool=rest[0], pattern=rest[1], action=s.value, source=s.origin.source)
+        RuleConfig(
+            tool=rest[0],
+            pattern=rest[1],
+            action=s.value,
+            source=s.origin.source,
+            trusted=not s.untrusted,
+        )
         for rest, s in _under(merged, prefix)
     )
 
@@ -314,6 +324,8 @@ def build(
     workspace: Path,
     environ: Mapping[str, str],
     files: Sequence[Path] = (),
+    trust: TrustState | None = None,
+    ignored: Sequence[IgnoredSetting] = (),
 ) -> Config:
     """The ``Config`` for merged, already checked settings."""
     provider = _get(merged, ("provider",), DEFAULT_PROVIDER)
@@ -360,6 +372,8 @@ def build(
         ),
         files=tuple(files),
         origins=MappingProxyType({format_path(k): s.origin for k, s in merged.items()}),
+        trust=trust,
+        ignored=tuple(ignored),
     )
 
 
@@ -482,21 +496,42 @@ def load_config(
     root = Path(workspace).resolve()
     layers: list[Layer] = []
     files: list[Path] = []
+    trust: TrustState | None = None
+    ignored: list[IgnoredSetting] = []
     for path, project in ((user_config_path(environ), False), (project_config_path(root), True)):
         layer = read_file_layer(path, project=project)
-        if layer is not None:
-            layers.append(layer)
-            files.append(path)
+        if layer is None:
+            continue
+        if project and not layer.problems:
+            # Until the user trusts this file, it may only make things stricter.
+            trust = TrustStore(environ).state(path, layer.sha256)
+            if not trust.trusted:
+                ignored = hold_back(layer, merge(layers))
+        layers.append(layer)
+        files.append(path)
     layers.append(env_layer(environ))
     layers.append(cli_layer(overrides or Overrides()))
     problems = [p for layer in layers for p in layer.problems]
-    config = build(merge(layers), root, environ, files)
+    config = build(merge(layers), root, environ, files, trust, ignored)
     problems += cross_check(config, {key for layer in layers for key in layer.failed})
     if require_provider:
         problems += provider_problems(config, environ)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def settings_needing_trust(
+    workspace: str | Path, environ: Mapping[str, str] = os.environ
+) -> list[IgnoredSetting]:
+    """The settings of the workspace's project config that apply only while it is trusted
+    (whether it is trusted now or not): what ``coder-es trust`` grants."""
+    root = Path(workspace).resolve()
+    user = read_file_layer(user_config_path(environ), project=False)
+    project = read_file_layer(project_config_path(root), project=True)
+    if project is None:
+        return []
+    return hold_back(project, merge([user] if user is not None else []))
 
 
 def require_credentials(config: Config, environ: Mapping[str, str] = os.environ) -> ProviderConfig:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from coder_es.config.load import Overrides, config_paths, load_config
 from coder_es.config.problems import ConfigError
+from coder_es.config.trust import trust_file
 from coder_es.config.values import Config
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class ConfigWatcher:
         self.on_change = on_change
         self.on_error = on_error
         self.interval = interval
-        self.paths = config_paths(self.workspace, self.environ)
+        # The trust records too: `coder-es trust` while serve/acp runs applies what it trusted.
+        self.paths = [*config_paths(self.workspace, self.environ), trust_file(self.environ)]
         self._lock = threading.Lock()
         self._fingerprint = _fingerprint(self.paths)
         self._current = self._load()

@@ -244,10 +244,6 @@ Node = Leaf | Table | Entries | Rules
 ACTION = Choice(ACTIONS, "action")
 TOOL = Choice((*TOOLS, ANY_TOOL), "tool")
 
-_NOT_FROM_PROJECT = (
-    "may only be set in the user config or the environment: a project config comes with the "
-    "repository, and this setting decides where your API key is sent"
-)
 _NO_SECRET_IN_PROJECT = (
     "may only be set in the user config or the environment: a project config is shared with "
     "the repository and must not hold secrets"
@@ -265,12 +261,10 @@ PRICE = Table(
 
 PROVIDER = Table(
     {
-        "base_url": Leaf(Url(), "the API endpoint", project_forbidden=_NOT_FROM_PROJECT),
-        "api_key_env": Leaf(
-            EnvName(),
-            "the environment variable holding the API key",
-            project_forbidden=_NOT_FROM_PROJECT,
-        ),
+        # From a project config, these two apply only once the workspace is trusted
+        # (config.untrusted): together they decide where the API key is sent.
+        "base_url": Leaf(Url(), "the API endpoint"),
+        "api_key_env": Leaf(EnvName(), "the environment variable holding the API key"),
         "models": Leaf(ListOf(Text()), "extra model names to accept", additive=True),
         "prices": Entries(Text(), PRICE, "price overrides by model name (or name prefix)"),
     }
@@ -338,6 +332,8 @@ class Setting:
     value: Any
     origin: Origin
     additive: bool = False
+    untrusted: bool = False
+    """A permission rule kept from an untrusted project config: it may only tighten."""
 
 
 @dataclass
@@ -353,6 +349,8 @@ class Layer:
     problems: list[Problem] = field(default_factory=list)
     failed: set[Key] = field(default_factory=set)
     """Key paths with a problem (``()``: the whole layer, e.g. a file that does not parse)."""
+    sha256: str = ""
+    """The hash of the file's bytes as read (what workspace trust records)."""
 
     def origin(self, path: tuple[str | int, ...]) -> Origin:
         line = locate(self.lines, path) if self.kind == "file" else None

@@ -15,6 +15,7 @@ from coder_es.config.problems import Origin
 from coder_es.store.config import StoreConfig
 
 if TYPE_CHECKING:
+    from coder_es.config.trust import TrustState
     from coder_es.providers.pricing import PriceTable
 
 
@@ -33,6 +34,22 @@ class RuleConfig:
     source: str = ""
     """Where the rule was written: a config file, ``--allow`` or ``--deny``. Lets the permission
     layer tell a rule the user wrote from one a cloned project brought along."""
+    trusted: bool = True
+    """False for a rule of an untrusted project config (a deny or ask): it may only make a
+    decision stricter."""
+
+
+@dataclass(frozen=True)
+class IgnoredSetting:
+    """A setting of an untrusted project config that does not apply, and why."""
+
+    path: str
+    value: Any
+    origin: Origin
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {self.path} = {self.value!r} not applied: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,16 @@ class Config:
     """The config files that were read, lowest precedence first."""
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
     """Where each explicitly set key (dotted path) came from; defaults are absent."""
+    trust: TrustState | None = None
+    """The trust of the project config (None: the workspace has none)."""
+    ignored: tuple[IgnoredSetting, ...] = ()
+    """Settings of an untrusted project config that do not apply (``config.untrusted``)."""
+
+    def ignored_lines(self) -> list[str]:
+        """One line per setting not applied, then why (for ``run``, ``doctor``, ``serve``)."""
+        if not self.ignored or self.trust is None:
+            return []
+        return [str(i) for i in self.ignored] + [f"(not applied because {self.trust.explain()})"]
 
     def origin(self, path: str) -> Origin | None:
         return self.origins.get(path)

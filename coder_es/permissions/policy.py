@@ -4,6 +4,8 @@ The order, first decisive step wins (for a shell command line, each part goes th
 and the strictest outcome wins: deny over ask over allow):
 
 1. a user ``deny`` rule, or an earlier "always deny" answer, that matches: **deny**;
+1b. a write to ``.git/hooks/**`` or ``.git/config`` (``permissions.protected``): **ask**, whatever
+   the rules, answers or preset below would say;
 2. a doom loop (this call is identical to the ``doom_threshold - 1`` calls just before it):
    **ask**, even if a rule would allow it, so a human can break the loop;
 3. an earlier "always allow" answer that covers the subject: **allow**;
@@ -23,10 +25,11 @@ so replaying a session re-derives every rule decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coder_es.permissions.presets import Preset, get_preset
+from coder_es.permissions.protected import PROTECTED_RULE, always_asks
 from coder_es.permissions.rules import (
     TOOL_NAMES,
     Rule,
@@ -40,6 +43,9 @@ _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
 DOOM_LOOP_RULE = "doom_loop"
 OUTSIDE_RULE = "outside_workspace"
+UNTRUSTED_SOURCE = "untrusted-project"
+"""The source of a rule from an untrusted project config (``config.untrusted``): a deny or ask
+that may only make a decision stricter, never turn a deny into a question."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class Policy:
         (``--allow write`` with the ``plan`` agent offers ``write``)."""
         extra: list[str] = []
         for rule in self.user_rules:
-            if rule.action == "deny":
+            if rule.action == "deny" or rule.source == UNTRUSTED_SOURCE:
                 continue
             names = TOOL_NAMES if rule.tool == "*" else (rule.tool,)
             extra += [n for n in names if n not in self.preset.tools and n not in extra]
@@ -85,7 +91,10 @@ class Policy:
         return {
             "agent": self.preset.name,
             "rules": [
-                {"tool": r.tool, "pattern": r.pattern, "action": r.action} for r in self.user_rules
+                {"tool": r.tool, "pattern": r.pattern, "action": r.action}
+                # Recorded only where it changes decisions, so replay decides the same.
+                | ({"source": r.source} if r.source == UNTRUSTED_SOURCE else {})
+                for r in self.user_rules
             ],
             "doom_threshold": self.doom_threshold,
             "default": self.default,
@@ -100,6 +109,17 @@ class Policy:
         repeats: int = 0,
     ) -> Evaluation:
         """Decide one call. ``repeats``: how many calls right before it were identical to it."""
+        full = self._evaluate(tool, subject, always, repeats)
+        trusted = tuple(r for r in self.user_rules if r.source != UNTRUSTED_SOURCE)
+        if len(trusted) == len(self.user_rules):
+            return full
+        # Rules of an untrusted project only tighten: the stricter of with and without them.
+        without = replace(self, user_rules=trusted)._evaluate(tool, subject, always, repeats)
+        return full if _STRICTNESS[full.action] >= _STRICTNESS[without.action] else without
+
+    def _evaluate(
+        self, tool: str, subject: Subject, always: Sequence[dict[str, Any]], repeats: int
+    ) -> Evaluation:
         suggested = suggest_pattern(subject.kind, subject.text)
         if subject.kind == "command":
             parts = [(p.text, p.opaque) for p in split_command(subject.text)]
@@ -143,6 +163,9 @@ class Policy:
         for rule in (*self.user_rules, *answers):
             if rule.action == "deny" and covers(rule):
                 return "deny", rule.describe(), f"denied by {rule.describe()}"
+        protected = always_asks(tool, kind, text)
+        if protected is not None:
+            return "ask", PROTECTED_RULE, protected
         if self.doom_threshold > 1 and repeats >= self.doom_threshold - 1:
             return (
                 "ask",

@@ -5,6 +5,7 @@ from coder_es.workspace.contents import ContentMerge, merge_contents
 from coder_es.workspace.errors import (
     InvalidPathError,
     PathOutsideWorkspaceError,
+    ProtectedPathError,
     WorkspaceError,
     WriteConflictError,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "MergeResult",
     "Outcome",
     "PathOutsideWorkspaceError",
+    "ProtectedPathError",
     "ReadResult",
     "ResolvedPath",
     "Sandbox",

@@ -41,3 +41,12 @@ class WriteConflictError(WorkspaceError):
             f"{path}: the file kept changing on disk during {attempts} write attempts; "
             "nothing was written"
         )
+
+
+class ProtectedPathError(UsageError, WorkspaceError):
+    """A write to a path the agent's tools never write: the project's ``.coder-es/`` (its
+    config could grant the agent permissions) or the user's coder-es directories."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path!r} is never written by the agent's tools: {why}")

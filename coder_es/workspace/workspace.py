@@ -30,6 +30,7 @@ from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.matching import MatchError, replace
 from coder_es.workspace.merge import ConflictRegion, split_lines
 from coder_es.workspace.merge_write import ConflictPolicy, merge_onto_disk
+from coder_es.workspace.protected import check_writable
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
 from coder_es.workspace.stat_index import FileChange, StatIndex
 from coder_es.workspace.text import adopt_style, decode_text
@@ -181,6 +182,14 @@ class Workspace:
     def resolve(self, path: str | os.PathLike[str], *, outside_ok: bool = False) -> ResolvedPath:
         return self.sandbox.resolve(path, outside_ok=outside_ok)
 
+    def resolve_for_write(
+        self, path: str | os.PathLike[str], *, outside_ok: bool = False
+    ) -> ResolvedPath:
+        """``resolve``, refusing the paths no tool writes (``workspace.protected``)."""
+        rp = self.resolve(path, outside_ok=outside_ok)
+        check_writable(rp)
+        return rp
+
     def iter_files(self, path: str = ".", *, include_ignored: bool = False) -> Iterator[str]:
         """Files under ``path`` (relative to the root), skipping what ``.gitignore`` ignores."""
         start = "" if path in (".", "", "./") else self.resolve(path).rel
@@ -230,7 +239,7 @@ class Workspace:
         policy: ConflictPolicy | None = None,
     ) -> EditResult:
         """Write the whole file. A new file is created; an existing one must have been read."""
-        rp = self.resolve(path, outside_ok=outside_ok)
+        rp = self.resolve_for_write(path, outside_ok=outside_ok)
         if rp.abs.is_dir():
             msg = f"{path} is a directory, not a file"
             raise InvalidPathError(msg)
@@ -275,7 +284,7 @@ class Workspace:
 
         An empty ``old_string`` creates a file that does not exist yet.
         """
-        rp = self.resolve(path, outside_ok=outside_ok)
+        rp = self.resolve_for_write(path, outside_ok=outside_ok)
         known = rp.rel in self._views
         base_hash = self._views.get(rp.rel)
         if base_hash is None:

@@ -32,6 +32,17 @@ def make_workspace(tmp_path: Path, config: str, turns: list[dict[str, Any]]) -> 
     return ws
 
 
+def user_config_file(tmp_path: Path, text: str | None = None) -> Path:
+    """The user config of the processes ``child_env`` starts (written when ``text`` is given).
+    Hot-reload tests loosen rules there: a project config's allow rules need a trusted
+    workspace."""
+    path = tmp_path / "xdg" / "coder-es" / "config.toml"
+    if text is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
 def child_env(tmp_path: Path) -> dict[str, str]:
     """No user config, no API keys, no inherited coder-es settings."""
     env = {

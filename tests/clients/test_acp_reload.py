@@ -11,7 +11,15 @@ from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities, RequestPermissionResponse
-from client_helpers import REPO, child_env, cli, make_workspace, run, stored_events
+from client_helpers import (
+    REPO,
+    child_env,
+    cli,
+    make_workspace,
+    run,
+    stored_events,
+    user_config_file,
+)
 
 DENY_WRITE = '[permissions.rules]\nwrite = "deny"\n'
 ALLOW_WRITE = '[permissions.rules]\nwrite = "allow"\n'
@@ -86,8 +94,8 @@ async def stderr_until(proc: Any, needle: str, timeout: float = 20, more: int = 
 def test_acp_applies_a_good_edit_and_keeps_the_last_good_config_on_a_broken_one(
     tmp_path: Path,
 ) -> None:
-    ws = make_workspace(tmp_path, DENY_WRITE, TURNS)
-    config = ws / ".coder-es" / "config.toml"
+    ws = make_workspace(tmp_path, "", TURNS)
+    config = user_config_file(tmp_path, DENY_WRITE)
     written = ws / "hello.txt"
     client = Recorder()
 

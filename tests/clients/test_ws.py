@@ -19,6 +19,7 @@ from client_helpers import (
     run,
     serve_process,
     stored_events,
+    user_config_file,
 )
 from websockets.asyncio.client import ClientConnection
 
@@ -177,9 +178,9 @@ def test_disconnect_and_resume_resends_pending_approval(tmp_path: Path) -> None:
 
 
 def test_server_rules_and_hot_reload(tmp_path: Path) -> None:
-    config = ws_config = ASK_BASH + '\n[serve.rules]\nbash = "deny"\n'
-    ws_dir = make_workspace(tmp_path, config, TURNS)
-    config_file = ws_dir / ".coder-es" / "config.toml"
+    ws_config = ASK_BASH + '\n[serve.rules]\nbash = "deny"\n'
+    ws_dir = make_workspace(tmp_path, "", TURNS)
+    config_file = user_config_file(tmp_path, ws_config)
 
     async def turn(ws: ClientConnection) -> list[dict[str, Any]]:
         await send(ws, type="send_message", text="make out.txt")
@@ -287,8 +288,8 @@ def test_a_permissions_reload_reaches_an_open_session(tmp_path: Path) -> None:
     # [permissions] (not [serve.rules]) is the session's own policy: a reload must reach a
     # session that is already open, recorded as PermissionsChanged between its turns.
     deny = '[permissions.rules]\nbash = "deny"\n'
-    ws_dir = make_workspace(tmp_path, deny, TURNS * 2)
-    config_file = ws_dir / ".coder-es" / "config.toml"
+    ws_dir = make_workspace(tmp_path, "", TURNS * 2)
+    config_file = user_config_file(tmp_path, deny)
 
     async def turn(ws: ClientConnection) -> list[tuple[str, str]]:
         await send(ws, type="send_message", text="make out.txt")

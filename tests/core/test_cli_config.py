@@ -56,7 +56,8 @@ def test_a_project_deny_rule_denies_a_command(
     decision = next(u for u in updates if u["type"] == "permission_decided")
     assert code == 0
     assert decision["decision"] == "deny"
-    assert decision["matched_rule"] == "config:deny bash:rm *"
+    # The project is not trusted: its deny applies all the same, named as untrusted.
+    assert decision["matched_rule"] == "untrusted-project:deny bash:rm *"
 
 
 def test_the_command_line_overrides_the_project_file(
@@ -108,6 +109,9 @@ def test_the_configured_default_decides_calls_no_rule_covers(
     # configured default, that answer is given instead of asking.
     (tmp_path / ".coder-es").mkdir()
     (tmp_path / ".coder-es" / "config.toml").write_text(f'[permissions]\ndefault = "{default}"\n')
+    # A project's looser default applies only once the user trusts the workspace.
+    assert main(["--workspace", str(tmp_path), "trust"]) == 0
+    capsys.readouterr()
     script = tmp_path / "turns.json"
     script.write_text(json.dumps(NEW_FILE_SCRIPT))
     code = main(

@@ -1,0 +1,73 @@
+"""``coder-es trust [--show | --revoke]``: let the workspace's project config loosen settings.
+
+A project's ``.coder-es/config.toml`` comes with the repository; until the user trusts it, the
+settings listed in ``coder_es.config.untrusted`` (allow rules, a looser default, providers and
+base URLs, MCP servers, allowed origins) do not apply. ``trust`` records the file's sha256 in the
+user config directory (like ``direnv allow``): editing the file needs trusting again.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from coder_es.cli.context import Context
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "trust",
+        help="let this workspace's .coder-es/config.toml loosen permissions and choose providers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--show", action="store_true", help="show whether it is trusted and what trust grants"
+    )
+    mode.add_argument("--revoke", action="store_true", help="forget the trust")
+    p.set_defaults(handler=cmd_trust)
+
+
+def cmd_trust(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.config.load import project_config_path, settings_needing_trust
+    from coder_es.config.trust import TrustStore, digest
+    from coder_es.errors import UsageError
+
+    path = project_config_path(ctx.workspace)
+    store = TrustStore()
+    if args.revoke:
+        if store.revoke(path):
+            print(f"{path}: no longer trusted")
+        else:
+            print(f"{path}: was not trusted")
+        return 0
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist: this workspace has no project config") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    state = store.state(path, digest(data))
+    granted = settings_needing_trust(ctx.workspace)
+    if args.show:
+        status = {
+            "trusted": "trusted",
+            "untrusted": "not trusted",
+            "changed": "changed since you trusted it: not trusted",
+        }[state.status]
+        print(f"{path}: {status} (sha256 {state.sha256[:16]}…)")
+        if state.problem:
+            print(f"  {state.problem}")
+        verb = "applies because it is trusted" if state.trusted else "ignored until trusted"
+        for setting in granted:
+            shown = f"{setting.origin}: {setting.path} = {setting.value!r}"
+            print(f"  {shown} {verb}: {setting.reason}")
+        if not granted:
+            print("  nothing in it needs trust: every setting applies either way")
+        return 0
+    store.trust(path, state.sha256)
+    print(f"{path}: trusted (sha256 {state.sha256[:16]}…); editing it needs trusting again")
+    for setting in granted:
+        print(f"  now applies: {setting.origin}: {setting.path} = {setting.value!r}")
+    return 0

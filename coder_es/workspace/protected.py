@@ -1,0 +1,36 @@
+"""Paths the agent's tools never write, whatever the permission rules say.
+
+The project's ``.coder-es/`` holds its config, which decides the agent's permissions once the
+user trusts it: an agent able to write it could grant itself anything the next time the user
+trusts the file or hands its content around. The user's coder-es directories hold the user config
+and the workspace trust records (``coder_es.userdirs``). Writes there are refused in the
+workspace layer, below every permission rule; reading stays allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from coder_es.store.config import STORE_DIRNAME
+from coder_es.userdirs import protected_user_dirs
+from coder_es.workspace.errors import ProtectedPathError
+from coder_es.workspace.sandbox import ResolvedPath
+
+
+def check_writable(rp: ResolvedPath, user_dirs: Iterable[Path] | None = None) -> None:
+    """Raise ``ProtectedPathError`` when a tool must not write ``rp``."""
+    if rp.inside:
+        if rp.rel.split("/", 1)[0] == STORE_DIRNAME:
+            raise ProtectedPathError(
+                rp.rel,
+                f"{STORE_DIRNAME}/ holds the project's configuration and store; change them "
+                "yourself, outside the agent",
+            )
+        return
+    for directory in protected_user_dirs() if user_dirs is None else user_dirs:
+        real = Path(directory).resolve()
+        if rp.abs == real or real in rp.abs.parents:
+            raise ProtectedPathError(
+                rp.rel, f"{real} holds your coder-es configuration and workspace trust records"
+            )
