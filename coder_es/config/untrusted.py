@@ -72,4 +72,10 @@ def hold_back(layer: Layer, below: Mapping[Key, Setting]) -> list[IgnoredSetting
             ignored.append(IgnoredSetting(format_path(path), setting.value, setting.origin, why))
         elif _under(path, ("permissions", "rules")):
             layer.values[path] = replace(setting, untrusted=True)
+    model = layer.values.get(("model",))
+    if model is not None and any(i.path == "provider" for i in ignored):
+        # A model named for the provider held back would be checked against the user's.
+        del layer.values[("model",)]
+        why = "it names a model of the provider that is not applied"
+        ignored.append(IgnoredSetting("model", model.value, model.origin, why))
     return ignored
