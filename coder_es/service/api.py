@@ -43,7 +43,7 @@ from coder_es.agent.runner import (
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
-from coder_es.permissions.policy import PermissionAnswer, Policy
+from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
 from coder_es.providers.factory import build_provider
@@ -346,8 +346,11 @@ class AgentService:
 
 
 def _key(record: dict[str, Any]) -> tuple[Any, ...]:
-    # The source only names a rule in matched_rule; the Started settings do not record it.
-    return (record["tool"], record.get("pattern"), record["action"])
+    # The source only names a rule in matched_rule (the Started settings do not record it),
+    # except for an untrusted project's rule, which may only tighten: trusting the workspace
+    # changes how that rule decides.
+    untrusted = record.get("source") == UNTRUSTED_SOURCE
+    return (record["tool"], record.get("pattern"), record["action"], untrusted)
 
 
 def _same_rules(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> bool:
