@@ -57,7 +57,8 @@ permission rules (--allow / --deny RULE):
   allowed by a pattern. File patterns match workspace-relative paths: * and ? stay in
   one directory, ** spans directories ('secrets/**'); paths outside the workspace need
   an absolute pattern ('read:/etc/**').
-  Order: your deny rules and 'always deny' answers; repeated identical calls ask;
+  Order: your deny rules and 'always deny' answers; writes to .git/hooks/** and
+  .git/config ask; repeated identical calls ask;
   'always allow' answers; your rules (last match wins); outside paths ask; the agent
   preset (build: all allowed; plan: reads + safe commands, other commands ask, no
   writes; explore: reads only); otherwise ask.
