@@ -292,3 +292,34 @@ def test_slash_commands_and_session_fork(tmp_path: Path) -> None:
                 raise AssertionError("rewinding to an unknown node must fail")
 
     run(scenario())
+
+
+def test_the_editor_buffer_path_never_writes_the_project_config(tmp_path: Path) -> None:
+    # Issue 17: through the client's fs methods too, the agent cannot write .coder-es/**.
+    turns: list[dict[str, Any]] = [
+        {
+            "blocks": [
+                {
+                    "type": "tool_use",
+                    "name": "write",
+                    "input": {"path": ".coder-es/config.toml", "content": 'default = "allow"\n'},
+                }
+            ]
+        },
+        {"blocks": [{"type": "text", "text": "Tried."}]},
+    ]
+    ws = make_workspace(tmp_path, "", turns)
+    client = EditorClient(answer="allow_always")
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn)
+            new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            response = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+            assert response.stop_reason == "end_turn"
+
+    run(scenario())
+    assert client.writes == []
+    assert (ws / ".coder-es" / "config.toml").read_text() == ""
+    failed = [u for u in client.of("tool_call_update") if u.status == "failed"]
+    assert len(failed) == 1 and "never written by the agent" in str(failed[0].content)
