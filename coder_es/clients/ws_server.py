@@ -254,8 +254,7 @@ class WsServer:
                 )
             handle = await service.open_session(sid, self.runtime.options())
         else:
-            if not budget.take_session():  # pragma: no cover - the first session always fits
-                raise ClientError("this connection may create no more sessions", code="limit")
+            budget.take_session()  # the connection's own session counts (the limit is >= 1)
             handle = await service.create_session(self.runtime.options())
         session = ServerSession(handle, service, secrets.token_urlsafe(24), self.buffer_size)
         self.sessions[session.id] = session
