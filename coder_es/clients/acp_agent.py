@@ -67,7 +67,7 @@ from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor
 from coder_es.clients.history import session_history
-from coder_es.clients.jsonrpc_guard import LineGuard
+from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
 from coder_es.config import Config
 from coder_es.errors import CoderESError, UsageError
@@ -645,9 +645,12 @@ async def _run_guarded(agent: Agent) -> None:
     reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     guard = LineGuard(reader, writer, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     pump = asyncio.create_task(guard.pump())
+    one_line = ProtocolErrorsOnOneLine()
+    logging.getLogger().addFilter(one_line)
     try:
         await run_agent(agent, writer, guard.reader, use_unstable_protocol=True)
     finally:
+        logging.getLogger().removeFilter(one_line)
         pump.cancel()
         await asyncio.gather(pump, return_exceptions=True)
 

@@ -120,3 +120,19 @@ class LineGuard:
                 await self.writer.drain()
         finally:
             self.reader.feed_eof()
+
+
+class ProtocolErrorsOnOneLine(logging.Filter):
+    """The package logs a notification it cannot route (an unknown method: JSON-RPC sends no
+    answer to a notification) with ``logging.exception`` on the root logger. That is the
+    client's mistake, not ours: one line, no traceback. Other exceptions keep theirs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from acp import RequestError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, RequestError):
+            record.msg = f"{record.getMessage()}: {error}"
+            record.args = ()
+            record.exc_info = None
+        return True

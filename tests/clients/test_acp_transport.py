@@ -62,7 +62,7 @@ def test_check_line_passes_requests_notifications_and_responses() -> None:
         assert check_line(json.dumps(message).encode()) is None
 
 
-async def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
+async def _exchange(tmp_path: Path, lines: list[bytes]) -> tuple[list[dict[str, Any]], str]:
     ws = make_workspace(tmp_path, "", [{"blocks": [{"type": "text", "text": "hi"}]}])
     proc = await asyncio.create_subprocess_exec(
         *cli(ws, "acp", "--script", str(tmp_path / "script.json"), "--no-watch"),
@@ -85,7 +85,6 @@ async def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
             assert raw, f"the agent ended; stderr: {(await proc.stderr.read()).decode()[-2000:]}"
             answers.append(json.loads(raw))
         assert proc.returncode is None, "the agent must keep running"
-        return answers
     finally:
         proc.stdin.close()
         try:
@@ -93,10 +92,15 @@ async def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+    assert proc.stderr is not None
+    return answers, (await proc.stderr.read()).decode()
 
 
 def test_stray_lines_are_answered_and_the_agent_keeps_serving(tmp_path: Path) -> None:
-    answers = run(_exchange(tmp_path, [line for line, _ in BAD_LINES]))
+    # A notification nobody routes gets no answer (JSON-RPC) and one log line.
+    unknown = b'{"jsonrpc": "2.0", "method": "nope/notify", "params": {}}'
+    answers, log = run(_exchange(tmp_path, [*(line for line, _ in BAD_LINES), unknown]))
+    assert "Traceback" not in log and "nope/notify: Method not found" in log
     *errors, initialized = answers
     assert [e["error"]["code"] for e in errors] == [code for _, code in BAD_LINES]
     assert all(e["id"] is None and e["jsonrpc"] == "2.0" for e in errors)
