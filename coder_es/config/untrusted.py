@@ -5,8 +5,8 @@ may only make things stricter. Held back:
 
 - every key under a prefix of ``SENSITIVE`` (``*`` stands for any one key): choosing the
   provider, where requests and the API key go, MCP servers (programs started with the user's
-  rights), browser origins allowed to reach ``coder-es serve``. New settings of that kind are
-  added to this list;
+  rights), browser origins allowed to reach ``coder-es serve``, agent definitions, the shell
+  sandbox, telemetry export. New settings of that kind are added to this list;
 - permission rules (``[permissions.rules]``, ``[serve.rules]``) that ``allow``, or that replace a
   stricter rule of the user's for the same tool and pattern;
 - ``permissions.default`` looser than the one the user's layers give.
@@ -31,6 +31,10 @@ SENSITIVE: tuple[tuple[Key, str], ...] = (
     (("providers", "*", "api_key_env"), "it decides which of your secrets is sent as the API key"),
     (("mcp_servers",), "MCP servers are programs and services run with your rights"),
     (("serve", "allowed_origins"), "it lets web pages connect to coder-es serve"),
+    # Sections other parts add (listed ahead, so they are held back from the day they exist):
+    (("agents",), "an agent definition decides which tools run and how freely"),
+    (("sandbox",), "it decides what shell commands can reach"),
+    (("telemetry",), "it decides where your sessions are exported to"),
 )
 
 RULE_TABLES: tuple[Key, ...] = (("permissions", "rules"), ("serve", "rules"))
