@@ -187,7 +187,7 @@ class Workspace:
     ) -> ResolvedPath:
         """``resolve``, refusing the paths no tool writes (``workspace.protected``)."""
         rp = self.resolve(path, outside_ok=outside_ok)
-        check_writable(rp)
+        check_writable(rp, self.root)
         return rp
 
     def iter_files(self, path: str = ".", *, include_ignored: bool = False) -> Iterator[str]:

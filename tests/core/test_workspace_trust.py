@@ -139,6 +139,16 @@ def test_the_agent_cannot_write_the_project_config(
     assert all(r["is_error"] and "never written by the agent" in r["output"] for r in results)
     assert sorted(p.name for p in (ws / ".coder-es").iterdir() if p.suffix == ".toml") == []
     assert not protected_record.exists()
+    # A project whose .coder-es is a link to a directory elsewhere: protected where it leads.
+    elsewhere = ws.parent / "shared-config"
+    elsewhere.mkdir()
+    linked = ws.parent / "linked"
+    linked.mkdir()
+    os.symlink(elsewhere, linked / ".coder-es")
+    calls = [tool_use("write", path=".coder-es/config.toml", content=payload)]
+    updates, _ = run(linked, capsys, calls, "--yes")
+    (result,) = [u for u in updates if u["type"] == "tool_completed"]
+    assert result["is_error"] and not (elsewhere / "config.toml").exists()
     # Other files are written as usual.
     updates, _ = run(ws, capsys, [tool_use("write", path="notes.txt", content="hi\n")], "--yes")
     assert (ws / "notes.txt").read_text() == "hi\n"
