@@ -24,6 +24,7 @@ from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
 from coder_es.errors import SessionNotFoundError, StoreError
 from coder_es.redaction import Redactor
+from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
@@ -118,8 +119,12 @@ class CoderApp(Application[UUID]):
                 raise StoreError(msg) from e
             self.blobs: BlobStore = self.config.open_blob_store()
             self.views: ViewStore = self.config.open_view_store()
-        # Secrets are removed before any event exists (the chain hash covers content).
-        Session.redactor = redactor or Redactor.from_environ()
+        # Secrets are sealed and replaced by markers before any event exists (the chain hash
+        # covers content) and before any blob is stored; effects use the real values.
+        vault = SecretVault(self.views, where=f" in {self.config.describe()}")
+        self.sealing = Sealing(redactor or Redactor.from_environ(), vault)
+        Session.sealing = self.sealing
+        self.blobs.sealing = self.sealing
 
     def construct_mapper(self) -> Mapper[UUID]:
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
@@ -169,6 +174,14 @@ class CoderApp(Application[UUID]):
 
     def stored_events(self, session_id: UUID) -> list[StoredEvent]:
         return list(self.recorder.select_events(session_id))
+
+    def unsealed_events(
+        self, session_id: UUID, *, gt: int | None = None, lte: int | None = None
+    ) -> list[Any]:
+        """The session's events as they were before redaction: what the agent really said and
+        did (for the loop, resume and replay; never for anything that leaves the machine)."""
+        events = self.session_events(session_id, gt=gt, lte=lte)
+        return [self.sealing.unseal_event(e) for e in events]
 
     def iter_session_summaries(self) -> Iterator[SessionSummary]:
         start = 1

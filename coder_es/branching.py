@@ -32,6 +32,7 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
 from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
 from coder_es.records import summarize
+from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.errors import WriteConflictError
 from coder_es.workspace.merge_write import digest, merge_onto_disk
@@ -254,7 +255,7 @@ class Branching:
         target = s.head if node is None else s.resolve_node(node)
         if not new_session:
             return self._move(s, files, target, reason="fork", move_head=True, restore=True)
-        restored = self._restore(files, target)
+        restored = self._restore(files, target, s.id)
         if restored:
             # The parent's workspace changed under it: it must know, so that moving its own head
             # later restores its files from what the disk really holds.
@@ -316,7 +317,7 @@ class Branching:
         restore: bool,
     ) -> MoveResult:
         previous = s.head
-        restored = self._restore(files, target) if restore else []
+        restored = self._restore(files, target, s.id) if restore else []
         # The restoration is recorded first: the disk it found is the disk at the old head.
         if restored:
             s.restore_workspace(node=target, entries=[r.to_json() for r in restored])
@@ -344,7 +345,9 @@ class Branching:
             )
             raise ConcurrentChangeError(msg) from None
 
-    def _restore(self, files: FileStates, target: NodeId | None) -> list[FileRestoration]:
+    def _restore(
+        self, files: FileStates, target: NodeId | None, session: UUID
+    ) -> list[FileRestoration]:
         plan = files.restore_plan(target)
         if not plan:
             return []
@@ -352,22 +355,29 @@ class Branching:
             msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
             raise RestoreError(msg)
         sandbox = Sandbox(self.workspace)
-        return [self.restore_file(sandbox, path, base, want) for path, base, want in plan]
+        # Content holding a secret is sealed in the session's own scope (forget shreds it).
+        blobs = self.app.blobs.for_session(session)
+        return [self.restore_file(sandbox, path, base, want, blobs) for path, base, want in plan]
 
     def restore_file(
-        self, sandbox: Sandbox, path: str, base: str | None, target: str | None
+        self,
+        sandbox: Sandbox,
+        path: str,
+        base: str | None,
+        target: str | None,
+        blobs: BlobStore,
     ) -> FileRestoration:
         """Bring one file to ``target`` through the three-way merge (see the module docstring)."""
         try:
             # Paths were recorded by the session: an outside one was allowed when it was written.
             where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs
-            want = None if target is None else self.app.blobs.get(target)
+            want = None if target is None else blobs.get(target)
             try:
                 step = merge_onto_disk(
                     where,
                     base,
                     want,
-                    self.app.blobs,
+                    blobs,
                     name=path,
                     policy="refuse",
                     ours_label="session",
@@ -389,7 +399,7 @@ class Branching:
                 why = f"overlapping edit ({step.merge.reason or 'text'})"
                 return FileRestoration(path, CONFLICT, base, disk_hash, target, disk_hash, why)
             written = step.written
-            result = None if written is None else self.app.blobs.put(written, like=target)
+            result = None if written is None else blobs.put(written, like=target)
             outcome = RESTORED if kind == "ours" else MERGED
             return FileRestoration(path, outcome, base, disk_hash, target, result)
         except (OSError, CoderESError) as e:

@@ -1,58 +1,93 @@
-"""Keeping secrets out of the store: redaction before anything is recorded.
+"""Finding secrets in what is about to be stored, and replacing them by markers.
 
-The hash chain covers an event's content, so a secret that reached an event could never be removed
-without breaking the chain. Redaction therefore happens BEFORE an event is constructed:
-``Session.trigger_event`` passes its keyword arguments through ``Session.redactor`` (installed by
-``CoderApp`` from the environment). Content stored as blobs (tool outputs, raw model streams, file
-snapshots taken from tool output) does not pass through an event: whoever stores it calls
-``Redactor.redact_bytes`` / ``redact_text`` first (the agent loop does so for tool outputs).
+Redaction applies to what is STORED and what LEAVES the machine, never to an effect: the agent's
+tools, commands, files and model requests always carry the real values (``coder_es.sealing``
+explains how the stored form is turned back into them). A found secret is replaced by a marker
+that names what was removed, ``[REDACTED:<kind>:<name>:<id>]`` (``id`` names the sealed value in
+the session's sealed-secret store; exports and cassettes redacting on their own write
+``[REDACTED:<kind>:<name>]``), so a reader of the log knows something was there and why it is gone.
 
-Redaction is never silent: a secret is replaced by a marker that names what was found, e.g.
-``[REDACTED:env:OPENAI_API_KEY]`` or ``[REDACTED:pattern:github_token]``, so a reader of the log
-knows something was there and why it is gone.
-
-What is redacted:
-- well-known credential shapes (``BUILTIN_PATTERNS``): Anthropic/OpenAI keys, GitHub tokens, AWS
-  access key ids, Slack tokens, ``Bearer`` tokens, PEM private key blocks;
+What is found (precision matters as much as recall: a false positive mangles the user's record):
+- well-known credential shapes (``BUILTIN_PATTERNS``), each anchored on token boundaries (a
+  pattern never matches inside a longer identifier such as ``task-runner-configuration``);
 - the values of environment variables whose names match ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``,
-  ``*PASSWORD*`` (plus the names or globs listed in ``CODER_ES_REDACT_ENV``, comma-separated), when
-  the value is at least ``MIN_SECRET_LENGTH`` characters (shorter values such as ``1`` or ``yes``
-  would redact ordinary text and protect nothing);
+  ``*PASSWORD*`` (plus the names or globs in ``CODER_ES_REDACT_ENV``, comma-separated, or the
+  configuration's ``redaction.env``), as WHOLE tokens only, and only when the value looks like a
+  secret: at least ``MIN_ENV_SECRET_LENGTH`` characters and at least ``MIN_ENV_SECRET_ENTROPY``
+  bits of Shannon entropy per character (``POSTGRES_PASSWORD=postgres`` or ``API_TOKEN=changeme``
+  would otherwise redact ordinary words everywhere while protecting nothing);
 - user patterns: ``CODER_ES_REDACT_PATTERNS`` holds a JSON list of regular expressions, or a JSON
-  object mapping a name to a regular expression (the name appears in the marker).
+  object mapping a name to a regular expression (the name appears in the marker); the
+  configuration's ``redaction.patterns`` likewise. A user pattern is taken as written.
+
+The builtin shapes follow the rule ids and shapes of gitleaks' default rules
+(https://github.com/gitleaks/gitleaks, MIT) for the credentials users actually leak; see
+docs/DESIGN.md ("Secrets are sealed") for why they are curated here rather than bundled.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from coder_es.errors import UsageError
 
-MIN_SECRET_LENGTH = 8
+MIN_ENV_SECRET_LENGTH = 12
+MIN_ENV_SECRET_ENTROPY = 3.0
+"""Bits per character. Random base64/hex keys of this length score 3.3-4.5; words, version
+strings and defaults (``postgres``, ``changeme123``, ``localhost:5432``) score below."""
 DEFAULT_ENV_GLOBS: tuple[str, ...] = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*PASSWORD*")
 ENV_NAMES_VAR = "CODER_ES_REDACT_ENV"
 PATTERNS_VAR = "CODER_ES_REDACT_PATTERNS"
 
-# Order matters where shapes overlap: the more specific name wins (sk-ant- before sk-).
+# Token boundaries: a credential never starts or ends inside a longer run of token characters.
+# An escaped newline or tab in JSON or a string literal (``\\nghp_...``) also starts a token.
+_ESCAPED = r"(?<=\\[nrt])"
+_B = rf"(?:(?<![A-Za-z0-9_\-])|{_ESCAPED})"
+_E = r"(?![A-Za-z0-9_\-])"
+
+# (name, regular expression). A named group ``s`` marks the secret part when the match carries
+# context (``scheme://user:PASSWORD@host``); otherwise the whole match is the secret. Order
+# matters where shapes overlap: the more specific name wins (sk-ant- before sk-proj- before sk-).
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "private_key",
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
     ),
-    ("anthropic_key", r"sk-ant-[A-Za-z0-9_\-]{16,}"),
-    ("openai_key", r"sk-[A-Za-z0-9_\-]{16,}"),
-    ("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}"),
-    ("github_pat", r"github_pat_[A-Za-z0-9_]{22,}"),
-    ("aws_access_key", r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
-    ("slack_token", r"xox[bpars]-[A-Za-z0-9\-]{10,}"),
-    ("bearer_token", r"(?<=Bearer )[A-Za-z0-9._~+/\-]{8,}=*"),
+    ("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _E),
+    ("openai_key", _B + r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}" + _E),
+    ("openai_key", _B + r"sk-(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{32,}" + _E),
+    ("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E),
+    ("github_pat", _B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E),
+    ("gitlab_token", _B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_\-]{20,}" + _E),
+    ("slack_token", _B + r"xox[abeoprs]-[0-9]{6,}-[A-Za-z0-9\-]{8,}" + _E),
+    ("slack_webhook", r"https://hooks\.slack\.com/services/(?P<s>T[A-Za-z0-9_/]{20,})"),
+    ("stripe_key", _B + r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}" + _E),
+    ("google_api_key", _B + r"AIza[A-Za-z0-9_\-]{35}" + _E),
+    (
+        "aws_access_key",
+        r"(?:(?<![A-Za-z0-9])|" + _ESCAPED + r")(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+    ),
+    (
+        "aws_secret_key",
+        r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?\s{0,3}[:=]{1,2}\s{0,3}"
+        r"[\"']?(?P<s>(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))",
+    ),
+    ("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
+    (
+        "connection_password",
+        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/@\"'<>]{1,256}:"
+        r"(?P<s>[^\s:/@\"'<>{}$]{3,256})@[A-Za-z0-9.\-\[]",
+    ),
+    ("bearer_token", r"(?<=Bearer )(?P<s>[A-Za-z0-9._~+/\-]{16,}=*)" + _E),
 )
 
 
@@ -60,9 +95,34 @@ class RedactionConfigError(UsageError):
     """A redaction setting cannot be used (a malformed pattern list or regular expression)."""
 
 
-def marker(kind: str, name: str) -> str:
+def marker(kind: str, name: str, id: str | None = None) -> str:
     """The text that replaces a redacted secret: it names what was removed, never the value."""
-    return f"[REDACTED:{kind}:{name}]"
+    return f"[REDACTED:{kind}:{name}]" if id is None else f"[REDACTED:{kind}:{name}:{id}]"
+
+
+MARKER = re.compile(r"\[REDACTED:([a-z]+):([A-Za-z0-9_.*?\-]+)(?::([0-9a-f]{12}))?\]")
+"""A marker in stored text; group 3 is the sealed value's id when it has one."""
+
+
+def entropy_bits(value: str) -> float:
+    """Shannon entropy of ``value`` in bits per character."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def looks_like_secret(value: str) -> bool:
+    """The threshold an environment value must pass to be redacted wherever it appears."""
+    return (
+        len(value) >= MIN_ENV_SECRET_LENGTH
+        and not any(ch.isspace() for ch in value)
+        and entropy_bits(value) >= MIN_ENV_SECRET_ENTROPY
+    )
+
+
+Seal = Callable[[str, str, str], str]
+"""``seal(kind, name, value) -> id``: keeps the value somewhere safe and names it."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +170,27 @@ def _parse_patterns(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(items)
 
 
+def _env_rule(value: str) -> str:
+    # A whole token: never the middle of a longer word (``postgres`` in ``postgresql``).
+    head = rf"(?:(?<![A-Za-z0-9_])|{_ESCAPED})" if re.match(r"\w", value) else ""
+    tail = r"(?![A-Za-z0-9_])" if re.search(r"\w$", value) else ""
+    return head + re.escape(value) + tail
+
+
+def _isolate_groups(pattern: str, index: int) -> str:
+    """Rename the ``s`` group (the secret part) so every rule's can live in one alternation."""
+    return pattern.replace("(?P<s>", f"(?P<s{index}>")
+
+
 @dataclass(frozen=True)
 class Redactor:
-    """Replaces secrets in text, bytes and JSON values with ``[REDACTED:kind:name]`` markers."""
+    """Replaces secrets in text, bytes and JSON values with ``[REDACTED:...]`` markers."""
 
     rules: tuple[tuple[str, str, str], ...]
     """(kind, name, regular expression), tried as one alternation, first listed wins."""
     _text: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     _bytes: re.Pattern[bytes] | None = field(default=None, compare=False, repr=False)
-    _markers: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    _secret_groups: tuple[bool, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_config(
@@ -131,12 +203,12 @@ class Redactor:
             (
                 (name, value)
                 for name, value in env.items()
-                if len(value) >= MIN_SECRET_LENGTH
+                if looks_like_secret(value)
                 and any(fnmatch.fnmatchcase(name, g) for g in config.env_globs)
             ),
             key=lambda item: (-len(item[1]), item[0]),
         )
-        rules += [("env", name, re.escape(value)) for name, value in secrets]
+        rules += [("env", name, _env_rule(value)) for name, value in secrets]
         rules += [("user", name, pattern) for name, pattern in config.patterns]
         if config.builtin:
             rules += [("pattern", name, pattern) for name, pattern in BUILTIN_PATTERNS]
@@ -166,55 +238,82 @@ class Redactor:
     def from_rules(cls, rules: list[tuple[str, str, str]]) -> Redactor:
         if not rules:
             return cls(rules=())
-        joined = "|".join(f"(?P<r{i}>{pattern})" for i, (_, _, pattern) in enumerate(rules))
+        joined = "|".join(
+            f"(?P<r{i}>{_isolate_groups(pattern, i)})" for i, (_, _, pattern) in enumerate(rules)
+        )
         try:
             text = re.compile(joined)
             raw = re.compile(joined.encode("utf-8", "surrogateescape"))
         except re.error as e:
             msg = f"redaction patterns do not compile together: {e}"
             raise RedactionConfigError(msg) from e
-        markers = tuple(marker(kind, name) for kind, name, _ in rules)
-        return cls(rules=tuple(rules), _text=text, _bytes=raw, _markers=markers)
+        groups = tuple(f"s{i}" in text.groupindex for i in range(len(rules)))
+        return cls(rules=tuple(rules), _text=text, _bytes=raw, _secret_groups=groups)
+
+    @property
+    def active(self) -> bool:
+        return self._text is not None
 
     # ------------------------------------------------------------------ applying
 
-    def _replace(self, match: re.Match[Any]) -> Any:
-        index = int(match.lastgroup[1:]) if match.lastgroup else 0
-        return self._markers[index]
+    def _span(self, match: re.Match[Any]) -> tuple[int, tuple[int, int]]:
+        group = match.lastgroup or "r0"
+        index = int(group[1:])
+        if self._secret_groups[index] and match.start(f"s{index}") >= 0:
+            return index, match.span(f"s{index}")
+        return index, match.span()
 
-    def redact_text(self, text: str) -> str:
-        """``text`` with every secret replaced by its marker."""
-        if self._text is None or not text:
-            return text
-        return self._text.sub(self._replace, text)
+    def _sub(self, data: Any, seal: Seal | None, as_bytes: bool) -> Any:
+        pattern = self._bytes if as_bytes else self._text
+        if pattern is None or not data:
+            return data
+        pieces: list[Any] = []
+        done = 0
+        for match in pattern.finditer(data):
+            index, (start, end) = self._span(match)
+            kind, name, _ = self.rules[index]
+            value = data[start:end]
+            text_value = value.decode("utf-8", "surrogateescape") if as_bytes else value
+            tag = marker(kind, name, seal(kind, name, text_value) if seal else None)
+            pieces += [data[done:start], tag.encode() if as_bytes else tag]
+            done = end
+        if not pieces:
+            return data
+        pieces.append(data[done:])
+        return (b"" if as_bytes else "").join(pieces)
 
-    def redact_bytes(self, data: bytes) -> bytes:
+    def redact_text(self, text: str, seal: Seal | None = None) -> str:
+        """``text`` with every secret replaced by its marker (``seal`` names each value)."""
+        return str(self._sub(text, seal, False))
+
+    def redact_bytes(self, data: bytes, seal: Seal | None = None) -> bytes:
         """Like ``redact_text`` for raw bytes (tool output, file content): works on any encoding
         that keeps ASCII as is (UTF-8, Latin-1), and leaves bytes without a secret unchanged."""
-        if self._bytes is None or not data:
-            return data
-        return self._bytes.sub(lambda m: self._replace(m).encode(), data)
+        return bytes(self._sub(data, seal, True))
 
-    def redact_value(self, value: Any) -> Any:
+    def has_secret(self, data: bytes) -> bool:
+        return self._bytes is not None and self._bytes.search(data) is not None
+
+    def redact_value(self, value: Any, seal: Seal | None = None) -> Any:
         """A JSON-native value (str, list, dict, numbers...) with secrets in its strings redacted.
 
         Dictionary keys are kept: they are field names, not data."""
         if isinstance(value, str):
-            return self.redact_text(value)
+            return self.redact_text(value, seal)
         if isinstance(value, dict):
-            return {k: self.redact_value(v) for k, v in value.items()}
+            return {k: self.redact_value(v, seal) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.redact_value(v) for v in value]
+            return [self.redact_value(v, seal) for v in value]
         if isinstance(value, tuple):
-            return tuple(self.redact_value(v) for v in value)
+            return tuple(self.redact_value(v, seal) for v in value)
         return value
 
-    def redact_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def redact_kwargs(self, kwargs: dict[str, Any], seal: Seal | None = None) -> dict[str, Any]:
         """Event keyword arguments with secrets redacted (what ``Session.trigger_event`` uses)."""
         if self._text is None:
             return kwargs
-        return {k: self.redact_value(v) for k, v in kwargs.items()}
+        return {k: self.redact_value(v, seal) for k, v in kwargs.items()}
 
     def describe(self) -> list[str]:
         """The markers this redactor can produce (no secret values)."""
-        return list(self._markers)
+        return list(dict.fromkeys(marker(kind, name) for kind, name, _ in self.rules))

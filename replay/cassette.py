@@ -173,7 +173,8 @@ def export_session(
         if not isinstance(digest, str) or not _HEX64.match(digest) or digest in blobs:
             return
         try:
-            data = app.blobs.get(digest)
+            # A sealed blob travels in its redacted form: a cassette never carries a secret.
+            data = app.blobs.stored_form(digest)
         except BlobNotFoundError:
             missing.append(digest)
             return

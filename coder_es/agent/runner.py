@@ -141,7 +141,6 @@ class LoopDeps:
     answerer: PermissionAnswerer
     decision: d.DecisionContext
     clock: Clock = field(default_factory=SystemClock)
-    redact: Callable[[str], str] | None = None
 
 
 class AgentLoop:
@@ -163,17 +162,22 @@ class AgentLoop:
         self._builder: ContextBuilder | None = None
         self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
         self._settings: RequestSettings | None = None
-        events = app.session_events(self.session.id)
+        # The loop works on what was really said and done: stored events hold markers where a
+        # secret was, and the loop resolves them (coder_es.sealing), so a resumed or redacted
+        # session behaves exactly as an unredacted one would.
+        events = app.unsealed_events(self.session.id)
         # A forked session's requests start with the conversation it was forked from.
         self.context = forked_from(
-            events[0] if events else None, lambda sid, lte: app.session_events(UUID(sid), lte=lte)
+            events[0] if events else None, lambda sid, lte: app.unsealed_events(UUID(sid), lte=lte)
         )
         for event in events:
             self._apply(event)
-        self.recorder = RequestRecorder(app.blobs)
+        # Blobs holding a secret are sealed in this session's scope (forget shreds them).
+        self.blobs = app.blobs.for_session(self.session.id)
+        self.recorder = RequestRecorder(self.blobs)
         self.sink = _RoutingSink()
         self.workspace = Workspace(
-            self.state.workspace, app.blobs, self.sink, views=Workspace.views_from_events(events)
+            self.state.workspace, self.blobs, self.sink, views=Workspace.views_from_events(events)
         )
         self.root = Path(self.state.workspace)
         self.tool_cache: dict[str, Any] = {}
@@ -207,7 +211,7 @@ class AgentLoop:
         before = len(self.session.pending_events)
         result = command(self.session)
         for event in self.session.pending_events[before:]:
-            self._apply(event)
+            self._apply(self.app.sealing.unseal_event(event))
         return result
 
     def flush(self) -> None:
@@ -330,7 +334,7 @@ class AgentLoop:
             preset_tools = self.deps.decision.policy.tools
             self._settings = RequestSettings(
                 model=st.model or self.deps.provider.model,
-                system=recorded_prompt(st.settings, self.app.blobs, st.workspace),
+                system=recorded_prompt(st.settings, self.blobs, st.workspace),
                 tools=self.deps.decision.tools.definitions(preset_tools),
                 max_tokens=int(st.settings.get("max_tokens", self.config.max_tokens)),
             )
@@ -339,7 +343,7 @@ class AgentLoop:
     async def _call_model(self, step: int) -> str | None:
         """One model turn, recorded. Returns an error message if the turn must stop."""
         if self._builder is None:
-            self._builder = ContextBuilder(self.request_settings(), blobs=self.app.blobs)
+            self._builder = ContextBuilder(self.request_settings(), blobs=self.blobs)
         built = self._builder.build(
             self.context,
             self.state.head,
@@ -605,10 +609,8 @@ class AgentLoop:
 
     def _record(self, ran: _Ran) -> None:
         call, result = ran.call, ran.result
-        output = result.output
-        if self.deps.redact is not None:
-            output = self.deps.redact(output)
-        capped = cap_output(output, self.app.blobs, self.config.output_limit)
+        # The real output: the event's copy is sealed on the way in, the blob by the blob store.
+        capped = cap_output(result.output, self.blobs, self.config.output_limit)
         file_events = self.sink.take(call.id)
         changes = [c.to_dict() for c in result.files_changed]
 

@@ -103,7 +103,7 @@ class _Files:
         if glob:
             return None, marker("glob", glob)
         try:
-            data = self.blobs.get(str(digest))
+            data = self.blobs.stored_form(str(digest))
         except CoderESError as e:
             return None, f"[content unavailable: {e}]"
         try:

@@ -24,7 +24,7 @@ from coder_es.domain.chain import GENESIS, event_hash
 from coder_es.domain.errors import UnknownNodeError
 
 if TYPE_CHECKING:
-    from coder_es.redaction import Redactor
+    from coder_es.sealing import Sealing
 
 NodeId = str
 JSON = Any
@@ -41,7 +41,9 @@ _BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
 class Session(Aggregate):
     """A coding-agent session: a tree of conversation nodes plus everything decided on the way."""
 
-    redactor: ClassVar[Redactor | None] = None
+    sealing: ClassVar[Sealing | None] = None
+    """Installed by ``CoderApp``: secrets in an event's fields are sealed and replaced by markers
+    before the event exists, because the chain hash covers its content (coder_es.sealing)."""
 
     class Event(Aggregate.Event):
         prev_hash: str
@@ -235,9 +237,10 @@ class Session(Aggregate):
             "parent_node": parent_node,
             "settings": dict(settings or {}),
         }
-        if Session.redactor is not None:
-            fields = Session.redactor.redact_kwargs(fields)
-        return cls._create(cls.Started, id=id or uuid4(), prev_hash=GENESIS, **fields)
+        id = id or uuid4()
+        if Session.sealing is not None:
+            fields = Session.sealing.redact_kwargs(id, fields)
+        return cls._create(cls.Started, id=id, prev_hash=GENESIS, **fields)
 
     def __init__(
         self,
@@ -270,9 +273,9 @@ class Session(Aggregate):
         self.chain_head: str = GENESIS
 
     def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
-        # Redact before the event exists: the chain hash covers its content (coder_es.redaction).
-        if Session.redactor is not None:
-            kwargs = Session.redactor.redact_kwargs(kwargs)
+        # Seal before the event exists: the chain hash covers its content (coder_es.sealing).
+        if Session.sealing is not None:
+            kwargs = Session.sealing.redact_kwargs(self.id, kwargs)
         super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
 
     def _new_node(self) -> NodeId:

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from coder_es.agent.decider import DecisionContext, rule_records, rules_from_records
 from coder_es.agent.prompt import record_prompt
@@ -41,7 +42,6 @@ from coder_es.agent.runner import (
     TurnOutcome,
 )
 from coder_es.application import CoderApp
-from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
@@ -256,7 +256,6 @@ class AgentService:
         tools: ToolRegistry | None = None,
         executor: ToolExecutor | None = None,
         clock: Clock | None = None,
-        redact: Callable[[str], str] | None = None,
         config: LoopConfig | None = None,
     ) -> None:
         self.app = app
@@ -265,7 +264,6 @@ class AgentService:
         self.tools = tools or default_registry()
         self.executor = executor or LocalExecutor(self.tools)
         self.clock = clock or SystemClock()
-        self.redact = redact or _default_redact()
         self.config = config or LoopConfig()
 
     def _handle(
@@ -282,7 +280,6 @@ class AgentService:
             answerer=auto_answerer(False),
             decision=DecisionContext(self.tools, policy, options.max_steps),
             clock=self.clock,
-            redact=self.redact,
         )
         config = LoopConfig(
             max_steps=options.max_steps,
@@ -300,7 +297,10 @@ class AgentService:
         policy = Policy.for_agent(agent, options.rules, options.default_permission or "ask")
         provider_name = options.provider or "scripted"
         provider = self.provider_factory(provider_name, options.model or "")
-        settings = await asyncio.to_thread(record_prompt, self.workspace, self.app.blobs)
+        # The prompt may quote a secret from an instruction file: sealed in the session's scope.
+        session_id = uuid4()
+        prompt_blobs = self.app.blobs.for_session(session_id)
+        settings = await asyncio.to_thread(record_prompt, self.workspace, prompt_blobs)
         settings["permissions"] = policy.to_settings()
         settings["max_tokens"] = self.config.max_tokens
         # The step limit changes what the loop decides, so replay must see the one used.
@@ -313,6 +313,7 @@ class AgentService:
             model=provider.model,
             title=options.title,
             settings=settings,
+            id=session_id,
         )
         return self._handle(session.id, provider, policy, options, resumed=False)
 
@@ -361,8 +362,3 @@ def _ends_with(records: Sequence[dict[str, Any]], tail: Sequence[dict[str, Any]]
     """Whether the rules in force already end with ``tail`` (a resume with the same flags
     changes nothing, however often it is repeated)."""
     return len(tail) <= len(records) and _same_rules(records[len(records) - len(tail) :], tail)
-
-
-def _default_redact() -> Callable[[str], str] | None:
-    # Tool outputs stored as blobs are redacted like events: with the application's redactor.
-    return Session.redactor.redact_text if Session.redactor is not None else None

@@ -5,11 +5,20 @@ store opaque records by key (``_read`` / ``_write_if_absent``); encoding lives h
 
     record = b"Z" + zlib(content)                             a full copy
            | b"D" + depth(1) + base digest(32) + zlib(ops)    a delta against another blob
+           | b"S" + scope(16) + zlib(redacted content)        sealed: holds a secret
 
 A caller that knows the previous version of the same file passes it as ``like=`` so the new
 version is stored as a delta when that is smaller (chains are bounded by ``max_chain`` so reading
 any version back stays fast). The key is always the sha256 of the *content*, so identical content
 is stored once whichever way it was encoded, and ``get`` checks the hash of what it returns.
+
+Content holding a secret (``sealing.has_secret``) is SEALED whole: the exact bytes go to the
+sealed-secret store of the session that stored them (``for_session``; ``STORE_SCOPE`` when no
+session is known), encrypted, and the record keeps only the redacted form, which exports and
+cassettes read (``stored_form``) without any key. ``get`` opens the sealed copy (restoring a
+file needs the exact bytes). The key stays the sha256 of the real content: events and the
+workspace compare it with what is on disk; docs/DESIGN.md ("Secrets are sealed") says what such
+a digest can and cannot reveal.
 """
 
 from __future__ import annotations
@@ -20,11 +29,16 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from difflib import SequenceMatcher
+from typing import Protocol
+from uuid import UUID
 
 from coder_es.errors import BlobNotFoundError, StoreError
 
 FULL = b"Z"
 DELTA = b"D"
+SEALED = b"S"
+STORE_SCOPE = UUID(int=0)
+"""Where blobs stored outside any session are sealed (``forget --all`` shreds it)."""
 _COPY = 0
 _INSERT = 1
 
@@ -33,9 +47,25 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class BlobSealer(Protocol):
+    """What the blob store needs from the sealed-secret store (``coder_es.sealing.Sealing``)."""
+
+    def has_secret(self, data: bytes) -> bool: ...
+
+    def seal_blob(self, scope: UUID, digest: str, data: bytes) -> bytes:
+        """Seal ``data`` whole in ``scope``; return its redacted form."""
+        ...
+
+    def open_blob(self, scopes: list[UUID], digest: str) -> bytes:
+        """The sealed content from the first scope holding it."""
+        ...
+
+
 class BlobStore(ABC):
     """Content-addressed storage on the same backend as the events."""
 
+    sealing: BlobSealer | None = None
+    scope: UUID = STORE_SCOPE
     max_chain = 16
     # Deltas are only tried for content at least this big; below it zlib alone is as good.
     min_delta_size = 1024
@@ -66,7 +96,20 @@ class BlobStore(ABC):
         content is then stored as a delta against it when that is smaller.
         """
         digest = digest_of(data)
-        if self._read(digest) is not None:
+        existing = self._read(digest)
+        if existing is not None:
+            if (
+                existing[:1] == SEALED
+                and self.sealing is not None
+                and existing[1:17] != (self.scope.bytes)
+            ):
+                # This scope keeps its own sealed copy: forgetting another session must not
+                # take away content this one recorded.
+                self.sealing.seal_blob(self.scope, digest, data)
+            return digest
+        if self.sealing is not None and self.sealing.has_secret(data):
+            redacted = self.sealing.seal_blob(self.scope, digest, data)
+            self._write_if_absent(digest, SEALED + self.scope.bytes + zlib.compress(redacted, 6))
             return digest
         record = None
         if like is not None and like != digest and len(data) >= self.min_delta_size:
@@ -86,6 +129,34 @@ class BlobStore(ABC):
     def has(self, digest: str) -> bool:
         return self._read(digest) is not None
 
+    def is_sealed(self, digest: str) -> bool:
+        return self._record(digest)[:1] == SEALED
+
+    def stored_form(self, digest: str) -> bytes:
+        """What the store keeps in clear: the content, or for a sealed blob its redacted form
+        (what exports and cassettes carry; needs no key)."""
+        record = self._record(digest)
+        if record[:1] != SEALED:
+            return self.get(digest)
+        try:
+            return zlib.decompress(record[17:])
+        except zlib.error as e:
+            msg = f"blob {digest} is corrupt: {e}"
+            raise StoreError(msg) from e
+
+    def check(self, digest: str) -> None:
+        """Raise if ``digest`` is missing or corrupt. A sealed blob's content is checked
+        against its key only where the sealing key is at hand; without it, that its record
+        reads (verify must work without the key)."""
+        if self.is_sealed(digest):
+            self.stored_form(digest)
+            return
+        self.get(digest)
+
+    def for_session(self, session: UUID) -> BlobStore:
+        """This store, sealing what holds a secret in ``session``'s scope."""
+        return ScopedBlobStore(self, session)
+
     def stored_size(self, digest: str) -> int:
         return len(self._record(digest))
 
@@ -97,7 +168,7 @@ class BlobStore(ABC):
         bad = []
         for digest in self._digests():
             try:
-                self.get(digest)
+                self.check(digest)
             except StoreError:
                 bad.append(digest)
             except Exception:
@@ -117,7 +188,7 @@ class BlobStore(ABC):
 
     def _delta_record(self, data: bytes, like: str) -> bytes | None:
         base_record = self._read(like)
-        if base_record is None:
+        if base_record is None or base_record[:1] == SEALED:
             return None
         depth = self._depth(base_record) + 1
         if depth > self.max_chain:
@@ -138,6 +209,12 @@ class BlobStore(ABC):
                 base_digest = record[2:34].hex()
                 base = self._decode(base_digest, self._record(base_digest))
                 return _apply_delta(base, zlib.decompress(record[34:]))
+            if kind == SEALED:
+                if self.sealing is None:
+                    msg = f"blob {digest} is sealed and this store has no sealing key"
+                    raise StoreError(msg)
+                scopes = list(dict.fromkeys([self.scope, UUID(bytes=record[1:17])]))
+                return self.sealing.open_blob(scopes, digest)
         except (zlib.error, struct.error, IndexError) as e:
             msg = f"blob {digest} is corrupt: {e}"
             raise StoreError(msg) from e
@@ -196,3 +273,22 @@ class MemoryBlobStore(BlobStore):
 
     def _digests(self) -> Iterator[str]:
         return iter(list(self._records))
+
+
+class ScopedBlobStore(BlobStore):
+    """The same records, sealing in one session's scope (``BlobStore.for_session``)."""
+
+    def __init__(self, inner: BlobStore, scope: UUID) -> None:
+        self.inner = inner
+        self.scope = scope
+        self.sealing = inner.sealing
+        self.max_chain = inner.max_chain
+
+    def _read(self, digest: str) -> bytes | None:
+        return self.inner._read(digest)
+
+    def _write_if_absent(self, digest: str, record: bytes) -> None:
+        self.inner._write_if_absent(digest, record)
+
+    def _digests(self) -> Iterator[str]:
+        return self.inner._digests()
