@@ -21,7 +21,8 @@ from coder_es.branching import Branching
 from coder_es.providers.anthropic import build_anthropic_body
 from coder_es.redaction import Redactor
 from coder_es.store.config import StoreConfig
-from replay.cassette import dumps, export_session as export_cassette
+from replay.cassette import dumps
+from replay.cassette import export_session as export_cassette
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 OPENAI_KEY = "sk-proj-" + "Xq7vB2nL9pR4tY6wZ1cD3fG5hJ8kM0sA"

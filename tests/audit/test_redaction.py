@@ -18,9 +18,13 @@ SHAPES = {
     "openai_key": "sk-proj-ABCDEFGHIJKLMNOPQRSTUV12",
     "github_token": "ghp_" + "a1B2" * 9,
     "github_pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
-    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "gitlab_token": "glpat-" + "xK3mP9qR2sT5vW8yZ1bC",
     "slack_token": "xoxb-123456789012-abcdefABCDEF",
-    "bearer_token": "Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig",
+    "stripe_key": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "google_api_key": "AIza" + "SyD-9tSrke72PouQMnMX7f1Vx3kaQ5yEnWk",
+    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P",
+    "bearer_token": "Bearer abcDEF0123456789xyzUVW",
 }
 
 
@@ -42,19 +46,61 @@ def test_private_key_blocks_and_ordinary_text() -> None:
     assert redactor.redact_text(ordinary) == ordinary
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-runner-configuration==1.0",  # was "ta[REDACTED:pattern:openai_key]==1.0"
+        "mask-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+        "XAKIAIOSFODNN7EXAMPLE",
+        "AKIAIOSFODNN7EXAMPLEX",
+        "my_ghp_" + "a1B2" * 9,
+        "postgres://localhost:5432/db",
+        "https://user@example.com/x",
+        "sk_live_short",
+    ],
+)
+def test_a_shape_never_matches_inside_a_longer_token(text: str) -> None:
+    assert Redactor.from_environ({}).redact_text(text) == text
+
+
+def test_connection_string_and_aws_secret_redact_only_the_secret_part() -> None:
+    redactor = Redactor.from_environ({})
+    url = "postgresql://app:S3cr3t-pa55@db.internal:5432/app"
+    assert redactor.redact_text(url) == (
+        "postgresql://app:[REDACTED:pattern:connection_password]@db.internal:5432/app"
+    )
+    line = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert redactor.redact_text(line) == (
+        "aws_secret_access_key = [REDACTED:pattern:aws_secret_key]"
+    )
+
+
+def test_environment_values_are_whole_tokens_that_look_like_secrets() -> None:
+    env = {"POSTGRES_PASSWORD": "postgres", "API_TOKEN": "changeme-changeme", "X_SECRET": "a" * 30}
+    redactor = Redactor.from_environ(env)
+    for text in ("django.db.backends.postgresql", "postgres", "changeme-changeme", "a" * 30):
+        assert redactor.redact_text(text) == text
+    random_value = "q8Zr2LmX0vT4kP9s"
+    redactor = Redactor.from_environ({"DEPLOY_TOKEN": random_value})
+    assert redactor.redact_text(f"x{random_value}") == f"x{random_value}"
+    assert redactor.redact_text(f"t={random_value};") == "t=[REDACTED:env:DEPLOY_TOKEN];"
+
+
 def test_environment_values_and_user_patterns() -> None:
     env = {
         "OPENAI_API_KEY": "opensesame-123456",
-        "DB_PASSWORD_FILE_X": "hunter2hunter2",
+        "DB_PASSWORD_FILE_X": "hunter2-Xq9vB7",
         "MY_SETTING": "plainvalue-123",
         "SHORT_TOKEN": "abc",  # too short to redact without mangling text
+        "LOW_ENTROPY_PASSWORD": "hunter2hunter2",  # a word: below the entropy threshold
         "CODER_ES_REDACT_ENV": "MY_SETTING",
         "CODER_ES_REDACT_PATTERNS": '{"ticket": "TICKET-[0-9]+"}',
     }
     redactor = Redactor.from_environ(env)
     out = redactor.redact_value(
-        {"cmd": ["echo opensesame-123456", "hunter2hunter2", "plainvalue-123 abc TICKET-42"]}
+        {"cmd": ["echo opensesame-123456", "hunter2-Xq9vB7", "plainvalue-123 abc TICKET-42"]}
     )
+    assert redactor.redact_text("hunter2hunter2") == "hunter2hunter2"
     assert out == {
         "cmd": [
             "echo [REDACTED:env:OPENAI_API_KEY]",
@@ -99,10 +145,8 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
     app = CoderApp(config)
     try:
         sid = record_demo(app)  # plants SECRET_KEY in a tool output
-        redactor = Session.redactor
-        assert redactor is not None
-        # A large tool output goes to a blob: the storer redacts it first.
-        blob = app.blobs.put(redactor.redact_bytes(f"log line {env_secret}\n".encode()))
+        # A large tool output goes to a blob: the blob store seals it.
+        blob = app.blobs.put(f"log line {env_secret}\n".encode())
 
         def more(s: Session) -> None:
             s.complete_tool_call(
@@ -118,7 +162,8 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
             export_session(app, sid, ExportOptions(format=fmt))
             for fmt in ("jsonl", "otel", "md", "html")
         ]
-        assert b"[REDACTED:env:DEPLOY_TOKEN]" in app.blobs.get(blob)
+        assert app.blobs.get(blob) == f"log line {env_secret}\n".encode()  # sealed, exact
+        assert b"[REDACTED:env:DEPLOY_TOKEN:" in app.blobs.stored_form(blob)
         # The stored records as the backend's recorder returns them (popo's only copy).
         notifications = app.recorder.select_notifications(start=None, limit=1_000_000)
         stored = b"".join(n.state for n in notifications)
@@ -129,7 +174,7 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
         assert secret not in raw and secret not in stored
         for data in exports:
             assert secret not in data
-    for marker in (b"[REDACTED:pattern:anthropic_key]", b"[REDACTED:env:DEPLOY_TOKEN]"):
+    for marker in (b"[REDACTED:pattern:anthropic_key:", b"[REDACTED:env:DEPLOY_TOKEN:"):
         assert marker in stored
         # Events are stored uncompressed, so the raw check above could have seen a secret.
         assert config.backend == "popo" or marker in raw
