@@ -138,7 +138,9 @@ class SecretVault:
             self._user = load_user_key(self.environ, create=create)
         return self._user
 
-    def _data_key(self, session: UUID, *, create: bool) -> bytes:
+    def _data_key(self, session: UUID, *, create: bool) -> bytes | None:
+        """The session's data key; None when this store never sealed anything for it (a
+        replay store, a store built from an export: its markers stay markers)."""
         with self._lock:
             key = self._keys.get(session)
             if key is not None:
@@ -149,8 +151,7 @@ class SecretVault:
                 if self.forgotten(session):
                     raise SealedValueUnavailableError(self._forgotten_message(session))
                 if not create:
-                    msg = f"session {session} has no sealed values in this store"
-                    raise SealedValueUnavailableError(msg)
+                    return None
                 key = os.urandom(32)
                 wrapped = _encrypt(self._user_key(create=True).material, key, aad)
                 self.views.put(f"{_PREFIX}{session}/key", ViewRecord(0, wrapped))
@@ -168,6 +169,11 @@ class SecretVault:
             self._keys[session] = key
             return key
 
+    def _sealing_key(self, session: UUID) -> bytes:
+        key = self._data_key(session, create=True)
+        assert key is not None
+        return key
+
     def _forgotten_message(self, session: UUID) -> str:
         return (
             f"session {session}'s sealed secrets were forgotten (`coder-es forget`); what needs "
@@ -180,7 +186,7 @@ class SecretVault:
         """The ``seal(kind, name, value) -> id`` callback redaction uses for ``session``."""
 
         def seal(kind: str, name: str, value: str) -> str:
-            key = self._data_key(session, create=True)
+            key = self._sealing_key(session)
             raw = value.encode("utf-8", "surrogateescape")
             ident = hmac.new(key, f"{kind}:{name}:".encode() + raw, hashlib.sha256)
             id = ident.hexdigest()[:12]
@@ -192,12 +198,13 @@ class SecretVault:
 
         return seal
 
-    def open_value(self, session: UUID, id: str) -> str:
+    def open_value(self, session: UUID, id: str) -> str | None:
+        """The value sealed as ``id``; None when this store does not hold it (a replay of a
+        cassette: the recording's redacted form is all there is)."""
         key = self._data_key(session, create=False)
-        record = self.views.get(f"{_PREFIX}{session}/v/{id}")
-        if record is None:
-            msg = f"sealed value {id} of session {session} is not in this store"
-            raise SealedValueUnavailableError(msg)
+        record = None if key is None else self.views.get(f"{_PREFIX}{session}/v/{id}")
+        if key is None or record is None:
+            return None
         try:
             raw = _decrypt(key, record.data, session.bytes + id.encode())
         except InvalidTag:
@@ -212,7 +219,8 @@ class SecretVault:
 
         def value(match: Any) -> str:
             id = match.group(3)
-            return match.group(0) if id is None else self.open_value(session, id)
+            found = None if id is None else self.open_value(session, id)
+            return match.group(0) if found is None else found
 
         return MARKER.sub(value, text)
 
@@ -231,7 +239,7 @@ class SecretVault:
         slot = f"{_PREFIX}{session}/b/{digest}"
         if self.views.get(slot) is not None:
             return
-        key = self._data_key(session, create=True)
+        key = self._sealing_key(session)
         sealed = _encrypt(key, zlib.compress(data, 6), session.bytes + bytes.fromhex(digest))
         self.views.put(slot, ViewRecord(0, sealed))
 
@@ -239,8 +247,12 @@ class SecretVault:
         """The sealed content of ``digest`` in ``session``, or None when it has none there."""
         record = self.views.get(f"{_PREFIX}{session}/b/{digest}")
         if record is None:
+            if self.forgotten(session):
+                raise SealedValueUnavailableError(self._forgotten_message(session))
             return None
         key = self._data_key(session, create=False)
+        if key is None:
+            return None
         try:
             return zlib.decompress(
                 _decrypt(key, record.data, session.bytes + bytes.fromhex(digest))
@@ -329,3 +341,34 @@ def _mentions_marker(value: Any) -> bool:
     if isinstance(value, list):
         return any(_mentions_marker(v) for v in value)
     return False
+
+
+def resolve_env_markers(value: Any, environ: Mapping[str, str]) -> tuple[Any, list[str]]:
+    """``value`` with ``[REDACTED:env:NAME...]`` markers replaced by ``environ[NAME]`` (replay in
+    live mode, from a cassette that carries no secret), and the markers left unresolved: other
+    kinds, and variables not set here."""
+    missing: list[str] = []
+
+    def text(s: str) -> str:
+        if "[REDACTED:" not in s:
+            return s
+
+        def one(match: Any) -> str:
+            kind, name = match.group(1), match.group(2)
+            if kind == "env" and name in environ:
+                return environ[name]
+            missing.append(f"[REDACTED:{kind}:{name}]")
+            return str(match.group(0))
+
+        return MARKER.sub(one, s)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return text(v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value), list(dict.fromkeys(missing))

@@ -381,23 +381,33 @@ def _remap_mentions(text: str, mapping: Mapping[str, str]) -> str:
 
 
 def _dependency_order(blobs: Mapping[str, bytes]) -> list[str]:
-    """Digests with every blob a manifest names before the manifest (iterative DFS)."""
+    """Digests with every blob a manifest names, or a text mentions (``sha256:<prefix>``),
+    before the blob naming it (iterative DFS), so a re-keyed blob is renamed in both."""
     order: list[str] = []
     done: set[str] = set()
-    for start in sorted(blobs):
+    digests = sorted(blobs)
+
+    def refs(data: bytes) -> Iterator[str]:
+        yield from _manifest_refs(data)
+        if b"sha256:" in data:
+            text = data.decode("utf-8", "replace")
+            for prefix in _MENTION.findall(text):
+                yield from (d for d in digests if d.startswith(prefix))
+
+    for start in digests:
         if start in done:
             continue
-        stack: list[tuple[str, Iterator[str]]] = [(start, iter(_manifest_refs(blobs[start])))]
+        stack: list[tuple[str, Iterator[str]]] = [(start, refs(blobs[start]))]
         done.add(start)
         while stack:
-            digest, refs = stack[-1]
-            nxt = next((r for r in refs if r in blobs and r not in done), None)
+            digest, pending = stack[-1]
+            nxt = next((r for r in pending if r in blobs and r not in done), None)
             if nxt is None:
                 stack.pop()
                 order.append(digest)
             else:
                 done.add(nxt)
-                stack.append((nxt, iter(_manifest_refs(blobs[nxt]))))
+                stack.append((nxt, refs(blobs[nxt])))
     return order
 
 

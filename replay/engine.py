@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
+import os
 import shutil
 import tempfile
 import time
@@ -45,6 +47,7 @@ from coder_es.branching import Branching
 from coder_es.domain.session import Session
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.records import event_fields, event_kind
+from coder_es.sealing import resolve_env_markers
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.store.config import StoreConfig
@@ -202,7 +205,7 @@ class ReplayEngine:
         self.app.watched = self.sid
         # One normalization for both sides: recorded inputs (the system prompt) carry the
         # recorded workspace path into the replay, and the scratch path appears in new output.
-        self.recorded_norm = Normalizer.for_workspace(cassette.workspace)
+        self.recorded_norm = self._normalizer(cassette.workspace)
         self.replayed_norm = self.recorded_norm
         self._expected: dict[int, dict[str, Any]] = {}
         self.compared = 0
@@ -210,6 +213,7 @@ class ReplayEngine:
         self.tools = options.tools or default_registry()
         self.live = LocalExecutor(self.tools) if self.mode == "live" else None
         self.tool_calls = 0
+        self.secret_notes: list[str] = []
         self._index()
         self.max_steps = (
             options.max_steps
@@ -222,6 +226,12 @@ class ReplayEngine:
             or infer_max_steps(self.recorded)
         )
         self._last_progress = -1
+
+    def _normalizer(self, *roots: str | Path | None) -> Normalizer:
+        # The recording holds secrets' redacted form; a live replay may see them again.
+        return dataclasses.replace(
+            Normalizer.for_workspace(*roots), redactor=self.app.sealing.redactor
+        )
 
     # ------------------------------------------------------------------ recording index
 
@@ -384,7 +394,15 @@ class ReplayEngine:
         for path, digest in self.edits.get(f"call:{run.key}", []):
             self.scratch.put(path, digest)
         if self.live is not None:
-            return await self.live.execute(call, ctx)
+            # The cassette carries no secret: a variable's value comes from this environment by
+            # name; any other redacted value runs as its marker, and the report says so.
+            live_input, missing = resolve_env_markers(call.input, os.environ)
+            if missing:
+                self.secret_notes.append(
+                    f"step {self.tool_calls} ({call.name} {call.id}) needs {', '.join(missing)}:"
+                    " a secret the cassette does not carry; it ran with the marker in its place"
+                )
+            return await self.live.execute(dataclasses.replace(call, input=live_input), ctx)
         for kind, fields in run.sink:
             if kind == "FileObserved":
                 ctx.sink.observe_file(**fields)
@@ -436,9 +454,7 @@ class ReplayEngine:
         root = Path(tempfile.mkdtemp(prefix="coder-es-replay-")) if own_dir else None
         root = (root or Path(self.options.workspace or ".")).resolve()
         self.scratch = _Scratch(root, self.cassette.blob)
-        self.recorded_norm = self.replayed_norm = Normalizer.for_workspace(
-            self.cassette.workspace, root
-        )
+        self.recorded_norm = self.replayed_norm = self._normalizer(self.cassette.workspace, root)
         try:
             try:
                 self._setup(root)
@@ -476,7 +492,7 @@ class ReplayEngine:
             recorded_wall_s=self.cassette.recorded_wall_s,
             divergence=divergence,
             workspace=kept if self.options.keep_workspace or not own_dir else None,
-            notes=(),
+            notes=tuple(self.secret_notes),
         )
 
     def _crash(self, e: BaseException) -> Divergence:

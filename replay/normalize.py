@@ -10,6 +10,12 @@ normalization removes exactly those, on both sides, before anything is compared:
   re-executed test run reports its own timing;
 - **the workspace path**: a replay runs in a scratch directory, so the recorded workspace path and
   the scratch path both become ``<workspace>`` wherever they appear in a string;
+- **sealed-value ids**: a marker ``[REDACTED:<kind>:<name>:<id>]`` becomes
+  ``[REDACTED:<kind>:<name>]``: the id names a value in one store's sealed-secret store (keyed per
+  session), so a value the replay had to seal again gets another id for the same secret;
+- **secrets**: with a ``redactor`` (the replay's), a string is redacted before comparing: the
+  recording holds the redacted form, while a live replay resolves ``env:NAME`` markers from the
+  environment and sees the real values again in its tools' output;
 - **request bookkeeping**: ``ModelResponded.request_digest`` names a delta-encoded manifest whose
   bytes depend on process boundaries (the request itself is compared separately, in full), and
   ``raw_stream_blob`` is a transport capture a replayed stream does not have.
@@ -24,11 +30,15 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coder_es.redaction import Redactor
 
 WORKSPACE = "<workspace>"
 DURATION = "<duration>"
 _DURATION_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b")
+_MARKER_ID_RE = re.compile(r"(\[REDACTED:[a-z]+:[A-Za-z0-9_.*?\-]+):[0-9a-f]{12}\]")
 
 IGNORED_FIELDS: dict[str, frozenset[str]] = {
     "*": frozenset({"prev_hash"}),
@@ -42,6 +52,7 @@ class Normalizer:
     """The normalization of one side (recorded or replayed): which paths are its workspace."""
 
     roots: tuple[str, ...] = ()
+    redactor: Redactor | None = None
 
     @classmethod
     def for_workspace(cls, *paths: str | os.PathLike[str] | None) -> Normalizer:
@@ -57,9 +68,13 @@ class Normalizer:
         return cls(tuple(sorted(roots, key=lambda r: (-len(r), r))))
 
     def text(self, value: str) -> str:
+        if self.redactor is not None:
+            value = self.redactor.redact_text(value)
         for root in self.roots:
             if root in value:
                 value = value.replace(root, WORKSPACE)
+        if "[REDACTED:" in value:
+            value = _MARKER_ID_RE.sub(r"\1]", value)
         return _DURATION_RE.sub(DURATION, value)
 
     def value(self, value: Any) -> Any:
