@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "coder_es.cli.run",
     "coder_es.cli.tree",
     "coder_es.cli.audit",
+    "coder_es.cli.secrets",
     "coder_es.cli.replay_cmds",
     "coder_es.cli.clients",
     "coder_es.cli.fleet",

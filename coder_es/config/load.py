@@ -346,6 +346,7 @@ def build(
         redaction=RedactionConfig(
             env_vars=_get(merged, ("redaction", "env"), ()),
             patterns=_get(merged, ("redaction", "patterns"), ()),
+            forget_after_days=_get(merged, ("redaction", "forget_after_days"), None),
         ),
         serve=ServeConfig(
             host=_get(merged, ("serve", "host"), ServeConfig.host),

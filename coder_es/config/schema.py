@@ -286,6 +286,9 @@ SCHEMA = Table(
             {
                 "env": Leaf(ListOf(EnvName()), "more variables to redact", additive=True),
                 "patterns": Leaf(ListOf(Regex()), "regular expressions to redact", additive=True),
+                "forget_after_days": Leaf(
+                    Integer(1, 1_000_000), "days after which forget --expired shreds secrets"
+                ),
             }
         ),
         "serve": Table(

@@ -100,6 +100,8 @@ class RedactionConfig:
     the built-in list of credential variables)."""
     patterns: tuple[str, ...] = ()
     """Regular expressions whose matches are redacted."""
+    forget_after_days: int | None = None
+    """``coder-es forget --expired`` destroys the sealed secrets of sessions started longer ago."""
 
     def compiled(self) -> tuple[re.Pattern[str], ...]:
         return tuple(re.compile(p) for p in self.patterns)

@@ -62,8 +62,9 @@ def sealed(tmp_path: Path) -> Harness:
     return make_harness(tmp_path, config=StoreConfig(backend="sqlite", path=tmp_path / "store"))
 
 
-def test_the_file_the_model_writes_holds_the_key_it_wrote(sealed: Harness) -> None:
-    h = sealed
+@pytest.mark.parametrize("backend", ["sqlite", "lmdb"])
+def test_the_file_the_model_writes_holds_the_key_it_wrote(tmp_path: Path, backend: str) -> None:
+    h = make_harness(tmp_path, config=StoreConfig(backend=backend, path=tmp_path / "store"))
     content = f'KEY = "{AWS_KEY}"\n'
     handle = h.start(
         [
