@@ -48,10 +48,18 @@ ENV_NAMES_VAR = "CODER_ES_REDACT_ENV"
 PATTERNS_VAR = "CODER_ES_REDACT_PATTERNS"
 
 # Token boundaries: a credential never starts or ends inside a longer run of token characters.
-# An escaped newline or tab in JSON or a string literal (``\\nghp_...``) also starts a token.
-_ESCAPED = r"(?<=\\[nrt])"
-_B = rf"(?:(?<![A-Za-z0-9_\-])|{_ESCAPED})"
-_E = r"(?![A-Za-z0-9_\-])"
+# The start is checked just AFTER the first character (``_start``), so that every pattern begins
+# with a literal: the regular expression engine then skips ahead to candidate positions instead of
+# trying each alternative at every byte (40x faster, see bench/redaction.py). An escaped newline
+# or tab in JSON or a string literal (``\\nghp_...``) also starts a token.
+_TOKEN = r"A-Za-z0-9_\-"
+_E = rf"(?![{_TOKEN}])"
+
+
+def _start(first: str, token: str = _TOKEN) -> str:
+    """``first`` (one character or class), not preceded by a token character."""
+    return rf"{first}(?:(?<![{token}].)|(?<=\\[nrt].))"
+
 
 # (name, regular expression). A named group ``s`` marks the secret part when the match carries
 # context (``scheme://user:PASSWORD@host``); otherwise the whole match is the secret. Order
@@ -62,33 +70,60 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
         r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
         r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
     ),
-    ("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _E),
-    ("openai_key", _B + r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}" + _E),
-    ("openai_key", _B + r"sk-(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{32,}" + _E),
-    ("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E),
-    ("github_pat", _B + r"github_pat_[A-Za-z0-9_]{22,255}" + _E),
-    ("gitlab_token", _B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_\-]{20,}" + _E),
-    ("slack_token", _B + r"xox[abeoprs]-[0-9]{6,}-[A-Za-z0-9\-]{8,}" + _E),
+    ("anthropic_key", _start("s") + r"k-ant-[A-Za-z0-9_\-]{20,}" + _E),
+    ("openai_key", _start("s") + r"k-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}" + _E),
+    (
+        "openai_key",
+        _start("s") + r"k-(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{32,}" + _E,
+    ),
+    ("github_token", _start("g") + r"h[pousr]_[A-Za-z0-9]{36,255}" + _E),
+    ("github_pat", _start("g") + r"ithub_pat_[A-Za-z0-9_]{22,255}" + _E),
+    ("gitlab_token", _start("g") + r"l(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_\-]{20,}" + _E),
+    ("slack_token", _start("x") + r"ox[abeoprs]-[0-9]{6,}-[A-Za-z0-9\-]{8,}" + _E),
     ("slack_webhook", r"https://hooks\.slack\.com/services/(?P<s>T[A-Za-z0-9_/]{20,})"),
-    ("stripe_key", _B + r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}" + _E),
-    ("google_api_key", _B + r"AIza[A-Za-z0-9_\-]{35}" + _E),
+    ("stripe_key", _start("[sr]") + r"k_(?:live|test|prod)_[A-Za-z0-9]{16,}" + _E),
+    ("google_api_key", _start("A") + r"Iza[A-Za-z0-9_\-]{35}" + _E),
     (
         "aws_access_key",
-        r"(?:(?<![A-Za-z0-9])|" + _ESCAPED + r")(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+        _start("A", "A-Za-z0-9") + r"(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}(?![A-Za-z0-9])",
     ),
     (
+        # The name is checked behind ``key`` so that the search starts from a literal.
         "aws_secret_key",
-        r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?\s{0,3}[:=]{1,2}\s{0,3}"
-        r"[\"']?(?P<s>(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))",
+        r"(?:key|KEY|Key)(?i:(?<=secret_access_key)|(?<=secretaccesskey)|(?<=aws_secret_key)"
+        r"|(?<=awssecretkey))[\"']?\s{0,3}[:=]{1,2}\s{0,3}[\"']?"
+        r"(?P<s>(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))",
     ),
-    ("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
+    ("jwt", _start("e") + r"yJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
     (
+        # The scheme is checked behind ``://`` so that the search starts from that literal.
         "connection_password",
-        r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/@\"'<>]{1,256}:"
+        r"://(?<=[A-Za-z0-9+.\-]://)[^\s:/@\"'<>]{1,256}:"
         r"(?P<s>[^\s:/@\"'<>{}$]{3,256})@[A-Za-z0-9.\-\[]",
     ),
-    ("bearer_token", r"(?<=Bearer )(?P<s>[A-Za-z0-9._~+/\-]{16,}=*)" + _E),
+    ("bearer_token", r"Bearer (?P<s>[A-Za-z0-9._~+/\-]{16,}=*)" + _E),
 )
+
+# A rule's regular expression only runs on text holding one of its keywords (lowercase; checked
+# on the lowercased text, a fast substring search): gitleaks' prefilter, and what keeps the cost
+# per megabyte far below zlib's in the common case of text with no credential in it.
+KEYWORDS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "anthropic_key": ("sk-ant-",),
+    "openai_key": ("sk-",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "github_pat": ("github_pat_",),
+    "gitlab_token": ("glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-"),
+    "slack_token": ("xox",),
+    "slack_webhook": ("hooks.slack.com",),
+    "stripe_key": ("_live_", "_test_", "_prod_"),
+    "google_api_key": ("aiza",),
+    "aws_access_key": ("akia", "asia", "abia", "acca"),
+    "aws_secret_key": ("secret",),
+    "jwt": ("eyj",),
+    "connection_password": ("://",),
+    "bearer_token": ("bearer ",),
+}
 
 
 class RedactionConfigError(UsageError):
@@ -172,14 +207,35 @@ def _parse_patterns(raw: str) -> tuple[tuple[str, str], ...]:
 
 def _env_rule(value: str) -> str:
     # A whole token: never the middle of a longer word (``postgres`` in ``postgresql``).
-    head = rf"(?:(?<![A-Za-z0-9_])|{_ESCAPED})" if re.match(r"\w", value) else ""
+    first, rest = re.escape(value[0]), re.escape(value[1:])
+    head = _start(first, "A-Za-z0-9_") if re.match(r"\w", value) else first
     tail = r"(?![A-Za-z0-9_])" if re.search(r"\w$", value) else ""
-    return head + re.escape(value) + tail
+    return head + rest + tail
 
 
-def _isolate_groups(pattern: str, index: int) -> str:
-    """Rename the ``s`` group (the secret part) so every rule's can live in one alternation."""
-    return pattern.replace("(?P<s>", f"(?P<s{index}>")
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    name: str
+    text: re.Pattern[str]
+    raw: re.Pattern[bytes]
+    keywords: tuple[str, ...]
+    """Lowercase; empty: always run."""
+    keywords_raw: tuple[bytes, ...]
+    secret_group: bool
+
+
+def _compile(kind: str, name: str, pattern: str) -> _Rule:
+    try:
+        text = re.compile(pattern)
+        raw = re.compile(pattern.encode("utf-8", "surrogateescape"))
+    except re.error as e:
+        msg = f"redaction pattern {name!r} does not compile: {e}"
+        raise RedactionConfigError(msg) from e
+    # An environment value's rule starts with its literal first character: fast without one.
+    keywords = KEYWORDS.get(name, ()) if kind == "pattern" else ()
+    raw_keywords = tuple(k.encode("utf-8", "surrogateescape") for k in keywords)
+    return _Rule(kind, name, text, raw, keywords, raw_keywords, "s" in text.groupindex)
 
 
 @dataclass(frozen=True)
@@ -187,10 +243,8 @@ class Redactor:
     """Replaces secrets in text, bytes and JSON values with ``[REDACTED:...]`` markers."""
 
     rules: tuple[tuple[str, str, str], ...]
-    """(kind, name, regular expression), tried as one alternation, first listed wins."""
-    _text: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
-    _bytes: re.Pattern[bytes] | None = field(default=None, compare=False, repr=False)
-    _secret_groups: tuple[bool, ...] = field(default=(), compare=False, repr=False)
+    """(kind, name, regular expression); where two match at one place, the first listed wins."""
+    _compiled: tuple[_Rule, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_config(
@@ -236,49 +290,56 @@ class Redactor:
 
     @classmethod
     def from_rules(cls, rules: list[tuple[str, str, str]]) -> Redactor:
-        if not rules:
-            return cls(rules=())
-        joined = "|".join(
-            f"(?P<r{i}>{_isolate_groups(pattern, i)})" for i, (_, _, pattern) in enumerate(rules)
-        )
-        try:
-            text = re.compile(joined)
-            raw = re.compile(joined.encode("utf-8", "surrogateescape"))
-        except re.error as e:
-            msg = f"redaction patterns do not compile together: {e}"
-            raise RedactionConfigError(msg) from e
-        groups = tuple(f"s{i}" in text.groupindex for i in range(len(rules)))
-        return cls(rules=tuple(rules), _text=text, _bytes=raw, _secret_groups=groups)
+        compiled = tuple(_compile(kind, name, pattern) for kind, name, pattern in rules)
+        return cls(rules=tuple(rules), _compiled=compiled)
 
     @property
     def active(self) -> bool:
-        return self._text is not None
+        return bool(self._compiled)
 
     # ------------------------------------------------------------------ applying
 
-    def _span(self, match: re.Match[Any]) -> tuple[int, tuple[int, int]]:
-        group = match.lastgroup or "r0"
-        index = int(group[1:])
-        if self._secret_groups[index] and match.start(f"s{index}") >= 0:
-            return index, match.span(f"s{index}")
-        return index, match.span()
+    def _candidates(self, data: Any, as_bytes: bool) -> list[tuple[int, _Rule]]:
+        lowered = data.lower()
+        out = []
+        for index, rule in enumerate(self._compiled):
+            keywords = rule.keywords_raw if as_bytes else rule.keywords
+            if not keywords or any(k in lowered for k in keywords):
+                out.append((index, rule))
+        return out
+
+    def _spans(self, data: Any, as_bytes: bool) -> list[tuple[int, int, _Rule]]:
+        """Where secrets are, left to right, without overlaps (the earlier rule wins a tie)."""
+        found = []
+        for index, rule in self._candidates(data, as_bytes):
+            pattern = rule.raw if as_bytes else rule.text
+            for m in pattern.finditer(data):
+                start, end = m.span("s") if rule.secret_group and m.start("s") >= 0 else m.span()
+                if end > start:
+                    found.append((start, index, end, rule))
+        found.sort(key=lambda f: (f[0], f[1]))
+        spans: list[tuple[int, int, _Rule]] = []
+        for start, _index, end, rule in found:
+            if not spans or start >= spans[-1][1]:
+                spans.append((start, end, rule))
+        return spans
 
     def _sub(self, data: Any, seal: Seal | None, as_bytes: bool) -> Any:
-        pattern = self._bytes if as_bytes else self._text
-        if pattern is None or not data:
+        if not self._compiled or not data:
+            return data
+        spans = self._spans(data, as_bytes)
+        if not spans:
             return data
         pieces: list[Any] = []
         done = 0
-        for match in pattern.finditer(data):
-            index, (start, end) = self._span(match)
-            kind, name, _ = self.rules[index]
+        for start, end, rule in spans:
             value = data[start:end]
             text_value = value.decode("utf-8", "surrogateescape") if as_bytes else value
-            tag = marker(kind, name, seal(kind, name, text_value) if seal else None)
+            tag = marker(
+                rule.kind, rule.name, seal(rule.kind, rule.name, text_value) if seal else None
+            )
             pieces += [data[done:start], tag.encode() if as_bytes else tag]
             done = end
-        if not pieces:
-            return data
         pieces.append(data[done:])
         return (b"" if as_bytes else "").join(pieces)
 
@@ -292,7 +353,7 @@ class Redactor:
         return bytes(self._sub(data, seal, True))
 
     def has_secret(self, data: bytes) -> bool:
-        return self._bytes is not None and self._bytes.search(data) is not None
+        return any(rule.raw.search(data) for _, rule in self._candidates(data, True))
 
     def redact_value(self, value: Any, seal: Seal | None = None) -> Any:
         """A JSON-native value (str, list, dict, numbers...) with secrets in its strings redacted.
@@ -310,7 +371,7 @@ class Redactor:
 
     def redact_kwargs(self, kwargs: dict[str, Any], seal: Seal | None = None) -> dict[str, Any]:
         """Event keyword arguments with secrets redacted (what ``Session.trigger_event`` uses)."""
-        if self._text is None:
+        if not self._compiled:
             return kwargs
         return {k: self.redact_value(v, seal) for k, v in kwargs.items()}
 
