@@ -33,9 +33,10 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from coder_es.errors import UsageError
 
@@ -67,7 +68,8 @@ def _start(first: str, token: str = _TOKEN) -> str:
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "private_key",
-        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        # The body is base64 and headers (also JSON-escaped): never code between two constants.
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.\\\-]{16,}?"
         r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
     ),
     ("anthropic_key", _start("s") + r"k-ant-[A-Za-z0-9_\-]{20,}" + _E),
@@ -88,17 +90,17 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
         _start("A", "A-Za-z0-9") + r"(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}(?![A-Za-z0-9])",
     ),
     (
-        # The name is checked behind ``key`` so that the search starts from a literal.
+        # secret_access_key / SecretAccessKey / aws_secret_key, then the 40-character value.
         "aws_secret_key",
-        r"(?:key|KEY|Key)(?i:(?<=secret_access_key)|(?<=secretaccesskey)|(?<=aws_secret_key)"
-        r"|(?<=awssecretkey))[\"']?\s{0,3}[:=]{1,2}\s{0,3}[\"']?"
+        r"(?:secret|SECRET|Secret)(?:_?(?:access|ACCESS|Access)_?|(?<=(?i:aws_secret))_?"
+        r"|(?<=(?i:awssecret)))(?:key|KEY|Key)[\"']?\s{0,3}[:=]{1,2}\s{0,3}[\"']?"
         r"(?P<s>(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))",
     ),
     ("jwt", _start("e") + r"yJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
     (
         # The scheme is checked behind ``://`` so that the search starts from that literal.
         "connection_password",
-        r"://(?<=[A-Za-z0-9+.\-]://)[^\s:/@\"'<>]{1,256}:"
+        r"://(?<=[A-Za-z0-9+.\-]://)[^\s:/@\"'<>]{0,256}:"
         r"(?P<s>[^\s:/@\"'<>{}$]{3,256})@[A-Za-z0-9.\-\[]",
     ),
     ("bearer_token", r"Bearer (?P<s>[A-Za-z0-9._~+/\-]{16,}=*)" + _E),
@@ -108,15 +110,15 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
 # on the lowercased text, a fast substring search): gitleaks' prefilter, and what keeps the cost
 # per megabyte far below zlib's in the common case of text with no credential in it.
 KEYWORDS: dict[str, tuple[str, ...]] = {
-    "private_key": ("private key",),
+    "private_key": ("-----begin",),
     "anthropic_key": ("sk-ant-",),
     "openai_key": ("sk-",),
-    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "github_token": ("gh",),
     "github_pat": ("github_pat_",),
-    "gitlab_token": ("glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-"),
+    "gitlab_token": ("gl",),
     "slack_token": ("xox",),
     "slack_webhook": ("hooks.slack.com",),
-    "stripe_key": ("_live_", "_test_", "_prod_"),
+    "stripe_key": ("k_",),
     "google_api_key": ("aiza",),
     "aws_access_key": ("akia", "asia", "abia", "acca"),
     "aws_secret_key": ("secret",),
@@ -124,6 +126,31 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "connection_password": ("://",),
     "bearer_token": ("bearer ",),
 }
+
+
+# Where a match starts relative to its keyword (every pattern starts at its keyword otherwise):
+# only those places are tried, so ordinary text full of ``sk-`` or ``://`` stays cheap.
+_OFFSET = {"stripe_key": -1, "slack_webhook": -len("https://")}
+
+
+# Rules whose shape is loose (anything between ``user:`` and ``@``, after ``Bearer``): a value
+# that is a placeholder or holds a space once URL-decoded is documentation, not a secret.
+_PLACEHOLDER = re.compile(
+    r"(?i)[A-Z_\-]*(?:PASS(?:WORD)?|PWD|SECRET|TOKEN|KEY)[A-Z_\-]*|\*+|x+|\.{3}|<[^>]*>"
+    r"|\[[^\]]*\]|%\(\w+\)s|\$\w+"
+)
+_CHECKED = frozenset({"connection_password", "bearer_token"})
+
+
+def _plausible(value: str) -> bool:
+    return not _PLACEHOLDER.fullmatch(value) and not any(c.isspace() for c in unquote(value))
+
+
+def _occurrences(lowered: Any, keyword: Any) -> Iterator[int]:
+    at = lowered.find(keyword)
+    while at >= 0:
+        yield at
+        at = lowered.find(keyword, at + 1)
 
 
 class RedactionConfigError(UsageError):
@@ -299,24 +326,43 @@ class Redactor:
 
     # ------------------------------------------------------------------ applying
 
-    def _candidates(self, data: Any, as_bytes: bool) -> list[tuple[int, _Rule]]:
+    def _matches(self, data: Any, as_bytes: bool) -> Iterator[tuple[int, re.Match[Any]]]:
+        """Every rule's matches (rule index, match). A rule with keywords is only tried where
+        one occurs (gitleaks' prefilter, per place rather than per file)."""
         lowered = data.lower()
-        out = []
+        places: dict[Any, list[int]] = {}  # keyword -> where it occurs (one pass each)
         for index, rule in enumerate(self._compiled):
+            pattern = rule.raw if as_bytes else rule.text
             keywords = rule.keywords_raw if as_bytes else rule.keywords
-            if not keywords or any(k in lowered for k in keywords):
-                out.append((index, rule))
-        return out
+            if not keywords:
+                yield from ((index, m) for m in pattern.finditer(data))
+                continue
+            offset = _OFFSET.get(rule.name, 0) if rule.kind == "pattern" else 0
+            searched_to = 0
+            for keyword in keywords:
+                if keyword not in places:
+                    places[keyword] = list(_occurrences(lowered, keyword))
+            found = [at for k in keywords for at in places[k]]
+            for at in sorted(found) if len(keywords) > 1 else found:
+                if at + offset < searched_to or at + offset < 0:
+                    continue  # inside the last match
+                m = pattern.match(data, at + offset)
+                if m is not None:
+                    searched_to = m.end()
+                    yield index, m
 
     def _spans(self, data: Any, as_bytes: bool) -> list[tuple[int, int, _Rule]]:
         """Where secrets are, left to right, without overlaps (the earlier rule wins a tie)."""
         found = []
-        for index, rule in self._candidates(data, as_bytes):
-            pattern = rule.raw if as_bytes else rule.text
-            for m in pattern.finditer(data):
-                start, end = m.span("s") if rule.secret_group and m.start("s") >= 0 else m.span()
-                if end > start:
-                    found.append((start, index, end, rule))
+        for index, m in self._matches(data, as_bytes):
+            rule = self._compiled[index]
+            start, end = m.span("s") if rule.secret_group and m.start("s") >= 0 else m.span()
+            if rule.name in _CHECKED and rule.kind == "pattern":
+                value = data[start:end]
+                if not _plausible(value.decode("utf-8", "replace") if as_bytes else value):
+                    continue
+            if end > start:
+                found.append((start, index, end, rule))
         found.sort(key=lambda f: (f[0], f[1]))
         spans: list[tuple[int, int, _Rule]] = []
         for start, _index, end, rule in found:
@@ -353,7 +399,7 @@ class Redactor:
         return bytes(self._sub(data, seal, True))
 
     def has_secret(self, data: bytes) -> bool:
-        return any(rule.raw.search(data) for _, rule in self._candidates(data, True))
+        return next(iter(self._matches(data, True)), None) is not None
 
     def redact_value(self, value: Any, seal: Seal | None = None) -> Any:
         """A JSON-native value (str, list, dict, numbers...) with secrets in its strings redacted.
