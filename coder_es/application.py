@@ -123,6 +123,9 @@ class CoderApp(Application[UUID]):
         # covers content) and before any blob is stored; effects use the real values.
         vault = SecretVault(self.views, where=f" in {self.config.describe()}")
         self.sealing = Sealing(redactor or Redactor.from_environ(), vault)
+        # The aggregate finds it through a class attribute: one open application at a time
+        # records sessions (a replay opened in the same process hands it back when it closes).
+        self._outer_sealing = Session.sealing
         Session.sealing = self.sealing
         self.blobs.sealing = self.sealing
 
@@ -139,6 +142,8 @@ class CoderApp(Application[UUID]):
         return recordings
 
     def close(self) -> None:
+        if Session.sealing is self.sealing:
+            Session.sealing = self._outer_sealing
         self.views.close()
         self.blobs.close()
         super().close()

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+from uuid import uuid4
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coder_es.application import CoderApp
 from coder_es.audit.export import ExportOptions, export_session
 from coder_es.domain.session import Session
 from coder_es.redaction import RedactionConfigError, Redactor
+from coder_es.sealing import SecretVault
 from coder_es.store.config import StoreConfig
+from coder_es.store.views import MemoryViewStore
 from tests.audit.conftest import SECRET_KEY, record_demo
 
 SHAPES = {
@@ -178,3 +184,32 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
         assert marker in stored
         # Events are stored uncompressed, so the raw check above could have seen a secret.
         assert config.backend == "popo" or marker in raw
+
+
+_FAKES = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "R8mN2xQ5vB7cL1kJ4hG6fD9sA3zW0yT5uI8o",
+    "sk-proj-" + "Xq7vB2nL9pR4tY6wZ1cD3fG5hJ8kM0sA",
+    "postgresql://app:S3cr3t-pa55@db:5432/app",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet=st.characters(blacklist_characters="[", codec="utf-8"), max_size=40),
+            st.sampled_from(_FAKES),
+        ),
+        max_size=8,
+    ).map(" ".join)
+)
+def test_sealing_then_unsealing_gives_back_the_exact_text(text: str) -> None:
+    """Whatever surrounds a delimited secret, the stored form holds no secret and opens to the
+    original exactly."""
+    vault = SecretVault(MemoryViewStore(), {"CODER_ES_SEALING_KEY": base64.b64encode(b"k" * 32)})
+    session = uuid4()
+    stored = Redactor.from_environ({}).redact_text(text, vault.sealer(session))
+    for fake in _FAKES:
+        assert fake.split("://")[-1].split("@")[0].split(":")[-1] not in stored or fake not in text
+    assert vault.unseal_text(session, stored) == text
