@@ -155,7 +155,9 @@ class SecretVault:
                 key = os.urandom(32)
                 wrapped = _encrypt(self._user_key(create=True).material, key, aad)
                 self.views.put(f"{_PREFIX}{session}/key", ViewRecord(0, wrapped))
-            else:
+                # Two processes creating the scope's key at once: the record that stayed wins.
+                record = self.views.get(f"{_PREFIX}{session}/key")
+            if record is not None and (key is None or record.data != wrapped):
                 user = self._user_key(create=False)
                 try:
                     key = _decrypt(user.material, record.data, aad)
@@ -166,7 +168,8 @@ class SecretVault:
                         f"with ({_setting_help()})"
                     )
                     raise SealingKeyError(msg) from None
-            self._keys[session] = key
+            if key is not None:
+                self._keys[session] = key
             return key
 
     def _sealing_key(self, session: UUID) -> bytes:
