@@ -34,49 +34,11 @@ from replay.cassette import (
     load_cassette,
     write_cassette,
 )
-from replay.engine import MODES, ReplayOptions, replay_cassette
+from replay.engine import ReplayOptions, replay_cassette
 from replay.report import EXIT_DIVERGED, EXIT_IDENTICAL, EXIT_UNREADABLE, ReplayReport
 
-DEMO_CASSETTE = "branched-rewind"
-DEMO_DIR = "coder-es-demo"
 # Progress bars only for cassettes long enough to take a moment.
 PROGRESS_MIN_EVENTS = 200
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("record-cassette", help="export a session as a replay cassette")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("-o", "--output", required=True, help=f"the cassette file (*{SUFFIX})")
-    p.add_argument(
-        "--touched-only",
-        action="store_true",
-        help="include only the files the session touched, not the rest of the workspace",
-    )
-    p.add_argument(
-        "--max-steps", type=int, default=None, help="the step limit the session ran with"
-    )
-    p.set_defaults(handler=cmd_record)
-
-    p = subparsers.add_parser("replay", help="replay cassettes with the current code")
-    p.add_argument("cassettes", nargs="+", metavar="CASSETTE", help="cassette files or folders")
-    p.add_argument("--mode", choices=MODES, default="verify", help="verify (default) or live")
-    p.add_argument("--json", action="store_true", help="one JSON report per cassette per line")
-    p.add_argument(
-        "--keep-workspace", action="store_true", help="keep the scratch workspace of each replay"
-    )
-    p.set_defaults(handler=cmd_replay)
-
-    p = subparsers.add_parser(
-        "demo", help="replay a bundled session live, then show its tree (no API key needed)"
-    )
-    p.add_argument(
-        "--cassette", default=DEMO_CASSETTE, help=f"bundled cassette name (default {DEMO_CASSETTE})"
-    )
-    p.add_argument(
-        "--dir", default=DEMO_DIR, help=f"where the demo workspaces go (default ./{DEMO_DIR})"
-    )
-    p.add_argument("--list", action="store_true", help="list the bundled cassettes")
-    p.set_defaults(handler=cmd_demo)
 
 
 # ---------------------------------------------------------------------- record-cassette

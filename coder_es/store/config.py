@@ -14,11 +14,11 @@ from pathlib import Path
 
 from coder_es.errors import UsageError
 from coder_es.store.blobs import BlobStore, MemoryBlobStore
+from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
 from coder_es.store.views import MemoryViewStore, ViewStore
 
 BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
-STORE_DIRNAME = ".coder-es"
 
 _POSTGRES_DEFAULTS = {
     "POSTGRES_DBNAME": "postgres",
@@ -89,6 +89,15 @@ class StoreConfig:
             env["PERSISTENCE_MODULE"] = "eventsourcing.popo"
         env.update({k: v for k, v in self.extra.items() if k.startswith("LMDB_")})
         return env
+
+    def exists(self) -> bool:
+        """Whether there is a store to open: the file backends' files exist (a database server
+        or memory always counts). Read-only commands check this instead of creating one."""
+        if self.backend == "lmdb":
+            return (self.lmdb_dir / "data.mdb").is_file()
+        if self.backend == "sqlite":
+            return self.sqlite_file.is_file()
+        return True
 
     def prepare(self) -> None:
         """Create the store directory for file backends, with a clear error if it cannot be."""
