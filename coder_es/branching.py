@@ -34,7 +34,6 @@ from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
 from coder_es.records import summarize
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.errors import WriteConflictError
-from coder_es.workspace.merge_write import digest, merge_onto_disk
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
 from projections.files import FileDiff, FileStates, track_files
@@ -358,6 +357,9 @@ class Branching:
         self, sandbox: Sandbox, path: str, base: str | None, target: str | None
     ) -> FileRestoration:
         """Bring one file to ``target`` through the three-way merge (see the module docstring)."""
+        # Imported here: `tree` and `diff` use this module without ever merging (start-up time).
+        from coder_es.workspace.merge_write import digest, merge_onto_disk
+
         try:
             # Paths were recorded by the session: an outside one was allowed when it was written.
             where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs

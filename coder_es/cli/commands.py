@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from coder_es.config.catalog import AGENTS, PROVIDERS
-
 Handler = Callable[[argparse.Namespace, Any], int]
 
 # The values below are also defined where they are used (a test checks they agree); importing
@@ -38,6 +36,8 @@ DEFAULT_QUEUE = "sessions"
 DEMO_CASSETTE = "branched-rewind"
 DEMO_DIR = "coder-es-demo"
 BACKEND_CHOICES = ("lmdb", "sqlite", "postgres", "popo")
+AGENTS = ("build", "plan", "explore")
+PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
 
 
 @dataclass(frozen=True)

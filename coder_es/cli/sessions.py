@@ -7,11 +7,9 @@ import os
 import time
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
+from coder_es.cli.plain import columns
 from coder_es.records import event_kind, event_record, summarize
 
 
@@ -43,18 +41,18 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     if not sessions:
         print(f"no sessions in {ctx.config.describe()}")
         return 0
-    table = Table(box=None)
-    for col in ("id", "started", "agent", "model", "title"):
-        table.add_column(col)
-    for s in sessions:
-        table.add_row(
-            str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title
-        )
-    Console().print(table)
+    rows = [
+        (str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title)
+        for s in sessions
+    ]
+    for line in columns(("id", "started", "agent", "model", "title"), rows):
+        print(line)
     return 0
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.console import Console
+
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:

@@ -11,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coder_es.errors import UsageError
-from coder_es.store.blobs import BlobStore, MemoryBlobStore
 from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
-from coder_es.store.views import MemoryViewStore, ViewStore
+
+if TYPE_CHECKING:
+    from coder_es.store.blobs import BlobStore
+    from coder_es.store.views import ViewStore
+
+# The blob and view stores are imported when opened: the configuration is read by every
+# command, most of which never open a store (coder_es.cli.commands: start-up time).
 
 BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
@@ -140,6 +146,8 @@ class StoreConfig:
             from coder_es.store.views import PostgresViewStore
 
             return PostgresViewStore(self.postgres_conninfo(), schema=self.postgres_schema())
+        from coder_es.store.views import MemoryViewStore
+
         return MemoryViewStore()
 
     def open_blob_store(self) -> BlobStore:
@@ -155,4 +163,6 @@ class StoreConfig:
             from coder_es.store.sql_blobs import PostgresBlobStore
 
             return PostgresBlobStore(self.postgres_conninfo(), schema=self.postgres_schema())
+        from coder_es.store.blobs import MemoryBlobStore
+
         return MemoryBlobStore()
