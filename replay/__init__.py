@@ -1,7 +1,7 @@
 """Deterministic replay: cassettes, the replay provider and engine, divergence reports.
 
     from replay import load_cassette, replay_cassette, ReplayOptions
-    report = replay_cassette(load_cassette("fixtures/sessions/fix-failing-test.cassette.jsonl"),
+    report = replay_cassette(load_cassette("coder_es/data/sessions/fix-failing-test.cassette.jsonl"),
                              ReplayOptions(mode="live"))
     print(report.render())
 

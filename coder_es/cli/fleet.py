@@ -24,6 +24,7 @@ from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.fleet.errors import require_postgres
 from coder_es.permissions.rules import parse_rule
+from coder_es.providers.script_file import resolve_script
 
 # The queue library (procrastinate, in the postgres extra) is imported only by these commands,
 # so the rest of the CLI works without it.
@@ -65,12 +66,8 @@ def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _job_settings(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    script = args.script
-    if script is not None:
-        path = Path(script)
-        if not path.is_file():
-            raise UsageError(f"cannot read the script {script}: no such file")
-        return args.provider or "scripted", str(path.resolve())
+    if args.script is not None:
+        return args.provider or "scripted", str(resolve_script(args.script))
     model = args.model
     if model and model.endswith((".json", ".jsonl")):
         model = str(Path(model).resolve())  # workers may run elsewhere in the tree

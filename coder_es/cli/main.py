@@ -16,10 +16,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coder_es import __version__
-from coder_es.cli.commands import COMMANDS, add_global_options, command_named
+from coder_es.cli.commands import COMMANDS, Command, add_global_options, command_named
 from coder_es.errors import CoderESError, UsageError
 
 if TYPE_CHECKING:
@@ -28,17 +28,35 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose arguments are declared when the command is chosen: declaring every
+    command's options costs more start-up time than parsing the few that were given."""
+
+    undeclared: dict[str, Command]
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        command = self.undeclared.pop(values[0], None) if values else None
+        if command is not None:
+            sub = self._name_parser_map[values[0]]
+            command.arguments(sub)
+            add_global_options(sub, after_command=True)
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coder-es",
         description="The event-sourced core of an AI coding agent.",
     )
+    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"coder-es {__version__}")
     add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    assert isinstance(subparsers, _Subcommands)
     subparsers.required = True
+    subparsers.undeclared = {}
     for command in COMMANDS:
-        p = subparsers.add_parser(
+        subparsers.add_parser(
             command.name,
             aliases=list(command.aliases),
             help=command.help,
@@ -48,9 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
             if command.epilog
             else argparse.HelpFormatter,
         )
-        command.arguments(p)
-        add_global_options(p, after_command=True)
+        for name in (command.name, *command.aliases):
+            subparsers.undeclared[name] = command
     return parser
+
+
+def declared_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand with its arguments declared (for tests and docs)."""
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, _Subcommands):
+            command = action.undeclared.pop(name)
+            sub: argparse.ArgumentParser = action._name_parser_map[name]
+            command.arguments(sub)
+            add_global_options(sub, after_command=True)
+            return sub
+    raise KeyError(name)
 
 
 def _fail(message: str, code: int) -> int:

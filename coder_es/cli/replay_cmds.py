@@ -21,7 +21,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import replay
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.redaction import Redactor
@@ -172,15 +171,16 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def bundled_cassettes() -> Path:
-    """The cassettes in the repository (found beside the ``replay`` package)."""
-    folder = Path(replay.__file__).resolve().parent.parent / "fixtures" / "sessions"
-    if not folder.is_dir() or not any(folder.glob(f"*{SUFFIX}")):
+    """The cassettes shipped in the package (``coder_es/data/sessions``)."""
+    from coder_es.data import SESSIONS
+
+    if not SESSIONS.is_dir() or not any(SESSIONS.glob(f"*{SUFFIX}")):
         msg = (
-            f"the bundled cassettes are not at {folder}: `coder-es demo` needs coder-es "
-            "installed from a checkout of its repository (pip install -e .)"
+            f"the bundled cassettes are missing from {SESSIONS}: this installation of coder-es "
+            "is incomplete (reinstall it)"
         )
         raise UsageError(msg)
-    return folder
+    return SESSIONS
 
 
 def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
@@ -223,17 +223,35 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     _print_file_changes(cassette, root)
     sid = str(session_id)[:8]
     store = ctx.config.path
+    target = _checkout_target(ctx, session_id)
     print()
     print("try next:")
     for line in (
         "coder-es sessions",
         f"coder-es show {sid}",
         f"coder-es tree {sid}",
-        f"coder-es --workspace {root} --store {store} checkout {sid} v1",
+        f"coder-es --workspace {root} --store {store} checkout {sid} {target}" if target else "",
         f"coder-es replay {path}",
     ):
-        print(f"  {line}")
+        if line:
+            print(f"  {line}")
     return 0
+
+
+def _checkout_target(ctx: Context, session_id: uuid.UUID) -> str | None:
+    """A node worth checking out in the replayed session: a label it has, else its first node
+    off the head's path (a branch the session left), else its first node."""
+    from projections.tree import open_tree
+
+    tree = open_tree(ctx.app, session_id)
+    if tree.labels:
+        return sorted(tree.labels)[0]
+    nodes = tree.nodes()
+    if not nodes:
+        return None
+    on_path = set(tree.path(tree.head_node))
+    off = [n for n in nodes if n not in on_path]
+    return (off or nodes)[0]
 
 
 def _print_file_changes(cassette: Cassette, root: Path) -> None:

@@ -34,6 +34,7 @@ from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.providers.script_file import resolve_script
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
 
@@ -44,7 +45,7 @@ NO_PROVIDER = (
     "OPENAI_API_KEY or OPENAI_BASE_URL (provider openai), OLLAMA_HOST with --provider ollama. "
     "To run offline without any API key, use the scripted provider: "
     "--provider scripted --script turns.json (or set CODER_ES_SCRIPT=turns.json); "
-    "example scripts are in fixtures/scripts/."
+    "bundled examples: --script fix_add (coder_es/data/scripts/)."
 )
 
 
@@ -70,10 +71,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
 
 
 def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str | None]:
-    script = args.script or None
-    if script is not None and not os.path.isfile(script):
-        msg = f"cannot read the script {script}: no such file"
-        raise UsageError(msg)
+    script = str(resolve_script(args.script)) if args.script is not None else None
     name = args.provider or os.environ.get("CODER_ES_PROVIDER") or None
     if name is None and script is not None:
         name = "scripted"

@@ -119,15 +119,17 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         print_json(tree_json(tree, files, texts))
         return 0
-    console = Console(highlight=False)
+    # emoji=False: a ":name:" in a message is text, and replacing emoji costs per character.
+    console = Console(highlight=False, emoji=False)
     header = f"session {tree.session}  nodes={len(tree)}  head={tree.head_node}"
     if tree.parent_session:
         header += f"  forked from {tree.parent_session[:8]}@{tree.parent_node}"
     console.print(escape(header))
     if not len(tree):
         console.print("(no messages yet)")
-    for line in render_tree(tree, files, texts):
-        console.print(line, no_wrap=True, overflow="ellipsis")
+    lines = render_tree(tree, files, texts)
+    if lines:  # one print: rich's cost is per call, and a tree can have thousands of lines
+        console.print("\n".join(lines), no_wrap=True, overflow="ellipsis")
     return 0
 
 
