@@ -21,6 +21,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         kinds=parse_kinds(args.kinds) if args.kinds else None,
         branch=args.branch,
     )
+    if args.output == "":
+        raise UsageError("--output needs a file name (leave it out to write to standard output)")
     options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
     data = export_session(ctx.app, args.session, options)
     if args.output:

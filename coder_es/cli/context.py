@@ -65,6 +65,8 @@ class Context:
         given = getattr(args, "workspace", None)
         discovery: Discovery | None = None
         if given is not None:
+            if not given:
+                raise UsageError("--workspace needs a directory")
             workspace = Path(given).resolve()
             if not workspace.is_dir():
                 msg = f"the workspace {workspace} is not a directory"

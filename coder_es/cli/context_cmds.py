@@ -37,7 +37,9 @@ def _graph(root: Path) -> Any:
 
 
 def cmd_deps(args: argparse.Namespace, ctx: Context) -> int:
-    root = Path(args.path).resolve() if args.path else ctx.workspace
+    if args.path == "":
+        raise UsageError("deps needs a directory, not an empty path")
+    root = Path(args.path).resolve() if args.path is not None else ctx.workspace
     if not root.is_dir():
         msg = f"{args.path} is not a directory"
         raise UsageError(msg)

@@ -52,6 +52,8 @@ def redactor_for(ctx: Context) -> Redactor:
 def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if not args.output:
+        raise UsageError("--output needs a file name")
     options = {"max_steps": args.max_steps} if args.max_steps else {}
     cassette = export_session(
         ctx.app,
@@ -137,7 +139,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             if args.json:
                 print_json({**report.to_json(), "path": str(path)})
             else:
-                print(report.render() if not report.ok else report.summary())
+                # render() also names the kept scratch workspace (--keep-workspace).
+                print(report.render() if not report.ok or report.workspace else report.summary())
             sys.stdout.flush()
     failed = [r for r in reports if not r.ok]
     if len(paths) > 1:

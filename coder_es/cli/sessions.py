@@ -17,6 +17,8 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     try:
         app = ctx.app
     except NoStoreError as e:
+        if ctx.settings.origin("store.path") is not None:
+            raise  # a store the user named (--store, $CODER_ES_STORE, a config file)
         # Listing where nothing was ever recorded is not an error: say where we looked.
         if not args.json:
             print(f"no sessions: {e}")
