@@ -3,7 +3,8 @@
 A marker replays one cassette for a test; the ``replay_report`` fixture runs it and returns the
 report (the test fails with the divergence report when the replay diverges)::
 
-    @pytest.mark.replay_cassette("coder_es/data/sessions/fix-failing-test.cassette.jsonl", mode="live")
+    @pytest.mark.replay_cassette("coder_es/data/sessions/fix-failing-test.cassette.jsonl",
+                                 mode="live")
     def test_fix(replay_report):
         assert replay_report.tool_calls == 4
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
-class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+class _Subcommands(argparse._SubParsersAction):
     """Subcommands whose arguments are declared when the command is chosen: declaring every
     command's options costs more start-up time than parsing the few that were given."""
 
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {os.fsdecode(e.filename)}" if e.filename else ""
         return _fail(f"{e.strerror or e}{where}", EXIT_USAGE)
     except UnicodeError as e:
-        return _fail(f"text that is not valid UTF-8 in the input: {e.reason}", EXIT_USAGE)
+        return _fail(f"text that cannot be encoded in the input: {e}", EXIT_USAGE)
     finally:
         if ctx is not None:
             ctx.close()
