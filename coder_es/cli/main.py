@@ -34,12 +34,20 @@ class _Subcommands(argparse._SubParsersAction):
 
     undeclared: dict[str, Command]
 
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        command = self.undeclared.pop(values[0], None) if values else None
+    def declare(self, name: str) -> argparse.ArgumentParser:
+        """The subcommand's parser, its arguments declared (once)."""
+        sub: argparse.ArgumentParser = self._name_parser_map[name]
+        command = self.undeclared.get(name)
         if command is not None:
-            sub = self._name_parser_map[values[0]]
+            for alias in (command.name, *command.aliases):
+                self.undeclared.pop(alias, None)
             command.arguments(sub)
             add_global_options(sub, after_command=True)
+        return sub
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        if values and values[0] in self._name_parser_map:
+            self.declare(values[0])
         super().__call__(parser, namespace, values, option_string)
 
 
@@ -73,15 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def declared_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one subcommand with its arguments declared (for tests and docs)."""
-    parser = build_parser()
-    for action in parser._actions:
-        if isinstance(action, _Subcommands):
-            command = action.undeclared.pop(name)
-            sub: argparse.ArgumentParser = action._name_parser_map[name]
-            command.arguments(sub)
-            add_global_options(sub, after_command=True)
-            return sub
-    raise KeyError(name)
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, _Subcommands))
+    return subparsers.declare(name)
 
 
 def _fail(message: str, code: int) -> int:
