@@ -9,8 +9,9 @@ Adding a command is one row in ``COMMANDS`` plus its handler module:
     Command("forget", "coder_es.cli.forget:cmd_forget", "forget a session", _forget_args),
 
 where ``_forget_args(p)`` (in this module, importing nothing heavy) declares its arguments and
-``cmd_forget(args, ctx) -> int`` returns the exit code. ``read_only=True`` promises the command
-never creates a store: run where there is none, ``ctx.app`` says so instead of creating one.
+``cmd_forget(args, ctx) -> int`` returns the exit code. ``needs_store=True`` says the command
+works on what is already recorded, so it never creates a store: run where there is none,
+``ctx.app`` says so instead of creating one (only commands that record new sessions create it).
 Options common to every command go in ``add_global_options`` (accepted before and after the
 command name).
 The hostile-argument test (tests/core/test_cli_hostile.py) runs every row automatically.
@@ -47,7 +48,8 @@ class Command:
     """``module:function`` of the handler."""
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    read_only: bool = False
+    needs_store: bool = False
+    """The command works on recorded sessions: it never creates a store (``NoStoreError``)."""
     reports_bad_config: bool = False
     """The command runs with the defaults when the configuration has problems, and reports
     them itself (``ctx.config_error``)."""
@@ -363,37 +365,40 @@ _CHAT = "talk with the agent interactively"
 # In the order --help lists them.
 COMMANDS: tuple[Command, ...] = (
     Command("sessions", "coder_es.cli.sessions:cmd_sessions", "list the sessions in the store",
-            _sessions_args, read_only=True),
+            _sessions_args, needs_store=True),
     Command("show", "coder_es.cli.sessions:cmd_show", "show the events of a session",
-            _show_args, read_only=True),
+            _show_args, needs_store=True),
     Command("doctor", "coder_es.cli.sessions:cmd_doctor",
-            "which backend, where, and whether it is healthy", _doctor_args, read_only=True,
+            "which backend, where, and whether it is healthy", _doctor_args, needs_store=True,
             reports_bad_config=True),
     Command("run", "coder_es.cli.run:cmd_run", _RUN, _run_args, description=_RUN,
             epilog=RULES_HELP),
     Command("chat", "coder_es.cli.run:cmd_chat", _CHAT, _turn_args, description=_CHAT,
             epilog=RULES_HELP),
     Command("tree", "coder_es.cli.tree:cmd_tree",
-            "the conversation tree: branches, labels, file changes", _tree_args, read_only=True),
+            "the conversation tree: branches, labels, file changes", _tree_args, needs_store=True),
     Command("diff", "coder_es.cli.tree:cmd_diff", "compare two nodes: turns and files",
-            _diff_args, read_only=True),
+            _diff_args, needs_store=True),
     Command("fork", "coder_es.cli.tree:cmd_fork",
-            "continue from a node: a new branch or a new session", _fork_args),
+            "continue from a node: a new branch or a new session", _fork_args, needs_store=True),
     Command("checkout", "coder_es.cli.tree:cmd_checkout",
-            "move the head to a node and restore its files", _checkout_args, aliases=("switch",)),
+            "move the head to a node and restore its files", _checkout_args, needs_store=True,
+            aliases=("switch",)),
     Command("rewind", "coder_es.cli.tree:cmd_rewind",
-            "go back along the current branch (conversation and/or files)", _rewind_args),
-    Command("label", "coder_es.cli.tree:cmd_label", "name a node", _label_args),
+            "go back along the current branch (conversation and/or files)", _rewind_args,
+            needs_store=True),
+    Command("label", "coder_es.cli.tree:cmd_label", "name a node", _label_args,
+            needs_store=True),
     Command("export", "coder_es.cli.audit:cmd_export",
             "export a session as JSONL, OpenTelemetry (OTLP/JSON), Markdown or HTML",
-            _export_args, read_only=True),
+            _export_args, needs_store=True),
     Command("verify", "coder_es.cli.audit:cmd_verify",
             "check the hash chains of a session, of the whole store, or of an export",
-            _verify_args, read_only=True),
+            _verify_args, needs_store=True),
     Command("record-cassette", "coder_es.cli.replay_cmds:cmd_record",
-            "export a session as a replay cassette", _record_args, read_only=True),
+            "export a session as a replay cassette", _record_args, needs_store=True),
     Command("replay", "coder_es.cli.replay_cmds:cmd_replay",
-            "replay cassettes with the current code", _replay_args, read_only=True),
+            "replay cassettes with the current code", _replay_args, needs_store=True),
     Command("demo", "coder_es.cli.replay_cmds:cmd_demo",
             "replay a bundled session live, then show its tree (no API key needed)", _demo_args),
     Command("acp", "coder_es.cli.clients:cmd_acp",
@@ -407,9 +412,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("project", "coder_es.cli.fleet:cmd_project",
             "run the sessions summary projection process", _project_args),
     Command("deps", "coder_es.cli.context_cmds:cmd_deps", "the dependency graph of a workspace",
-            _deps_args, read_only=True),
+            _deps_args, needs_store=True),
     Command("context", "coder_es.cli.context_cmds:cmd_context",
-            "what the next model request of a session holds", _context_args, read_only=True),
+            "what the next model request of a session holds", _context_args, needs_store=True),
     Command("trust", "coder_es.cli.trust_cmd:cmd_trust", _TRUST_HELP, _trust_args,
             description=_TRUST_DESCRIPTION),
 )  # fmt: skip

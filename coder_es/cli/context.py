@@ -2,8 +2,8 @@
 
 The workspace is ``--workspace`` when given, else the nearest directory at or above the current
 one that holds a ``.coder-es/`` (``coder_es.store.discover``), else the current directory. A
-read-only command never creates a store: where there is none, ``ctx.app`` raises ``NoStoreError``
-naming where it looked.
+command that works on recorded sessions never creates a store: where there is none, ``ctx.app``
+raises ``NoStoreError`` naming where it looked.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class NoStoreError(UsageError):
-    """A read-only command ran where there is no store."""
+    """A command that works on recorded sessions ran where there is no store."""
 
     def __init__(self, config: StoreConfig, discovery: Discovery | None) -> None:
         self.config = config
@@ -45,8 +45,9 @@ class Context:
     """The validated configuration: defaults < user file < project file < environment < flags."""
     config: StoreConfig
     """Where the events and blobs live (from ``settings.store``)."""
-    read_only: bool = False
-    """The command must not create a store (``ctx.app`` raises ``NoStoreError`` instead)."""
+    needs_store: bool = False
+    """The command works on recorded sessions and must not create a store (``ctx.app`` raises
+    ``NoStoreError`` instead)."""
     discovery: Discovery | None = None
     """How the workspace was found (``None``: ``--workspace`` named it)."""
     config_error: ConfigError | None = None
@@ -59,7 +60,7 @@ class Context:
         cls,
         args: argparse.Namespace,
         *,
-        read_only: bool = False,
+        needs_store: bool = False,
         tolerate_config_errors: bool = False,
     ) -> Context:
         given = getattr(args, "workspace", None)
@@ -87,7 +88,7 @@ class Context:
             workspace=workspace,
             settings=settings,
             config=settings.store.to_store_config(),
-            read_only=read_only,
+            needs_store=needs_store,
             discovery=discovery,
             config_error=config_error,
         )
@@ -95,7 +96,7 @@ class Context:
     @property
     def app(self) -> CoderApp:
         if self._app is None:
-            if self.read_only and not self.config.exists():
+            if self.needs_store and not self.config.exists():
                 raise NoStoreError(self.config, self.discovery)
             from coder_es.application import CoderApp
             from coder_es.redaction import Redactor

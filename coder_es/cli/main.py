@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = command.handler()
         ctx = Context.from_args(
             args,
-            read_only=command.read_only,
+            needs_store=command.needs_store,
             tolerate_config_errors=command.reports_bad_config,
         )
         return int(handler(args, ctx) or 0)

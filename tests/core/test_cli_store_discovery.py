@@ -27,6 +27,11 @@ READ_ONLY = [
     ["record-cassette", "abc", "-o", "x.cassette.jsonl"],
     ["doctor"],
     ["deps"],
+    # These write, but only to sessions already recorded: no store, nothing to write to.
+    ["label", "abc", "1", "x"],
+    ["fork", "abc"],
+    ["checkout", "abc", "1"],
+    ["rewind", "abc", "1"],
 ]
 
 
