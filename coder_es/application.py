@@ -160,9 +160,9 @@ class CoderApp(Application[UUID]):
         try:
             session: Any = self.repository.get(sid)
         except AggregateNotFoundError:
-            raise SessionNotFoundError(str(session_id)) from None
+            raise SessionNotFoundError(str(session_id), store=self.config.describe()) from None
         if not isinstance(session, Session):
-            raise SessionNotFoundError(str(session_id))
+            raise SessionNotFoundError(str(session_id), store=self.config.describe())
         return session
 
     def update(self, session_id: UUID | str, command: Callable[[Session], T]) -> T:
@@ -225,5 +225,7 @@ class CoderApp(Application[UUID]):
             return exact
         matches = [s.id for s in self.iter_session_summaries() if str(s.id).startswith(ref)]
         if len(matches) != 1 or not ref:
-            raise SessionNotFoundError(ref, [str(m)[:8] for m in matches[:10]])
+            raise SessionNotFoundError(
+                ref, [str(m)[:8] for m in matches[:10]], store=self.config.describe()
+            )
         return matches[0]

@@ -35,7 +35,6 @@ from coder_es.records import summarize
 from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.errors import WriteConflictError
-from coder_es.workspace.merge_write import digest, merge_onto_disk
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
 from projections.files import FileDiff, FileStates, track_files
@@ -368,6 +367,9 @@ class Branching:
         blobs: BlobStore,
     ) -> FileRestoration:
         """Bring one file to ``target`` through the three-way merge (see the module docstring)."""
+        # Imported here: `tree` and `diff` use this module without ever merging (start-up time).
+        from coder_es.workspace.merge_write import digest, merge_onto_disk
+
         try:
             # Paths were recorded by the session: an outside one was allowed when it was written.
             where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs

@@ -20,11 +20,15 @@ class StoreError(CoderESError):
 
 
 class SessionNotFoundError(UsageError):
-    def __init__(self, ref: str, candidates: list[str] | None = None) -> None:
+    def __init__(
+        self, ref: str, candidates: list[str] | None = None, *, store: str | None = None
+    ) -> None:
         self.ref = ref
         self.candidates = candidates or []
+        self.store = store
         hint = f" (matches: {', '.join(self.candidates)})" if self.candidates else ""
-        super().__init__(f"no unique session matches {ref!r}{hint}")
+        where = f" in the store {store}" if store else ""
+        super().__init__(f"no unique session matches {ref!r}{where}{hint}")
 
 
 class UnknownNodeError(UsageError):

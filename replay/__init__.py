@@ -1,8 +1,8 @@
 """Deterministic replay: cassettes, the replay provider and engine, divergence reports.
 
     from replay import load_cassette, replay_cassette, ReplayOptions
-    report = replay_cassette(load_cassette("fixtures/sessions/fix-failing-test.cassette.jsonl"),
-                             ReplayOptions(mode="live"))
+    cassette = load_cassette("coder_es/data/sessions/fix-failing-test.cassette.jsonl")
+    report = replay_cassette(cassette, ReplayOptions(mode="live"))
     print(report.render())
 
 Names are imported lazily so that the pytest plugin (loaded by every test run) stays cheap.

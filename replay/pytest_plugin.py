@@ -3,14 +3,15 @@
 A marker replays one cassette for a test; the ``replay_report`` fixture runs it and returns the
 report (the test fails with the divergence report when the replay diverges)::
 
-    @pytest.mark.replay_cassette("fixtures/sessions/fix-failing-test.cassette.jsonl", mode="live")
+    @pytest.mark.replay_cassette("coder_es/data/sessions/fix-failing-test.cassette.jsonl",
+                                 mode="live")
     def test_fix(replay_report):
         assert replay_report.tool_calls == 4
 
 The ``replay`` fixture does the same for any number of cassettes inside one test::
 
     def test_sessions(replay):
-        replay("fixtures/sessions/refactor-across-files.cassette.jsonl", mode="verify")
+        replay("coder_es/data/sessions/refactor-across-files.cassette.jsonl", mode="verify")
 
 Recording: by default nothing is ever recorded, so a test whose cassette is missing fails (CI
 fails on anything unrecorded). ``pytest --replay-record`` (re)records the cassettes that have a

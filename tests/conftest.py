@@ -23,6 +23,9 @@ def _isolated_user_dirs(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    # A `.coder-es/` left in /tmp by someone's demo must not become every test's store: the
+    # store search (coder_es.store.discover) stops below pytest's temporary root.
+    monkeypatch.setenv("CODER_ES_CEILING_DIRECTORIES", str(tmp_path_factory.getbasetemp()))
     return home
 
 

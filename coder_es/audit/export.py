@@ -77,7 +77,7 @@ def prepare(app: Any, ref: UUID | str, options: ExportOptions) -> PreparedExport
     session = str(sid)
     events = load_session_events(app, sid)
     if not events:
-        raise SessionNotFoundError(session)
+        raise SessionNotFoundError(session, store=app.config.describe())
     check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
     for e in events:
         check.feed(e)

@@ -95,7 +95,7 @@ def verify_session(
             for digest, what in blob_refs(event):
                 refs.setdefault(digest, (session, event.version, what))
     if check.events == 0 and check.anchor is None:
-        raise SessionNotFoundError(session)
+        raise SessionNotFoundError(session, store=app.config.describe())
     problems, head = _finish_session(app, check, advance)
     if check.events == 0:
         problems.append(_gone(session, check))

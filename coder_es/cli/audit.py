@@ -5,43 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from coder_es.audit.export import FORMATS, ExportOptions, export_session
+from coder_es.audit.export import ExportOptions, export_session
 from coder_es.audit.filters import ExportFilter, parse_kinds, parse_time
 from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_export, verify_session, verify_store
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "export", help="export a session as JSONL, OpenTelemetry (OTLP/JSON), Markdown or HTML"
-    )
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("--format", required=True, choices=FORMATS)
-    p.add_argument("-o", "--output", help="write to FILE (default: standard output)")
-    p.add_argument("--since", help="only events at or after this ISO time")
-    p.add_argument("--until", help="only events at or before this ISO time")
-    p.add_argument("--kinds", help="only these event kinds, comma-separated")
-    p.add_argument("--branch", metavar="NODE", help="only the path from the root to NODE")
-    p.add_argument(
-        "--redact-glob",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="replace the contents of files matching GLOB (repeatable)",
-    )
-    p.set_defaults(handler=cmd_export)
-
-    p = subparsers.add_parser(
-        "verify", help="check the hash chains of a session, of the whole store, or of an export"
-    )
-    p.add_argument("target", nargs="?", help="session id or prefix, or an exported JSONL file")
-    p.add_argument("--all", action="store_true", help="every session and blob in the store")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
-    p.set_defaults(handler=cmd_verify)
 
 
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
@@ -51,6 +21,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         kinds=parse_kinds(args.kinds) if args.kinds else None,
         branch=args.branch,
     )
+    if args.output == "":
+        raise UsageError("--output needs a file name (leave it out to write to standard output)")
     options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
     data = export_session(ctx.app, args.session, options)
     if args.output:

@@ -12,33 +12,10 @@ import argparse
 import asyncio
 import logging
 import sys
-from typing import Any
 
 from coder_es.cli.context import Context
 from coder_es.clients.runtime import ClientRuntime, choose_provider
 from coder_es.config import Overrides
-from coder_es.permissions.presets import PRESETS
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--provider", help="anthropic, openai, ollama or scripted")
-    p.add_argument("--model", help="model name")
-    p.add_argument("--script", help="script file for the scripted provider")
-    p.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
-    p.add_argument(
-        "--no-watch", action="store_true", help="do not reload the configuration on change"
-    )
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("acp", help="speak the Agent Client Protocol on stdio (editors)")
-    _common(p)
-    p.set_defaults(handler=cmd_acp)
-    p = subparsers.add_parser("serve", help="serve sessions over WebSocket (see docs/clients.md)")
-    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 picks one)")
-    _common(p)
-    p.set_defaults(handler=cmd_serve)
 
 
 def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:

@@ -1,19 +1,41 @@
-"""What every command needs: the workspace, the store configuration, the opened application."""
+"""What every command needs: the workspace, the store configuration, the opened application.
+
+The workspace is ``--workspace`` when given, else the nearest directory at or above the current
+one that holds a ``.coder-es/`` (``coder_es.store.discover``), else the current directory. A
+command that works on recorded sessions never creates a store: where there is none, ``ctx.app``
+raises ``NoStoreError`` naming where it looked.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coder_es.application import CoderApp
-from coder_es.config import Config, Overrides, load_config
-from coder_es.domain.chain import canonical_json
+from coder_es.config import Config, ConfigError, Overrides, load_config
 from coder_es.errors import UsageError
-from coder_es.redaction import Redactor
 from coder_es.store.config import StoreConfig
+from coder_es.store.discover import Discovery, discover_workspace
+
+if TYPE_CHECKING:
+    from coder_es.application import CoderApp
+
+
+class NoStoreError(UsageError):
+    """A command that works on recorded sessions ran where there is no store."""
+
+    def __init__(self, config: StoreConfig, discovery: Discovery | None) -> None:
+        self.config = config
+        where = str(config.path) if config.backend in ("lmdb", "sqlite") else config.describe()
+        if discovery is not None and not discovery.found and len(discovery.searched) > 1:
+            where += f" (no .coder-es/ in {discovery.describe_search()})"
+        super().__init__(
+            f"no coder-es store at {where}; sessions are recorded by `coder-es run`, `chat` or "
+            "`demo`, or choose a store with --workspace DIR or --store DIR"
+        )
 
 
 @dataclass
@@ -23,20 +45,62 @@ class Context:
     """The validated configuration: defaults < user file < project file < environment < flags."""
     config: StoreConfig
     """Where the events and blobs live (from ``settings.store``)."""
+    needs_store: bool = False
+    """The command works on recorded sessions and must not create a store (``ctx.app`` raises
+    ``NoStoreError`` instead)."""
+    discovery: Discovery | None = None
+    """How the workspace was found (``None``: ``--workspace`` named it)."""
+    config_error: ConfigError | None = None
+    """Only with ``tolerate_config_errors``: the problems of the configuration; ``settings``
+    then holds the defaults and the command line's choices."""
     _app: CoderApp | None = field(default=None, repr=False)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Context:
-        workspace = Path(args.workspace).resolve()
-        if not workspace.is_dir():
-            msg = f"the workspace {workspace} is not a directory"
-            raise UsageError(msg)
-        settings = load_config(workspace, overrides=Overrides.from_args(args))
-        return cls(workspace=workspace, settings=settings, config=settings.store.to_store_config())
+    def from_args(
+        cls,
+        args: argparse.Namespace,
+        *,
+        needs_store: bool = False,
+        tolerate_config_errors: bool = False,
+    ) -> Context:
+        given = getattr(args, "workspace", None)
+        discovery: Discovery | None = None
+        if given is not None:
+            if not given:
+                raise UsageError("--workspace needs a directory")
+            workspace = Path(given).resolve()
+            if not workspace.is_dir():
+                msg = f"the workspace {workspace} is not a directory"
+                raise UsageError(msg)
+        else:
+            discovery = discover_workspace(Path(os.getcwd()))
+            workspace = discovery.root
+        overrides = Overrides.from_args(args)
+        config_error: ConfigError | None = None
+        try:
+            settings = load_config(workspace, overrides=overrides)
+        except ConfigError as e:
+            if not tolerate_config_errors:
+                raise
+            config_error = e
+            settings = _defaults(workspace, overrides)
+        return cls(
+            workspace=workspace,
+            settings=settings,
+            config=settings.store.to_store_config(),
+            needs_store=needs_store,
+            discovery=discovery,
+            config_error=config_error,
+        )
 
     @property
     def app(self) -> CoderApp:
         if self._app is None:
+            if self.needs_store and not self.config.exists():
+                raise NoStoreError(self.config, self.discovery)
+            from coder_es.application import CoderApp
+            from coder_es.redaction import Redactor
+
             redaction = self.settings.redaction
             self._app = CoderApp(
                 self.config,
@@ -50,6 +114,17 @@ class Context:
             self._app = None
 
 
+def _defaults(workspace: Path, overrides: Overrides) -> Config:
+    """The configuration from the defaults and the command line only: what ``doctor`` falls
+    back to when the files or variables have problems (a flag with a problem is left out)."""
+    from coder_es.config.load import build, cli_layer, merge
+
+    flags = cli_layer(overrides)
+    return build(merge([] if flags.problems else [flags]), workspace, {})
+
+
 def print_json(value: Any) -> None:
     """One JSON document on one line (stable key order, so scripts can diff outputs)."""
+    from coder_es.domain.chain import canonical_json
+
     sys.stdout.write(canonical_json(value) + "\n")

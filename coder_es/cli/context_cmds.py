@@ -23,24 +23,8 @@ from projections.context import (
     graph_related,
     session_context,
 )
-from projections.context.builder import DEFAULT_BUDGET
 
 INSTRUCTIONS_MARK = "\n\n# Instructions from "
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("deps", help="the dependency graph of a workspace")
-    p.add_argument("path", nargs="?", default=None, help="directory (default: the workspace)")
-    p.add_argument("--json", action="store_true", help="nodes and edges as JSON")
-    p.set_defaults(handler=cmd_deps)
-
-    p = subparsers.add_parser("context", help="what the next model request of a session holds")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument(
-        "--budget", type=int, default=DEFAULT_BUDGET, help=f"tokens (default {DEFAULT_BUDGET})"
-    )
-    p.add_argument("--json", action="store_true", help="parts, nodes and the request as JSON")
-    p.set_defaults(handler=cmd_context)
 
 
 # ---------------------------------------------------------------------- deps
@@ -53,7 +37,9 @@ def _graph(root: Path) -> Any:
 
 
 def cmd_deps(args: argparse.Namespace, ctx: Context) -> int:
-    root = Path(args.path).resolve() if args.path else ctx.workspace
+    if args.path == "":
+        raise UsageError("deps needs a directory, not an empty path")
+    root = Path(args.path).resolve() if args.path is not None else ctx.workspace
     if not root.is_dir():
         msg = f"{args.path} is not a directory"
         raise UsageError(msg)

@@ -19,58 +19,15 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.fleet.errors import require_postgres
-from coder_es.permissions.presets import PRESETS
 from coder_es.permissions.rules import parse_rule
+from coder_es.providers.script_file import resolve_script
 
 # The queue library (procrastinate, in the postgres extra) is imported only by these commands,
 # so the rest of the CLI works without it.
-DEFAULT_QUEUE = "sessions"
-
-
-def register(subparsers: Any) -> None:
-    w = subparsers.add_parser("worker", help="take sessions from the PostgreSQL queue and run them")
-    w.add_argument("--concurrency", type=int, default=4, help="sessions run at once (default 4)")
-    w.add_argument("--queue", default=DEFAULT_QUEUE, help=f"queue name (default {DEFAULT_QUEUE})")
-    w.add_argument("--name", default=None, help="worker name shown in logs")
-    w.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats")
-    w.add_argument(
-        "--stall-timeout",
-        type=float,
-        default=15.0,
-        help="seconds without heartbeat before a worker's jobs are requeued (default 15)",
-    )
-    w.add_argument("--until-empty", action="store_true", help="exit when no job is left to start")
-    w.add_argument("-v", "--verbose", action="store_true", help="log the queue's own activity")
-    w.set_defaults(handler=cmd_worker)
-
-    e = subparsers.add_parser("enqueue", help="queue a session (new or existing) for the workers")
-    e.add_argument("prompt", nargs="?", help="the message (omit with --session to resume)")
-    e.add_argument("--session", help="an existing session (id or unique prefix)")
-    e.add_argument("--provider", help="anthropic, openai, ollama or scripted")
-    e.add_argument("--model", help="model name (scripted: the script path)")
-    e.add_argument("--script", help="script file for the scripted provider")
-    e.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
-    e.add_argument("--allow", action="append", default=[], metavar="RULE")
-    e.add_argument("--deny", action="append", default=[], metavar="RULE")
-    e.add_argument("--yes", action="store_true", help="workers allow asked calls once")
-    e.add_argument("--max-steps", type=int, default=50)
-    e.add_argument("--title", default="")
-    e.add_argument("--queue", default=DEFAULT_QUEUE)
-    e.add_argument("--json", action="store_true")
-    e.set_defaults(handler=cmd_enqueue)
-
-    p = subparsers.add_parser("project", help="run the sessions summary projection process")
-    p.add_argument(
-        "--until-caught-up", action="store_true", help="stop once every event so far is processed"
-    )
-    p.add_argument("--check", action="store_true", help="compare the view with a rebuild")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_project)
 
 
 def _logging(verbose: bool) -> None:
@@ -109,12 +66,8 @@ def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _job_settings(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    script = args.script
-    if script is not None:
-        path = Path(script)
-        if not path.is_file():
-            raise UsageError(f"cannot read the script {script}: no such file")
-        return args.provider or "scripted", str(path.resolve())
+    if args.script is not None:
+        return args.provider or "scripted", str(resolve_script(args.script))
     model = args.model
     if model and model.endswith((".json", ".jsonl")):
         model = str(Path(model).resolve())  # workers may run elsewhere in the tree

@@ -1,38 +1,54 @@
 """The ``coder-es`` command line.
 
-Each command lives in a module of this package that exposes ``register(subparsers)``; a command's
-handler takes the parsed arguments and a ``Context`` and returns an exit code: 0 success, 1 the
-command ran and found a problem (divergence, failed verification, conflict), 2 bad usage or
-unreadable input.
+The subcommands are rows of ``coder_es.cli.commands.COMMANDS``; a command's handler takes the
+parsed arguments and a ``Context`` and returns an exit code: 0 success, 1 the command ran and found
+a problem (divergence, failed verification, conflict), 2 bad usage or unreadable input. Only the
+chosen command's module is imported, so ``coder-es --help`` starts in a few tens of milliseconds.
+
+No input makes this print a traceback: errors of ours (``CoderESError``) become one line and exit
+1 or 2; what the operating system refuses (``OSError``: a path too long, a directory that
+vanished) and text that cannot be encoded become exit 2 with the reason.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from coder_es import __version__
-from coder_es.cli.context import Context
+from coder_es.cli.commands import COMMANDS, Command, add_global_options, command_named
 from coder_es.errors import CoderESError, UsageError
 
-# Modules that register subcommands, in the order they appear in --help.
-COMMAND_MODULES = [
-    "coder_es.cli.sessions",
-    "coder_es.cli.run",
-    "coder_es.cli.tree",
-    "coder_es.cli.audit",
-    "coder_es.cli.secrets",
-    "coder_es.cli.replay_cmds",
-    "coder_es.cli.clients",
-    "coder_es.cli.fleet",
-    "coder_es.cli.context_cmds",
-    "coder_es.cli.trust_cmd",
-]
+if TYPE_CHECKING:
+    from coder_es.cli.context import Context
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """Subcommands whose arguments are declared when the command is chosen: declaring every
+    command's options costs more start-up time than parsing the few that were given."""
+
+    undeclared: dict[str, Command]
+
+    def declare(self, name: str) -> argparse.ArgumentParser:
+        """The subcommand's parser, its arguments declared (once)."""
+        sub: argparse.ArgumentParser = self._name_parser_map[name]
+        command = self.undeclared.get(name)
+        if command is not None:
+            for alias in (command.name, *command.aliases):
+                self.undeclared.pop(alias, None)
+            command.arguments(sub)
+            add_global_options(sub, after_command=True)
+        return sub
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        if values and values[0] in self._name_parser_map:
+            self.declare(values[0])
+        super().__call__(parser, namespace, values, option_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,41 +56,61 @@ def build_parser() -> argparse.ArgumentParser:
         prog="coder-es",
         description="The event-sourced core of an AI coding agent.",
     )
+    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"coder-es {__version__}")
-    parser.add_argument(
-        "--workspace", default=".", help="the project directory (default: the current directory)"
-    )
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="store directory (default: $CODER_ES_STORE or WORKSPACE/.coder-es)",
-    )
-    parser.add_argument(
-        "--backend",
-        choices=["lmdb", "sqlite", "postgres", "popo"],
-        default=None,
-        help="event store backend (default: $CODER_ES_BACKEND or lmdb)",
-    )
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    assert isinstance(subparsers, _Subcommands)
     subparsers.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    subparsers.undeclared = {}
+    for command in COMMANDS:
+        subparsers.add_parser(
+            command.name,
+            aliases=list(command.aliases),
+            help=command.help,
+            description=command.description,
+            epilog=command.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter
+            if command.epilog
+            else argparse.HelpFormatter,
+        )
+        for name in (command.name, *command.aliases):
+            subparsers.undeclared[name] = command
     return parser
+
+
+def declared_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand with its arguments declared (for tests and docs)."""
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, _Subcommands))
+    return subparsers.declare(name)
+
+
+def _fail(message: str, code: int) -> int:
+    # Text from the user (a path, an argument) may hold bytes that are not UTF-8: escape them
+    # rather than fail to print the message that reports them.
+    sys.stderr.write(f"coder-es: {message}\n".encode("utf-8", "backslashreplace").decode("utf-8"))
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    command = command_named(args.command)
     ctx: Context | None = None
     try:
-        ctx = Context.from_args(args)
-        return int(args.handler(args, ctx) or 0)
+        from coder_es.cli.context import Context
+
+        handler = command.handler()
+        ctx = Context.from_args(
+            args,
+            needs_store=command.needs_store,
+            tolerate_config_errors=command.reports_bad_config,
+        )
+        return int(handler(args, ctx) or 0)
     except UsageError as e:
-        print(f"coder-es: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(e), EXIT_USAGE)
     except CoderESError as e:
-        print(f"coder-es: {e}", file=sys.stderr)
-        return EXIT_PROBLEM
+        return _fail(str(e), EXIT_PROBLEM)
     except KeyboardInterrupt:
         print("coder-es: interrupted", file=sys.stderr)
         return 130
@@ -83,6 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and keep Python from complaining when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as e:
+        # What the system refused for a path the user gave (too long, not a directory, gone).
+        where = f": {os.fsdecode(e.filename)}" if e.filename else ""
+        return _fail(f"{e.strerror or e}{where}", EXIT_USAGE)
+    except UnicodeError as e:
+        return _fail(f"text that cannot be encoded in the input: {e}", EXIT_USAGE)
     finally:
         if ctx is not None:
             ctx.close()

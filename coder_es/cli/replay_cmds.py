@@ -21,7 +21,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import replay
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.redaction import Redactor
@@ -34,49 +33,11 @@ from replay.cassette import (
     load_cassette,
     write_cassette,
 )
-from replay.engine import MODES, ReplayOptions, replay_cassette
+from replay.engine import ReplayOptions, replay_cassette
 from replay.report import EXIT_DIVERGED, EXIT_IDENTICAL, EXIT_UNREADABLE, ReplayReport
 
-DEMO_CASSETTE = "branched-rewind"
-DEMO_DIR = "coder-es-demo"
 # Progress bars only for cassettes long enough to take a moment.
 PROGRESS_MIN_EVENTS = 200
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("record-cassette", help="export a session as a replay cassette")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("-o", "--output", required=True, help=f"the cassette file (*{SUFFIX})")
-    p.add_argument(
-        "--touched-only",
-        action="store_true",
-        help="include only the files the session touched, not the rest of the workspace",
-    )
-    p.add_argument(
-        "--max-steps", type=int, default=None, help="the step limit the session ran with"
-    )
-    p.set_defaults(handler=cmd_record)
-
-    p = subparsers.add_parser("replay", help="replay cassettes with the current code")
-    p.add_argument("cassettes", nargs="+", metavar="CASSETTE", help="cassette files or folders")
-    p.add_argument("--mode", choices=MODES, default="verify", help="verify (default) or live")
-    p.add_argument("--json", action="store_true", help="one JSON report per cassette per line")
-    p.add_argument(
-        "--keep-workspace", action="store_true", help="keep the scratch workspace of each replay"
-    )
-    p.set_defaults(handler=cmd_replay)
-
-    p = subparsers.add_parser(
-        "demo", help="replay a bundled session live, then show its tree (no API key needed)"
-    )
-    p.add_argument(
-        "--cassette", default=DEMO_CASSETTE, help=f"bundled cassette name (default {DEMO_CASSETTE})"
-    )
-    p.add_argument(
-        "--dir", default=DEMO_DIR, help=f"where the demo workspaces go (default ./{DEMO_DIR})"
-    )
-    p.add_argument("--list", action="store_true", help="list the bundled cassettes")
-    p.set_defaults(handler=cmd_demo)
 
 
 # ---------------------------------------------------------------------- record-cassette
@@ -91,6 +52,8 @@ def redactor_for(ctx: Context) -> Redactor:
 def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    if not args.output:
+        raise UsageError("--output needs a file name")
     options = {"max_steps": args.max_steps} if args.max_steps else {}
     cassette = export_session(
         ctx.app,
@@ -176,7 +139,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             if args.json:
                 print_json({**report.to_json(), "path": str(path)})
             else:
-                print(report.render() if not report.ok else report.summary())
+                # render() also names the kept scratch workspace (--keep-workspace).
+                print(report.render() if not report.ok or report.workspace else report.summary())
             sys.stdout.flush()
     failed = [r for r in reports if not r.ok]
     if len(paths) > 1:
@@ -210,15 +174,16 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def bundled_cassettes() -> Path:
-    """The cassettes in the repository (found beside the ``replay`` package)."""
-    folder = Path(replay.__file__).resolve().parent.parent / "fixtures" / "sessions"
-    if not folder.is_dir() or not any(folder.glob(f"*{SUFFIX}")):
+    """The cassettes shipped in the package (``coder_es/data/sessions``)."""
+    from coder_es.data import SESSIONS
+
+    if not SESSIONS.is_dir() or not any(SESSIONS.glob(f"*{SUFFIX}")):
         msg = (
-            f"the bundled cassettes are not at {folder}: `coder-es demo` needs coder-es "
-            "installed from a checkout of its repository (pip install -e .)"
+            f"the bundled cassettes are missing from {SESSIONS}: this installation of coder-es "
+            "is incomplete (reinstall it)"
         )
         raise UsageError(msg)
-    return folder
+    return SESSIONS
 
 
 def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
@@ -261,17 +226,35 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     _print_file_changes(cassette, root)
     sid = str(session_id)[:8]
     store = ctx.config.path
+    target = _checkout_target(ctx, session_id)
     print()
     print("try next:")
     for line in (
         "coder-es sessions",
         f"coder-es show {sid}",
         f"coder-es tree {sid}",
-        f"coder-es --workspace {root} --store {store} checkout {sid} v1",
+        f"coder-es --workspace {root} --store {store} checkout {sid} {target}" if target else "",
         f"coder-es replay {path}",
     ):
-        print(f"  {line}")
+        if line:
+            print(f"  {line}")
     return 0
+
+
+def _checkout_target(ctx: Context, session_id: uuid.UUID) -> str | None:
+    """A node worth checking out in the replayed session: a label it has, else its first node
+    off the head's path (a branch the session left), else its first node."""
+    from projections.tree import open_tree
+
+    tree = open_tree(ctx.app, session_id)
+    if tree.labels:
+        return sorted(tree.labels)[0]
+    nodes = tree.nodes()
+    if not nodes:
+        return None
+    on_path = set(tree.path(tree.head_node))
+    off = [n for n in nodes if n not in on_path]
+    return (off or nodes)[0]
 
 
 def _print_file_changes(cassette: Cassette, root: Path) -> None:

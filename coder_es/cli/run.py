@@ -32,9 +32,9 @@ from rich.console import Console
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer
-from coder_es.permissions.presets import PRESETS
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.providers.script_file import resolve_script
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
 
@@ -45,73 +45,8 @@ NO_PROVIDER = (
     "OPENAI_API_KEY or OPENAI_BASE_URL (provider openai), OLLAMA_HOST with --provider ollama. "
     "To run offline without any API key, use the scripted provider: "
     "--provider scripted --script turns.json (or set CODER_ES_SCRIPT=turns.json); "
-    "example scripts are in fixtures/scripts/."
+    "bundled examples: --script fix_add (coder_es/data/scripts/)."
 )
-
-
-RULES_HELP = """\
-permission rules (--allow / --deny RULE):
-  RULE is TOOL or TOOL:PATTERN; TOOL is bash, read, write, edit, grep, find or *.
-  bash patterns match the command ('git *' also matches plain 'git'); every part of
-  'a && b', 'a | b', 'a; b' must be allowed, and $(..), backticks and '>' are never
-  allowed by a pattern. File patterns match workspace-relative paths: * and ? stay in
-  one directory, ** spans directories ('secrets/**'); paths outside the workspace need
-  an absolute pattern ('read:/etc/**').
-  Order: your deny rules and 'always deny' answers; writes to .git/hooks/** and
-  .git/config ask; repeated identical calls ask;
-  'always allow' answers; your rules (last match wins); outside paths ask; the agent
-  preset (build: all allowed; plan: reads + safe commands, other commands ask, no
-  writes; explore: reads only); otherwise ask.
-  run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
-"""
-
-
-def register(subparsers: Any) -> None:
-    for name, help_text in (
-        ("run", "run one agent turn non-interactively"),
-        ("chat", "talk with the agent interactively"),
-    ):
-        p = subparsers.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=RULES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        if name == "run":
-            p.add_argument(
-                "prompt",
-                nargs="?",
-                help="the message (omit with --session to continue an interrupted turn)",
-            )
-        p.add_argument("--session", help="resume this session (id or unique prefix)")
-        p.add_argument("--provider", help="anthropic, openai, ollama or scripted")
-        p.add_argument("--model", help="model name (scripted: the script path)")
-        p.add_argument("--script", help="script file for the scripted provider")
-        p.add_argument("--agent", choices=sorted(PRESETS), help="agent preset (default build)")
-        p.add_argument(
-            "--allow",
-            action="append",
-            default=[],
-            metavar="RULE",
-            help="allow TOOL or TOOL:PATTERN (repeatable), e.g. 'bash:git *'",
-        )
-        p.add_argument(
-            "--deny",
-            action="append",
-            default=[],
-            metavar="RULE",
-            help="deny TOOL or TOOL:PATTERN (repeatable), e.g. 'edit:secrets/**'",
-        )
-        p.add_argument(
-            "--yes", action="store_true", help="answer every permission question with allow once"
-        )
-        p.add_argument(
-            "--max-steps", type=int, default=50, help="model calls per turn (default 50)"
-        )
-        p.add_argument("--title", default="", help="a title for a new session")
-        p.add_argument("--json", action="store_true", help="one JSON update per line")
-        p.set_defaults(handler=cmd_run if name == "run" else cmd_chat)
 
 
 # ---------------------------------------------------------------------- options
@@ -136,10 +71,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
 
 
 def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str | None]:
-    script = args.script or None
-    if script is not None and not os.path.isfile(script):
-        msg = f"cannot read the script {script}: no such file"
-        raise UsageError(msg)
+    script = str(resolve_script(args.script)) if args.script is not None else None
     name = args.provider or os.environ.get("CODER_ES_PROVIDER") or None
     if name is None and script is not None:
         name = "scripted"

@@ -7,25 +7,8 @@ needed a forgotten value (resuming the session, restoring a file that held a sec
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from coder_es.cli.context import Context
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "forget", help="destroy the sealed secrets of a session (the log stays verifiable)"
-    )
-    p.add_argument("session", nargs="?", help="session id or unique prefix")
-    p.add_argument("--all", action="store_true", help="every session in the store")
-    p.add_argument(
-        "--older-than", type=int, metavar="DAYS", help="sessions started more than DAYS days ago"
-    )
-    p.add_argument(
-        "--expired", action="store_true", help="sessions older than redaction.forget_after_days"
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable result")
-    p.set_defaults(handler=cmd_forget)
 
 
 def cmd_forget(args: argparse.Namespace, ctx: Context) -> int:

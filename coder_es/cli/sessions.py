@@ -7,31 +7,23 @@ import os
 import time
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from coder_es import __version__
-from coder_es.cli.context import Context, print_json
+from coder_es.cli.context import Context, NoStoreError, print_json
+from coder_es.cli.plain import columns
 from coder_es.records import event_kind, event_record, summarize
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("sessions", help="list the sessions in the store")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_sessions)
-
-    p = subparsers.add_parser("show", help="show the events of a session")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("--json", action="store_true", help="one JSON event per line")
-    p.set_defaults(handler=cmd_show)
-
-    p = subparsers.add_parser("doctor", help="which backend, where, and whether it is healthy")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_doctor)
-
-
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
-    sessions = ctx.app.list_sessions()
+    try:
+        app = ctx.app
+    except NoStoreError as e:
+        if ctx.settings.origin("store.path") is not None:
+            raise  # a store the user named (--store, $CODER_ES_STORE, a config file)
+        # Listing where nothing was ever recorded is not an error: say where we looked.
+        if not args.json:
+            print(f"no sessions: {e}")
+        return 0
+    sessions = app.list_sessions()
     if args.json:
         for s in sessions:
             print_json(
@@ -51,18 +43,18 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     if not sessions:
         print(f"no sessions in {ctx.config.describe()}")
         return 0
-    table = Table(box=None)
-    for col in ("id", "started", "agent", "model", "title"):
-        table.add_column(col)
-    for s in sessions:
-        table.add_row(
-            str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title
-        )
-    Console().print(table)
+    rows = [
+        (str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title)
+        for s in sessions
+    ]
+    for line in columns(("id", "started", "agent", "model", "title"), rows):
+        print(line)
     return 0
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.console import Console
+
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:
@@ -82,19 +74,28 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
+    """Findings, not exceptions: a configuration with problems, a missing or unreadable store
+    are reported (exit 1) with everything else doctor could still find out."""
     report: dict[str, Any] = {
         "version": __version__,
         "workspace": str(ctx.workspace),
         "backend": ctx.config.backend,
         "store": ctx.config.describe(),
         "durable": ctx.config.durable,
+        "config_files": [str(p) for p in ctx.settings.files],
     }
     problems: list[str] = []
+    notes: list[str] = []
+    if ctx.config_error is not None:
+        problems += [f"config: {p}" for p in ctx.config_error.problems]
+        notes.append("the configuration has problems: the rest uses the defaults")
     started = time.perf_counter()
     try:
         app = ctx.app
         report["sessions"] = len(app.list_sessions())
         report["max_notification_id"] = app.recorder.max_notification_id()
+    except NoStoreError as e:
+        notes.append(str(e))
     except Exception as e:  # doctor reports every failure instead of raising
         problems.append(f"store: {e}")
     report["open_ms"] = round((time.perf_counter() - started) * 1000, 1)
@@ -110,13 +111,30 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
     report["problems"] = problems
+    report["notes"] = notes
     report["healthy"] = not problems
     if args.json:
         print_json(report)
-    else:
-        for key, value in report.items():
-            if key != "ignored":
-                print(f"{key:>20}: {value}")
-        for line in report["ignored"]:
-            print(f"{'ignored':>20}: {line}")
+        return 0 if not problems else 1
+    for key, value in report.items():
+        if key in ("problems", "notes", "ignored"):
+            continue
+        print(f"{key:>20}: {_plain(value)}")
+    for line in report["ignored"]:
+        print(f"ignored: {line}")
+    for note in notes:
+        print(f"note: {note}")
+    for problem in problems:
+        print(f"problem: {problem}")
     return 0 if not problems else 1
+
+
+def _plain(value: Any) -> str:
+    """A report value as a person reads it (never a Python repr)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(_plain(v) for v in value) or "-"
+    return str(value)

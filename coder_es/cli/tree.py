@@ -22,53 +22,6 @@ from projections.files import FileStates
 from projections.tree import ConversationTree, events_at
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("tree", help="the conversation tree: branches, labels, file changes")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_tree)
-
-    p = subparsers.add_parser("diff", help="compare two nodes: turns and files")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node_a", help="node id, unique prefix or label")
-    p.add_argument("node_b", help="node id, unique prefix or label")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_diff)
-
-    p = subparsers.add_parser("fork", help="continue from a node: a new branch or a new session")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node", nargs="?", default=None, help="node to continue from (default: head)")
-    p.add_argument("--new-session", action="store_true", help="start a new session from that node")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_fork)
-
-    p = subparsers.add_parser(
-        "checkout", aliases=["switch"], help="move the head to a node and restore its files"
-    )
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node", help="node id, unique prefix or label")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_checkout)
-
-    p = subparsers.add_parser(
-        "rewind", help="go back along the current branch (conversation and/or files)"
-    )
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node", help="node id, unique prefix or label")
-    only = p.add_mutually_exclusive_group()
-    only.add_argument("--conversation", action="store_true", help="move the head only")
-    only.add_argument("--files", action="store_true", help="restore the files only")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_rewind)
-
-    p = subparsers.add_parser("label", help="name a node")
-    p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node", help="node id, unique prefix or label")
-    p.add_argument("name", help="the label")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_label)
-
-
 def _branching(ctx: Context, session_ref: str) -> tuple[Branching, str]:
     """The branching commands on this workspace, refusing a session recorded elsewhere."""
     app = ctx.app
@@ -166,15 +119,17 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         print_json(tree_json(tree, files, texts))
         return 0
-    console = Console(highlight=False)
+    # emoji=False: a ":name:" in a message is text, and replacing emoji costs per character.
+    console = Console(highlight=False, emoji=False)
     header = f"session {tree.session}  nodes={len(tree)}  head={tree.head_node}"
     if tree.parent_session:
         header += f"  forked from {tree.parent_session[:8]}@{tree.parent_node}"
     console.print(escape(header))
     if not len(tree):
         console.print("(no messages yet)")
-    for line in render_tree(tree, files, texts):
-        console.print(line, no_wrap=True, overflow="ellipsis")
+    lines = render_tree(tree, files, texts)
+    if lines:  # one print: rich's cost is per call, and a tree can have thousands of lines
+        console.print("\n".join(lines), no_wrap=True, overflow="ellipsis")
     return 0
 
 

@@ -9,24 +9,8 @@ user config directory (like ``direnv allow``): editing the file needs trusting a
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from coder_es.cli.context import Context
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "trust",
-        help="let this workspace's .coder-es/config.toml loosen permissions and choose providers",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--show", action="store_true", help="show whether it is trusted and what trust grants"
-    )
-    mode.add_argument("--revoke", action="store_true", help="forget the trust")
-    p.set_defaults(handler=cmd_trust)
 
 
 def cmd_trust(args: argparse.Namespace, ctx: Context) -> int:

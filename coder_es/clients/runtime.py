@@ -23,6 +23,7 @@ from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule
 from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.providers.script_file import resolve_script
 from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,7 @@ def choose_provider(
     """The flags first (``--script`` implies the scripted provider), then a provider the config
     files name, then ``CODER_ES_SCRIPT``, then the configured default."""
     if script is not None:
-        if not os.path.isfile(script):
-            msg = f"cannot read the script {script}: no such file"
-            raise UsageError(msg)
-        return ProviderChoice("scripted", os.path.abspath(script))
+        return ProviderChoice("scripted", str(resolve_script(script)))
     if provider is not None:
         return ProviderChoice(
             provider, model or (config.model if provider == config.provider else "")

@@ -7,6 +7,8 @@
 The reference for every key is docs/configuration.md.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from coder_es.config.load import (
     ENV_SETTINGS,
     Overrides,
@@ -19,7 +21,6 @@ from coder_es.config.load import (
     user_config_path,
 )
 from coder_es.config.problems import ConfigError, Origin, Problem
-from coder_es.config.reload import ConfigWatcher, changed_sections
 from coder_es.config.values import (
     Config,
     PermissionsConfig,
@@ -30,6 +31,20 @@ from coder_es.config.values import (
     ServeConfig,
     StoreSettings,
 )
+
+if TYPE_CHECKING:
+    from coder_es.config.reload import ConfigWatcher, changed_sections
+
+
+def __getattr__(name: str) -> Any:
+    # The watcher (threads, logging) is only for serve / acp: every other command reads the
+    # configuration once and should not pay for importing it.
+    if name in ("ConfigWatcher", "changed_sections"):
+        from coder_es.config import reload
+
+        return getattr(reload, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ENV_SETTINGS",

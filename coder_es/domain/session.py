@@ -21,7 +21,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
 from coder_es.domain.chain import GENESIS, event_hash
-from coder_es.domain.errors import UnknownNodeError
+from coder_es.domain.errors import UnknownNodeError, UsageError
 
 if TYPE_CHECKING:
     from coder_es.sealing import Sealing
@@ -473,8 +473,8 @@ class Session(Aggregate):
     def label(self, node: NodeId, name: str) -> None:
         self.require_node(node)
         if not name.strip():
-            msg = "a label needs a non-empty name"
-            raise ValueError(msg)
+            # A usage error, not a ValueError: it is what a user typed (`label S 21 ""`).
+            raise UsageError("a label needs a name")
         self.trigger_event(self.NodeLabelled, node=node, name=name)
 
     # ------------------------------------------------------------------ errors

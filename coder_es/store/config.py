@@ -11,14 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coder_es.errors import UsageError
-from coder_es.store.blobs import BlobStore, MemoryBlobStore
-from coder_es.store.views import MemoryViewStore, ViewStore
+from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
+
+if TYPE_CHECKING:
+    from coder_es.store.blobs import BlobStore
+    from coder_es.store.views import ViewStore
+
+# The blob and view stores are imported when opened: the configuration is read by every
+# command, most of which never open a store (coder_es.cli.commands: start-up time).
 
 BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
-STORE_DIRNAME = ".coder-es"
 
 _POSTGRES_DEFAULTS = {
     "POSTGRES_DBNAME": "postgres",
@@ -90,6 +96,15 @@ class StoreConfig:
         env.update({k: v for k, v in self.extra.items() if k.startswith("LMDB_")})
         return env
 
+    def exists(self) -> bool:
+        """Whether there is a store to open: the file backends' files exist (a database server
+        or memory always counts). Read-only commands check this instead of creating one."""
+        if self.backend == "lmdb":
+            return (self.lmdb_dir / "data.mdb").is_file()
+        if self.backend == "sqlite":
+            return self.sqlite_file.is_file()
+        return True
+
     def prepare(self) -> None:
         """Create the store directory for file backends, with a clear error if it cannot be."""
         if self.backend in ("lmdb", "sqlite"):
@@ -131,6 +146,8 @@ class StoreConfig:
             from coder_es.store.views import PostgresViewStore
 
             return PostgresViewStore(self.postgres_conninfo(), schema=self.postgres_schema())
+        from coder_es.store.views import MemoryViewStore
+
         return MemoryViewStore()
 
     def open_blob_store(self) -> BlobStore:
@@ -146,4 +163,6 @@ class StoreConfig:
             from coder_es.store.sql_blobs import PostgresBlobStore
 
             return PostgresBlobStore(self.postgres_conninfo(), schema=self.postgres_schema())
+        from coder_es.store.blobs import MemoryBlobStore
+
         return MemoryBlobStore()

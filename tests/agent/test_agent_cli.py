@@ -115,7 +115,7 @@ def test_human_output_streams_text_and_shows_tools(
 
 
 def test_fixture_scripts_run_offline(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fixture = Path(__file__).resolve().parents[2] / "fixtures/scripts/fix_add.json"
+    fixture = Path(__file__).resolve().parents[2] / "coder_es/data/scripts/fix_add.json"
     assert run(repo, "look around", "--script", str(fixture), "--agent", "plan", "--json") == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     completed = [x for x in lines if x["type"] == "tool_completed"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-SESSIONS = REPO / "fixtures" / "sessions"
+SESSIONS = REPO / "coder_es" / "data" / "sessions"
 DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(SESSIONS))
 

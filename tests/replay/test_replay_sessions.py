@@ -24,7 +24,7 @@ def test_bundled_session_replays_identically(
     assert report.model_calls == cassette.count("ModelResponded")
 
 
-@pytest.mark.replay_cassette("fixtures/sessions/branched-rewind.cassette.jsonl", mode="live")
+@pytest.mark.replay_cassette("coder_es/data/sessions/branched-rewind.cassette.jsonl", mode="live")
 def test_the_marker_replays_a_branched_session(replay_report) -> None:  # type: ignore[no-untyped-def]
     # Two restorations (the rewind and the checkout) were replayed through the branching code.
     assert replay_report.ok and replay_report.mode == "live"

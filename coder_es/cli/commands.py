@@ -1,0 +1,442 @@
+"""The table of ``coder-es`` subcommands: name, handler, help text and arguments.
+
+Start-up time is the point of this module: building the parser imports only this module and
+``argparse``. A command's handler module (which imports the application, rich, the providers...)
+is imported only once that command has been chosen, by ``Command.handler()``.
+
+Adding a command is one row in ``COMMANDS`` plus its handler module:
+
+    Command("forget", "coder_es.cli.forget:cmd_forget", "forget a session", _forget_args),
+
+where ``_forget_args(p)`` (in this module, importing nothing heavy) declares its arguments and
+``cmd_forget(args, ctx) -> int`` returns the exit code. ``needs_store=True`` says the command
+works on what is already recorded, so it never creates a store: run where there is none,
+``ctx.app`` says so instead of creating one (only commands that record new sessions create it).
+Options common to every command go in ``add_global_options`` (accepted before and after the
+command name).
+The hostile-argument test (tests/core/test_cli_hostile.py) runs every row automatically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Handler = Callable[[argparse.Namespace, Any], int]
+
+# The values below are also defined where they are used (a test checks they agree); importing
+# those modules here would cost the start-up time this table exists to save.
+EXPORT_FORMATS = ("jsonl", "otel", "md", "html")
+REPLAY_MODES = ("verify", "live")
+CASSETTE_SUFFIX = ".cassette.jsonl"
+DEFAULT_BUDGET = 100_000
+DEFAULT_QUEUE = "sessions"
+DEMO_CASSETTE = "branched-rewind"
+DEMO_DIR = "coder-es-demo"
+BACKEND_CHOICES = ("lmdb", "sqlite", "postgres", "popo")
+AGENTS = ("build", "plan", "explore")
+PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    target: str
+    """``module:function`` of the handler."""
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    needs_store: bool = False
+    """The command works on recorded sessions: it never creates a store (``NoStoreError``)."""
+    reports_bad_config: bool = False
+    """The command runs with the defaults when the configuration has problems, and reports
+    them itself (``ctx.config_error``)."""
+    aliases: tuple[str, ...] = ()
+    description: str | None = None
+    epilog: str | None = None
+
+    def handler(self) -> Handler:
+        module, _, function = self.target.partition(":")
+        handler: Handler = getattr(importlib.import_module(module), function)
+        return handler
+
+
+# ---------------------------------------------------------------------- global options
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """``--workspace``, ``--store`` and ``--backend``: accepted before the command and after it
+    (``coder-es worker --backend postgres``). After it they default to "not given", so that they
+    never overwrite a value given before the command."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if after_command else value
+
+    parser.add_argument(
+        "--workspace",
+        default=default(None),
+        help="the project directory (default: the directory holding the nearest .coder-es/ "
+        "above the current one, else the current directory)",
+    )
+    parser.add_argument(
+        "--store",
+        default=default(None),
+        help="store directory (default: $CODER_ES_STORE or WORKSPACE/.coder-es)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKEND_CHOICES,
+        default=default(None),
+        help="event store backend (default: $CODER_ES_BACKEND or lmdb)",
+    )
+
+
+# ---------------------------------------------------------------------- arguments
+
+
+def _json(p: argparse.ArgumentParser, text: str = "machine-readable output") -> None:
+    p.add_argument("--json", action="store_true", help=text)
+
+
+def _session(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", help="session id or unique prefix")
+
+
+def _node(p: argparse.ArgumentParser, name: str = "node") -> None:
+    p.add_argument(name, help="node id, unique prefix or label")
+
+
+def _sessions_args(p: argparse.ArgumentParser) -> None:
+    _json(p)
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _json(p, "one JSON event per line")
+
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    _json(p)
+
+
+def _provider_args(p: argparse.ArgumentParser, model_help: str) -> None:
+    p.add_argument("--provider", help=", ".join(PROVIDERS[:-1]) + " or " + PROVIDERS[-1])
+    p.add_argument("--model", help=model_help)
+    p.add_argument(
+        "--script",
+        help="script file for the scripted provider (or a bundled example's name: fix_add)",
+    )
+    p.add_argument("--agent", choices=AGENTS, help="agent preset (default build)")
+
+
+RULES_HELP = """\
+permission rules (--allow / --deny RULE):
+  RULE is TOOL or TOOL:PATTERN; TOOL is bash, read, write, edit, grep, find or *.
+  bash patterns match the command ('git *' also matches plain 'git'); every part of
+  'a && b', 'a | b', 'a; b' must be allowed, and $(..), backticks and '>' are never
+  allowed by a pattern. File patterns match workspace-relative paths: * and ? stay in
+  one directory, ** spans directories ('secrets/**'); paths outside the workspace need
+  an absolute pattern ('read:/etc/**').
+  Order: your deny rules and 'always deny' answers; writes to .git/hooks/** and
+  .git/config ask; repeated identical calls ask;
+  'always allow' answers; your rules (last match wins); outside paths ask; the agent
+  preset (build: all allowed; plan: reads + safe commands, other commands ask, no
+  writes; explore: reads only); otherwise ask.
+  run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
+"""
+
+
+def _turn_args(p: argparse.ArgumentParser) -> None:
+    """``chat``'s options; ``run`` adds its PROMPT."""
+    p.add_argument("--session", help="resume this session (id or unique prefix)")
+    _provider_args(p, "model name (scripted: the script path)")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="allow TOOL or TOOL:PATTERN (repeatable), e.g. 'bash:git *'",
+    )
+    p.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="deny TOOL or TOOL:PATTERN (repeatable), e.g. 'edit:secrets/**'",
+    )
+    p.add_argument(
+        "--yes", action="store_true", help="answer every permission question with allow once"
+    )
+    p.add_argument("--max-steps", type=int, default=50, help="model calls per turn (default 50)")
+    p.add_argument("--title", default="", help="a title for a new session")
+    _json(p, "one JSON update per line")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "prompt",
+        nargs="?",
+        help="the message (omit with --session to continue an interrupted turn)",
+    )
+    _turn_args(p)
+
+
+def _tree_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _json(p)
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _node(p, "node_a")
+    _node(p, "node_b")
+    _json(p)
+
+
+def _fork_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    p.add_argument("node", nargs="?", default=None, help="node to continue from (default: head)")
+    p.add_argument("--new-session", action="store_true", help="start a new session from that node")
+    _json(p)
+
+
+def _checkout_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _node(p)
+    _json(p)
+
+
+def _rewind_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _node(p)
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--conversation", action="store_true", help="move the head only")
+    only.add_argument("--files", action="store_true", help="restore the files only")
+    _json(p)
+
+
+def _label_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    _node(p)
+    p.add_argument("name", help="the label")
+    _json(p)
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
+    p.add_argument("-o", "--output", help="write to FILE (default: standard output)")
+    p.add_argument("--since", help="only events at or after this ISO time")
+    p.add_argument("--until", help="only events at or before this ISO time")
+    p.add_argument("--kinds", help="only these event kinds, comma-separated")
+    p.add_argument("--branch", metavar="NODE", help="only the path from the root to NODE")
+    p.add_argument(
+        "--redact-glob",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="replace the contents of files matching GLOB (repeatable)",
+    )
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", nargs="?", help="session id or prefix, or an exported JSONL file")
+    p.add_argument("--all", action="store_true", help="every session and blob in the store")
+    _json(p, "machine-readable report")
+
+
+def _record_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    p.add_argument("-o", "--output", required=True, help=f"the cassette file (*{CASSETTE_SUFFIX})")
+    p.add_argument(
+        "--touched-only",
+        action="store_true",
+        help="include only the files the session touched, not the rest of the workspace",
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=None, help="the step limit the session ran with"
+    )
+
+
+def _replay_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cassettes", nargs="+", metavar="CASSETTE", help="cassette files or folders")
+    p.add_argument(
+        "--mode", choices=REPLAY_MODES, default="verify", help="verify (default) or live"
+    )
+    _json(p, "one JSON report per cassette per line")
+    p.add_argument(
+        "--keep-workspace", action="store_true", help="keep the scratch workspace of each replay"
+    )
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cassette", default=DEMO_CASSETTE, help=f"bundled cassette name (default {DEMO_CASSETTE})"
+    )
+    p.add_argument(
+        "--dir", default=DEMO_DIR, help=f"where the demo workspaces go (default ./{DEMO_DIR})"
+    )
+    p.add_argument("--list", action="store_true", help="list the bundled cassettes")
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    _provider_args(p, "model name")
+    p.add_argument(
+        "--no-watch", action="store_true", help="do not reload the configuration on change"
+    )
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 picks one)")
+    _client_args(p)
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, default=4, help="sessions run at once (default 4)")
+    p.add_argument("--queue", default=DEFAULT_QUEUE, help=f"queue name (default {DEFAULT_QUEUE})")
+    p.add_argument("--name", default=None, help="worker name shown in logs")
+    p.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats")
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=15.0,
+        help="seconds without heartbeat before a worker's jobs are requeued (default 15)",
+    )
+    p.add_argument("--until-empty", action="store_true", help="exit when no job is left to start")
+    p.add_argument("-v", "--verbose", action="store_true", help="log the queue's own activity")
+
+
+def _enqueue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", nargs="?", help="the message (omit with --session to resume)")
+    p.add_argument("--session", help="an existing session (id or unique prefix)")
+    _provider_args(p, "model name (scripted: the script path)")
+    p.add_argument("--allow", action="append", default=[], metavar="RULE")
+    p.add_argument("--deny", action="append", default=[], metavar="RULE")
+    p.add_argument("--yes", action="store_true", help="workers allow asked calls once")
+    p.add_argument("--max-steps", type=int, default=50)
+    p.add_argument("--title", default="")
+    p.add_argument("--queue", default=DEFAULT_QUEUE)
+    _json(p)
+
+
+def _project_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--until-caught-up", action="store_true", help="stop once every event so far is processed"
+    )
+    p.add_argument("--check", action="store_true", help="compare the view with a rebuild")
+    _json(p)
+
+
+def _deps_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", default=None, help="directory (default: the workspace)")
+    _json(p, "nodes and edges as JSON")
+
+
+def _trust_args(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--show", action="store_true", help="show whether it is trusted and what trust grants"
+    )
+    mode.add_argument("--revoke", action="store_true", help="forget the trust")
+
+
+def _forget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", nargs="?", help="session id or unique prefix")
+    p.add_argument("--all", action="store_true", help="every session in the store")
+    p.add_argument(
+        "--older-than", type=int, metavar="DAYS", help="sessions started more than DAYS days ago"
+    )
+    p.add_argument(
+        "--expired", action="store_true", help="sessions older than redaction.forget_after_days"
+    )
+    _json(p, "machine-readable result")
+
+
+def _context_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    p.add_argument(
+        "--budget", type=int, default=DEFAULT_BUDGET, help=f"tokens (default {DEFAULT_BUDGET})"
+    )
+    _json(p, "parts, nodes and the request as JSON")
+
+
+# ---------------------------------------------------------------------- the table
+
+_RUN = "run one agent turn non-interactively"
+_TRUST_HELP = "let this workspace's .coder-es/config.toml loosen permissions and choose providers"
+_TRUST_DESCRIPTION = """\
+A project's .coder-es/config.toml comes with the repository; until you trust it, the settings
+that loosen what the agent may do (allow rules, a looser default, providers and base URLs, MCP
+servers, allowed origins) do not apply. `coder-es trust` records the file's sha256 in your user
+config directory (like `direnv allow`): editing the file needs trusting again."""
+_CHAT = "talk with the agent interactively"
+
+# In the order --help lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command("sessions", "coder_es.cli.sessions:cmd_sessions", "list the sessions in the store",
+            _sessions_args, needs_store=True),
+    Command("show", "coder_es.cli.sessions:cmd_show", "show the events of a session",
+            _show_args, needs_store=True),
+    Command("doctor", "coder_es.cli.sessions:cmd_doctor",
+            "which backend, where, and whether it is healthy", _doctor_args, needs_store=True,
+            reports_bad_config=True),
+    Command("run", "coder_es.cli.run:cmd_run", _RUN, _run_args, description=_RUN,
+            epilog=RULES_HELP),
+    Command("chat", "coder_es.cli.run:cmd_chat", _CHAT, _turn_args, description=_CHAT,
+            epilog=RULES_HELP),
+    Command("tree", "coder_es.cli.tree:cmd_tree",
+            "the conversation tree: branches, labels, file changes", _tree_args, needs_store=True),
+    Command("diff", "coder_es.cli.tree:cmd_diff", "compare two nodes: turns and files",
+            _diff_args, needs_store=True),
+    Command("fork", "coder_es.cli.tree:cmd_fork",
+            "continue from a node: a new branch or a new session", _fork_args, needs_store=True),
+    Command("checkout", "coder_es.cli.tree:cmd_checkout",
+            "move the head to a node and restore its files", _checkout_args, needs_store=True,
+            aliases=("switch",)),
+    Command("rewind", "coder_es.cli.tree:cmd_rewind",
+            "go back along the current branch (conversation and/or files)", _rewind_args,
+            needs_store=True),
+    Command("label", "coder_es.cli.tree:cmd_label", "name a node", _label_args,
+            needs_store=True),
+    Command("export", "coder_es.cli.audit:cmd_export",
+            "export a session as JSONL, OpenTelemetry (OTLP/JSON), Markdown or HTML",
+            _export_args, needs_store=True),
+    Command("verify", "coder_es.cli.audit:cmd_verify",
+            "check the hash chains of a session, of the whole store, or of an export",
+            _verify_args, needs_store=True),
+    Command("record-cassette", "coder_es.cli.replay_cmds:cmd_record",
+            "export a session as a replay cassette", _record_args, needs_store=True),
+    Command("replay", "coder_es.cli.replay_cmds:cmd_replay",
+            "replay cassettes with the current code", _replay_args, needs_store=True),
+    Command("demo", "coder_es.cli.replay_cmds:cmd_demo",
+            "replay a bundled session live, then show its tree (no API key needed)", _demo_args),
+    Command("acp", "coder_es.cli.clients:cmd_acp",
+            "speak the Agent Client Protocol on stdio (editors)", _client_args),
+    Command("serve", "coder_es.cli.clients:cmd_serve",
+            "serve sessions over WebSocket (see docs/clients.md)", _serve_args),
+    Command("worker", "coder_es.cli.fleet:cmd_worker",
+            "take sessions from the PostgreSQL queue and run them", _worker_args),
+    Command("enqueue", "coder_es.cli.fleet:cmd_enqueue",
+            "queue a session (new or existing) for the workers", _enqueue_args),
+    Command("project", "coder_es.cli.fleet:cmd_project",
+            "run the sessions summary projection process", _project_args),
+    Command("deps", "coder_es.cli.context_cmds:cmd_deps", "the dependency graph of a workspace",
+            _deps_args, needs_store=True),
+    Command("context", "coder_es.cli.context_cmds:cmd_context",
+            "what the next model request of a session holds", _context_args, needs_store=True),
+    Command("forget", "coder_es.cli.secrets:cmd_forget",
+            "destroy the sealed secrets of a session (the log stays verifiable)", _forget_args,
+            needs_store=True),
+    Command("trust", "coder_es.cli.trust_cmd:cmd_trust", _TRUST_HELP, _trust_args,
+            description=_TRUST_DESCRIPTION),
+)  # fmt: skip
+
+
+def command_named(name: str) -> Command:
+    for command in COMMANDS:
+        if name == command.name or name in command.aliases:
+            return command
+    raise KeyError(name)

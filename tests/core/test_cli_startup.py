@@ -1,0 +1,137 @@
+"""Issue 19.3: the command line imports only what the chosen command uses (bench/cli.py
+measures the time; these tests keep the heavy imports out of the start-up path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coder_es.cli import commands
+from coder_es.cli.commands import COMMANDS
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = (
+    "eventsourcing",
+    "lmdb",
+    "httpx",
+    "rich",
+    "tree_sitter",
+    "msgspec",
+    "coder_es.providers",
+    "coder_es.application",
+    "coder_es.workspace.merge",
+    "merge3",
+    "projections",
+    "replay",
+)
+PROBE = """
+import json, sys
+from coder_es.cli.main import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+sys.stdout.flush()
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def imported_by(args: list[str], cwd: Path) -> tuple[int, set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return int(report["code"] or 0), set(report["modules"])
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+
+
+def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
+    code, modules = imported_by(["--help"], tmp_path)
+    assert code == 0
+    assert heavy(modules) == []
+    # Not even the handler modules or the configuration.
+    assert not [m for m in modules if m.startswith(("coder_es.config", "coder_es.cli.tree"))]
+
+
+def test_sessions_and_tree_import_only_what_they_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    subprocess.run(
+        [sys.executable, "-m", "coder_es.cli.main", "run", "x", "--script", str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        check=True,
+    )
+    code, modules = imported_by(["sessions"], tmp_path)
+    assert code == 0
+    # The store (eventsourcing, lmdb) and nothing of the agent, the providers or rich.
+    assert "lmdb" in modules
+    unexpected = {"httpx", "rich", "tree_sitter", "coder_es.providers", "merge3", "projections"}
+    assert [m for m in heavy(modules) if m.split(".")[0] in unexpected or m in unexpected] == []
+    assert not [m for m in modules if m.startswith(("coder_es.providers", "coder_es.agent"))]
+
+    sid = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "coder_es.cli.main", "sessions", "--json"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            check=True,
+            text=True,
+        ).stdout
+    )["id"]
+    code, modules = imported_by(["tree", sid[:8]], tmp_path)
+    assert code == 0
+    assert "projections.tree" in modules
+    for absent in ("httpx", "tree_sitter", "merge3", "coder_es.providers", "coder_es.agent"):
+        assert not [m for m in modules if m == absent or m.startswith(absent + ".")], absent
+
+
+def test_every_row_of_the_table_names_a_handler() -> None:
+    names = [c.name for c in COMMANDS] + [a for c in COMMANDS for a in c.aliases]
+    assert len(names) == len(set(names))
+    for command in COMMANDS:
+        assert callable(command.handler()), command.target
+
+
+def test_the_tables_copies_of_choices_agree_with_their_sources() -> None:
+    from coder_es.audit.export import FORMATS
+    from coder_es.config.catalog import AGENTS, PROVIDERS
+    from coder_es.data import SESSIONS
+    from coder_es.fleet.queue import DEFAULT_QUEUE
+    from coder_es.permissions.presets import PRESETS
+    from coder_es.store.config import BACKENDS
+    from projections.context.builder import DEFAULT_BUDGET
+    from replay.cassette import SUFFIX
+    from replay.engine import MODES
+
+    assert commands.EXPORT_FORMATS == FORMATS
+    assert commands.REPLAY_MODES == MODES
+    assert commands.CASSETTE_SUFFIX == SUFFIX
+    assert commands.DEFAULT_BUDGET == DEFAULT_BUDGET
+    assert commands.DEFAULT_QUEUE == DEFAULT_QUEUE
+    assert commands.BACKEND_CHOICES == BACKENDS
+    assert commands.PROVIDERS == PROVIDERS
+    assert commands.AGENTS == AGENTS
+    assert set(commands.AGENTS) == set(PRESETS)
+    assert (SESSIONS / f"{commands.DEMO_CASSETTE}{SUFFIX}").is_file()
