@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import replay
@@ -236,9 +237,9 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     root = (ctx.workspace / args.dir / str(session_id)[:8]).resolve()
     err = Console(stderr=True, highlight=False)
     err.print(
-        f"[bold]coder-es demo[/bold]: replaying [cyan]{cassette.name}[/cyan] "
+        f"[bold]coder-es demo[/bold]: replaying [cyan]{escape(cassette.name)}[/cyan] "
         f"({len(cassette.events)} events, {cassette.count('ModelResponded')} model turns) live "
-        f"into {root}"
+        f"into {escape(str(root))}"
     )
     with _progress(sys.stderr.isatty()) as progress:
         options = ReplayOptions(

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
@@ -228,18 +229,28 @@ def _sigint_cancels(handle: SessionHandle) -> Any:
 
 
 class Renderer:
-    """Human-readable updates: the model's text on stdout, activity on stderr."""
+    """Human-readable updates: the model's text on stdout, activity on stderr.
+
+    Every text that comes from the model, a tool or a file goes through ``escape``: rich would
+    otherwise take ``[stderr]`` or ``[bold]`` in it for markup and drop it from the screen.
+    """
 
     def __init__(self, console: Console, err: Console) -> None:
         self.out = console
         self.err = err
         self.in_text = False
+        self.opened = False
 
     def _break(self) -> None:
         if self.in_text:
             self.out.file.write("\n")
             self.out.file.flush()
             self.in_text = False
+
+    def line(self, markup: str) -> None:
+        """One line of activity on stderr, never glued to the model's streamed text."""
+        self._break()
+        self.err.print(markup, highlight=False)
 
     def show(self, u: up.Update) -> None:
         if isinstance(u, up.TextDelta):
@@ -248,43 +259,48 @@ class Renderer:
             self.in_text = True
             return
         if isinstance(u, up.SessionOpened):
+            if self.opened:
+                return  # chat sends one message after another on the same session: say it once
+            self.opened = True
             verb = "resumed" if u.resumed else "started"
-            self.err.print(
-                f"[dim]session {u.session_id} {verb} ({u.agent}, {u.provider}/{u.model})[/dim]"
+            self.line(
+                f"[dim]session {u.session_id} {verb} "
+                f"({escape(u.agent)}, {escape(u.provider)}/{escape(u.model)})[/dim]",
             )
             return
         if isinstance(u, up.ToolStarted):
-            self._break()
             arg = u.input.get("command") or u.input.get("path") or u.input.get("pattern") or ""
-            self.err.print(f"[cyan]▶ {u.name}[/cyan] {arg}", markup=True, highlight=False)
+            self.line(f"[cyan]▶ {escape(u.name)}[/cyan] {escape(str(arg))}")
         elif isinstance(u, up.ToolCompleted):
             mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
-            first = u.output.strip().splitlines()[0] if u.output.strip() else ""
-            self.err.print(f"  {mark} {u.name} [dim]{first[:100]}[/dim]", highlight=False)
+            lines = u.output.strip().splitlines()
+            first = lines[0] if lines else ""
+            # A failed command's reason is usually on its first stderr line, after the marker.
+            if u.is_error and first.strip() in ("[stderr]", "[stdout]") and len(lines) > 1:
+                first = f"{first.strip()} {lines[1]}"
+            self.line(f"  {mark} {escape(u.name)} [dim]{escape(first[:100])}[/dim]")
         elif isinstance(u, up.PermissionDecision) and (
             u.decision == "deny" or u.decided_by != "rule"
         ):
-            self._break()
             color = "green" if u.decision == "allow" else "red"
-            self.err.print(
-                f"  [{color}]{u.decision}[/{color}] {u.tool} {u.subject} "
-                f"[dim]({u.scope}, by {u.decided_by}{': ' + u.reason if u.reason else ''})[/dim]",
-                highlight=False,
+            why = f": {u.reason}" if u.reason else ""
+            self.line(
+                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)} {escape(u.subject)} "
+                f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
             )
         elif isinstance(u, up.Retry):
-            self.err.print(
-                f"[yellow]retrying (attempt {u.attempt}) in {u.delay_s:.1f}s: {u.reason}[/yellow]"
+            self.line(
+                f"[yellow]retrying (attempt {u.attempt}) in {u.delay_s:.1f}s: "
+                f"{escape(u.reason)}[/yellow]",
             )
         elif isinstance(u, up.Error):
-            self._break()
-            self.err.print(f"[red]error ({u.kind}): {u.message}[/red]", highlight=False)
+            self.line(f"[red]error ({escape(u.kind)}): {escape(u.message)}[/red]")
         elif isinstance(u, up.TurnCancelled):
-            self._break()
-            self.err.print(f"[yellow]cancelled: {u.reason}[/yellow]")
+            self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
         elif isinstance(u, up.TurnEnded):
             self._break()
             if u.reason not in ("end_turn", "stop_sequence"):
-                self.err.print(f"[dim]turn ended: {u.reason} after {u.steps} step(s)[/dim]")
+                self.line(f"[dim]turn ended: {escape(u.reason)} after {u.steps} step(s)[/dim]")
 
 
 # ---------------------------------------------------------------------- run

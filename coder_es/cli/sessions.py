@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from coder_es import __version__
@@ -55,8 +56,13 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     for col in ("id", "started", "agent", "model", "title"):
         table.add_column(col)
     for s in sessions:
+        # Titles are the user's first message: cells are markup unless escaped.
         table.add_row(
-            str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title
+            str(s.id)[:8],
+            s.started_at.strftime("%Y-%m-%d %H:%M"),
+            escape(s.agent),
+            escape(s.model),
+            escape(s.title),
         )
     Console().print(table)
     return 0
@@ -70,7 +76,9 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             print_json(event_record(event))
         return 0
     console = Console()
-    console.print(f"session {session.id}  head={session.head}  events={len(events)}")
+    console.print(
+        f"session {session.id}  head={session.head}  events={len(events)}", markup=False
+    )
     for event in events:
         console.print(
             f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
