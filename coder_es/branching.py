@@ -116,6 +116,26 @@ class MoveResult:
 
 
 @dataclass(frozen=True)
+class LabelMove:
+    """What ``label`` did: ``previous`` is where the label was (None: it is new)."""
+
+    session: str
+    name: str
+    node: NodeId
+    previous: NodeId | None
+
+    def describe(self) -> str:
+        if self.previous is None:
+            return f"labelled {self.node} {self.name}"
+        if self.previous == self.node:
+            return f"label {self.name} already names {self.node}"
+        return f"moved label {self.name} from {self.previous} to {self.node}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "node": self.node, "previous": self.previous}
+
+
+@dataclass(frozen=True)
 class MessageLine:
     node: NodeId
     kind: str
@@ -211,13 +231,18 @@ class Branching:
 
     # ------------------------------------------------------------------ commands
 
-    def label(self, session: str | UUID, node: str, name: str) -> NodeId:
+    def label(
+        self, session: str | UUID, node: str, name: str, *, check_name: bool = True
+    ) -> LabelMove:
+        """Name a node; a label that named another node moves (``coder_es.domain.refs``).
+        ``check_name=False`` re-issues a recorded label whatever its name (replay)."""
         sid = self._sid(session)
 
-        def command(s: Session) -> NodeId:
+        def command(s: Session) -> LabelMove:
             resolved = s.resolve_node(node)
-            s.label(resolved, name)
-            return resolved
+            previous = s.labels.get(name)
+            s.label(resolved, name, check_name=check_name)
+            return LabelMove(str(s.id), name, resolved, previous)
 
         return self.app.update(sid, command)
 

@@ -559,7 +559,9 @@ class ReplayEngine:
             elif event.kind == "NodeLabelled":
                 await self._close_handle()
                 f = event.fields
-                Branching(self.app, self.scratch.root).label(self.sid, str(f["node"]), f["name"])
+                Branching(self.app, self.scratch.root).label(
+                    self.sid, str(f["node"]), f["name"], check_name=False
+                )
             elif event.kind == "PermissionsChanged":
                 # A user-side change (a resume with new rules, a config reload) between turns.
                 f = event.fields

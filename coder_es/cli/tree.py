@@ -249,9 +249,9 @@ def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_label(args: argparse.Namespace, ctx: Context) -> int:
     branching = Branching(ctx.app, Path(ctx.workspace))
-    node = branching.label(args.session, args.node, args.name)
+    move = branching.label(args.session, args.node, args.name)
     if args.json:
-        print_json({"node": node, "name": args.name})
+        print_json(move.to_json())
     else:
-        print(f"{node} = {args.name}")
+        print(move.describe())
     return 0

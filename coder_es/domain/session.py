@@ -22,6 +22,7 @@ from eventsourcing.utils import get_topic
 
 from coder_es.domain.chain import GENESIS, event_hash
 from coder_es.domain.errors import UnknownNodeError
+from coder_es.domain.refs import check_label_name, resolve_ref
 
 if TYPE_CHECKING:
     from coder_es.redaction import Redactor
@@ -451,7 +452,7 @@ class Session(Aggregate):
     # ------------------------------------------------------------------ navigation
 
     def has_node(self, node: NodeId) -> bool:
-        if not node.isdigit():
+        if not node.isdigit() or node[0] == "0":
             return False
         index = int(node) - 1
         return 0 <= index < len(self.node_flags) and self.node_flags[index] == "1"
@@ -467,11 +468,11 @@ class Session(Aggregate):
         self.require_node(node)
         self.trigger_event(self.HeadMoved, node=node, previous=self.head, reason=reason)
 
-    def label(self, node: NodeId, name: str) -> None:
+    def label(self, node: NodeId, name: str, *, check_name: bool = True) -> None:
+        """Name a node (``check_name=False`` only re-issues a recorded label, as replay does)."""
         self.require_node(node)
-        if not name.strip():
-            msg = "a label needs a non-empty name"
-            raise ValueError(msg)
+        if check_name:
+            check_label_name(name)
         self.trigger_event(self.NodeLabelled, node=node, name=name)
 
     # ------------------------------------------------------------------ errors
@@ -497,12 +498,9 @@ class Session(Aggregate):
     # ------------------------------------------------------------------ queries
 
     def resolve_node(self, ref: str) -> NodeId:
-        """A node id, a label, or a unique prefix of a node id."""
+        """``HEAD``, a node id, a label, or a unique prefix of a node id (``domain.refs``)."""
         if self.has_node(ref):
             return ref
-        if ref in self.labels:
-            return self.labels[ref]
-        matches = [n for n in self.node_ids() if n.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        raise UnknownNodeError(str(self.id), ref, candidates=sorted(matches, key=int)[:10])
+        return resolve_ref(
+            ref, session=str(self.id), nodes=self.node_ids(), labels=self.labels, head=self.head
+        )
