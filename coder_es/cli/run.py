@@ -250,7 +250,7 @@ class Renderer:
     def line(self, markup: str) -> None:
         """One line of activity on stderr, never glued to the model's streamed text."""
         self._break()
-        self.err.print(markup, highlight=False)
+        self.err.print(markup, highlight=False, soft_wrap=True)
 
     def show(self, u: up.Update) -> None:
         if isinstance(u, up.TextDelta):
@@ -312,9 +312,28 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     return asyncio.run(_run(args, ctx))
 
 
+def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
+    """After a turn: each edit that conflicted with the user's, and how to take the agent's."""
+    from coder_es.cli.file_views import unapplied_edits
+
+    for edit in unapplied_edits(ctx.app, handle.id, after=after):
+        err.print(
+            f"[yellow]conflict[/yellow] {escape(edit.path)}: your version is left on disk; "
+            f"the agent's is kept. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
+            "[/bold]",
+            highlight=False,
+            soft_wrap=True,  # a command to copy must not be broken across lines
+        )
+
+
+def _version(ctx: Context, handle: SessionHandle) -> int:
+    return int(ctx.app.get_session(handle.id).version)
+
+
 async def _run(args: argparse.Namespace, ctx: Context) -> int:
     handle = await _open(args, ctx)
     try:
+        before = _version(ctx, handle)
         answerer = auto_answerer(args.yes)
         stream: AsyncIterator[up.Update] = (
             handle.send(args.prompt, answerer=answerer)
@@ -329,6 +348,8 @@ async def _run(args: argparse.Namespace, ctx: Context) -> int:
                     sys.stdout.flush()
                 else:
                     renderer.show(update)
+        if not args.json:
+            _conflict_hints(ctx, handle, before, renderer.err)
         return _exit_code(handle)
     finally:
         await handle.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from coder_es import __version__
 from coder_es.cli.context import Context, print_json
+from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
 
 
@@ -21,8 +23,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_sessions)
 
-    p = subparsers.add_parser("show", help="show the events of a session")
+    p = subparsers.add_parser(
+        "show", help="show the events of a session, or a file as it was at a node (NODE PATH)"
+    )
     p.add_argument("session", help="session id or unique prefix")
+    p.add_argument("node", nargs="?", help="with PATH: node id, prefix, label or HEAD")
+    p.add_argument("path", nargs="?", help="the file to print as it was at NODE")
+    p.add_argument(
+        "--proposed",
+        action="store_true",
+        help="the agent's version that a conflict at NODE left unapplied (take it: > PATH)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON event per line")
     p.set_defaults(handler=cmd_show)
 
@@ -69,6 +80,8 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    if args.node is not None or args.proposed:
+        return _show_file(args, ctx)
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:
@@ -76,9 +89,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             print_json(event_record(event))
         return 0
     console = Console()
-    console.print(
-        f"session {session.id}  head={session.head}  events={len(events)}", markup=False
-    )
+    console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
     for event in events:
         console.print(
             f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
@@ -86,6 +97,25 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             markup=False,
             highlight=False,
         )
+    return 0
+
+
+def _show_file(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.file_views import content_at, proposed_at, workspace_path
+    from projections.files import open_files
+
+    if args.path is None or args.json:
+        raise UsageError("show SESSION NODE PATH prints one file (no --json); see show --help")
+    session = ctx.app.get_session(args.session)
+    node = session.resolve_node(args.node)
+    path = workspace_path(ctx.workspace, args.path)
+    if args.proposed:
+        data = proposed_at(ctx.app, session.id, node, path)
+    else:
+        data = content_at(ctx.app, open_files(ctx.app, session.id), str(session.id), node, path)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
     return 0
 
 

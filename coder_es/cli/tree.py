@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_tree)
 
-    p = subparsers.add_parser("diff", help="compare two nodes: turns and files")
+    p = subparsers.add_parser("diff", help="compare two nodes: turns and unified diffs of files")
     p.add_argument("session", help="session id or unique prefix")
-    p.add_argument("node_a", help="node id, unique prefix or label")
-    p.add_argument("node_b", help="node id, unique prefix or label")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("node_a", help="node id, unique prefix, label or HEAD")
+    p.add_argument("node_b", help="node id, unique prefix, label or HEAD")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--stat", action="store_true", help="lines added and removed per file")
+    form.add_argument("--name-only", action="store_true", help="only the paths that differ")
+    form.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_diff)
 
     p = subparsers.add_parser("fork", help="continue from a node: a new branch or a new session")
@@ -182,24 +186,30 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.file_views import file_patches, render_stat
+
     branching = Branching(ctx.app, Path(ctx.workspace))
     diff: NodeDiff = branching.diff(args.session, args.node_a, args.node_b)
+    patches = file_patches(ctx.app, diff)
     if args.json:
-        print_json(diff.to_json())
+        print_json({**diff.to_json(), "files": [p.to_json() for p in patches]})
         return 0
-    console = Console(highlight=False)
-    console.print(
-        escape(f"{diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}"), markup=True
-    )
+    if args.name_only:
+        for patch in patches:
+            print(patch.path)
+        return 0
+    if args.stat:
+        print("\n".join(render_stat(patches)))
+        return 0
+    # Plain text (no markup): a patch can be piped to `git apply`.
+    print(f"# {diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}")
     for side, lines in ((diff.a, diff.only_a), (diff.b, diff.only_b)):
-        console.print(f"only on the path to {side}: {len(lines)} node(s)", markup=False)
+        print(f"# only on the path to {side}: {len(lines)} node(s)")
         for m in lines:
-            console.print(f"  {m.node:>6} {m.kind:<11} {m.text}", markup=False)
-    console.print(f"files that differ: {len(diff.files)}", markup=False)
-    for f in diff.files:
-        a = "absent" if f.a is None else f.a[:12]
-        b = "absent" if f.b is None else f.b[:12]
-        console.print(f"  {f.path}: {a} -> {b}", markup=False)
+            print(f"#   {m.node:>6} {m.kind:<11} {' '.join(m.text.split())}")
+    print(f"# files that differ: {len(patches)}")
+    for patch in patches:
+        sys.stdout.write(patch.patch)
     return 0
 
 
@@ -225,6 +235,16 @@ def _report(result: MoveResult, as_json: bool) -> int:
                 f"{len(result.conflicts)} file(s) left as you have them: your edits overlap "
                 "the restored content"
             )
+            node = result.forked_from[1] if result.forked_from else result.node
+            session = result.forked_from[0] if result.forked_from else result.session
+            for f in result.conflicts:
+                if f.target is None:
+                    print(f"  {f.path}: absent at node {node}; delete it to take that version")
+                elif node is not None:
+                    print(
+                        f"  take the session's {f.path}: coder-es show {session[:8]} {node} "
+                        f"{f.path} > {f.path}"
+                    )
     return 1 if result.conflicts else 0
 
 
