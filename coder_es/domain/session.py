@@ -203,6 +203,12 @@ class Session(Aggregate):
         reason: str
         tool_use_ids: list[str]
 
+    class TurnResumed(Event):
+        """The user continued the turn cancelled at ``node`` (``run --session S`` with no new
+        message): from here the loop runs it again instead of stopping as cancelled."""
+
+        node: NodeId | None
+
     class StepLimitReached(Event):
         """The turn stopped at its step limit (model calls since the user's message) with work
         still asked for; the session waits for the user."""
@@ -491,6 +497,9 @@ class Session(Aggregate):
         self.trigger_event(
             self.TurnCancelled, node=self.head, reason=reason, tool_use_ids=list(tool_use_ids or [])
         )
+
+    def resume_turn(self) -> None:
+        self.trigger_event(self.TurnResumed, node=self.head)
 
     def stop_at_step_limit(self, *, steps: int) -> None:
         self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)
