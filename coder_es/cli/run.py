@@ -32,7 +32,7 @@ from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
-from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer
+from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.presets import PRESETS
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
@@ -359,72 +359,6 @@ async def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
-    return asyncio.run(_chat(args, ctx))
+    from coder_es.cli.chat import cmd_chat as chat
 
-
-async def _ask_user(handle: SessionHandle, q: up.PermissionRequired, err: Console) -> None:
-    err.print(
-        f"[bold yellow]permission[/bold yellow] {q.tool} [bold]{q.subject}[/bold] "
-        f"[dim]({q.reason})[/dim]",
-        highlight=False,
-    )
-    while True:
-        try:
-            raw = await asyncio.to_thread(
-                input, f"  allow [o]nce, [a]lways ({q.suggested_pattern}), or [r]eject? "
-            )
-        except EOFError:
-            raw = "r"
-        choice = raw.strip().lower()[:1]
-        if choice == "o":
-            answer = PermissionAnswer.allow_once()
-        elif choice == "a":
-            answer = PermissionAnswer.allow_always(q.suggested_pattern)
-        elif choice == "r":
-            why = await asyncio.to_thread(input, "  reason (optional): ")
-            answer = PermissionAnswer.reject(why.strip() or "rejected by the user")
-        else:
-            continue
-        await handle.answer(q.tool_use_id, answer)
-        return
-
-
-async def _chat(args: argparse.Namespace, ctx: Context) -> int:
-    handle = await _open(args, ctx)
-    out, err = Console(), Console(stderr=True)
-    renderer = Renderer(out, err)
-    answerer = auto_answerer(True) if args.yes else None
-    loop = asyncio.get_running_loop()
-
-    def _on_sigint() -> None:
-        if not handle.cancel():
-            err.print("[dim](Ctrl-D or /exit to quit)[/dim]")
-
-    err.print(
-        f"[dim]session {handle.id}: type a message; /exit or Ctrl-D to quit; "
-        "Ctrl-C cancels a turn[/dim]"
-    )
-    try:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, _on_sigint)
-        while True:
-            try:
-                text = await asyncio.to_thread(input, "> ")
-            except EOFError:
-                break
-            if text.strip() in ("/exit", "/quit"):
-                break
-            if not text.strip():
-                continue
-            async for update in handle.send(text, answerer=answerer):
-                if args.json:
-                    print_json(update.to_dict())
-                else:
-                    renderer.show(update)
-                if isinstance(update, up.PermissionRequired) and answerer is None:
-                    await _ask_user(handle, update, err)
-        return 0
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        await handle.close()
+    return int(chat(args, ctx))
