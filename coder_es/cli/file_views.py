@@ -146,7 +146,7 @@ def unapplied_edits(app: CoderApp, session: UUID | str, *, after: int = 0) -> li
     for e in events:
         if not isinstance(e, Session.EditApplied) or e.outcome != "conflict" or not e.proposed:
             continue
-        node = nodes.get(e.tool_use_id)
+        node = nodes.get(e.tool_use_id) if e.tool_use_id else None
         if node is not None:
             out.append(UnappliedEdit(node, e.path, e.proposed))
     return out

@@ -69,7 +69,8 @@ def terminal(repo: Path, tmp_path: Path) -> Iterator[Callable[[list[str]], Termi
             f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith("XDG_")
         )
         cli = shlex.join([sys.executable, "-m", "coder_es.cli.main", *args])
-        command = f'cd {shlex.quote(str(repo))} && env {exports} {cli}; echo "[chat exited $?]"; sleep 600'
+        where = shlex.quote(str(repo))
+        command = f'cd {where} && env {exports} {cli}; echo "[chat exited $?]"; sleep 600'
         term = Terminal(tmp_path / "tmux.sock", command)
         opened.append(term)
         return term
