@@ -26,6 +26,7 @@ import replay
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
 from coder_es.redaction import Redactor
+from coder_es.workspace.git_state import GitStateError
 from replay.cassette import (
     SUFFIX,
     Cassette,
@@ -64,6 +65,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON report per cassette per line")
     p.add_argument(
         "--keep-workspace", action="store_true", help="keep the scratch workspace of each replay"
+    )
+    p.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="live mode: a git repository holding the commit the session started at "
+        "(default: the recorded repository, then the workspace)",
     )
     p.set_defaults(handler=cmd_replay)
 
@@ -170,9 +179,20 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                 else None
             )
             options = ReplayOptions(
-                mode=args.mode, progress=callback, keep_workspace=args.keep_workspace
+                mode=args.mode,
+                progress=callback,
+                keep_workspace=args.keep_workspace,
+                repositories=(*map(Path, args.repo), ctx.workspace),
             )
-            report = replay_cassette(cassette, options)
+            try:
+                report = replay_cassette(cassette, options)
+            except GitStateError as e:
+                unreadable.append((str(path), str(e)))
+                if args.json:
+                    print_json({"cassette": str(path), "ok": False, "error": str(e)})
+                else:
+                    print(f"{path}: CANNOT REPLAY {e}")
+                continue
             reports.append(report)
             if args.json:
                 print_json({**report.to_json(), "path": str(path)})
@@ -248,6 +268,7 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
             keep_workspace=True,
             session_id=session_id,
             progress=progress(cassette.name, len(cassette.events)),
+            repositories=(ctx.workspace,),
         )
         report = replay_cassette(cassette, options, store=ctx.config)
     print(report.summary())
