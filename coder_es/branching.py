@@ -21,6 +21,7 @@ changed, not with the size of the workspace or of the history.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ RESTORED = "restored"  # the disk held what the session knew: replaced by the ta
 MERGED = "merged"  # the user's edit and the target merged cleanly
 CONFLICT = "conflict"  # the user's edit overlaps: the file is left as the user has it
 ERROR = "error"  # the file could not be read or written: left as it is
+
+Progress = Callable[[int, int], None]
+"""Called with (files restored so far, files to restore)."""
 
 
 class RestoreError(CoderESError):
@@ -246,10 +250,14 @@ class Branching:
 
         return self.app.update(sid, command)
 
-    def checkout(self, session: str | UUID, node: str) -> MoveResult:
+    def checkout(
+        self, session: str | UUID, node: str, *, progress: Progress | None = None
+    ) -> MoveResult:
         s, _tree, files = self._load(session)
         target = s.resolve_node(node)
-        return self._move(s, files, target, reason="checkout", move_head=True, restore=True)
+        return self._move(
+            s, files, target, reason="checkout", move_head=True, restore=True, progress=progress
+        )
 
     def rewind(
         self,
@@ -258,6 +266,7 @@ class Branching:
         *,
         conversation: bool = True,
         files: bool = True,
+        progress: Progress | None = None,
     ) -> MoveResult:
         if not (conversation or files):
             msg = "rewind needs the conversation, the files, or both"
@@ -270,16 +279,31 @@ class Branching:
                 "rewind goes back along the current branch, use checkout to switch branches"
             )
             raise UsageError(msg)
-        return self._move(s, fs, target, reason="rewind", move_head=conversation, restore=files)
+        return self._move(
+            s,
+            fs,
+            target,
+            reason="rewind",
+            move_head=conversation,
+            restore=files,
+            progress=progress,
+        )
 
     def fork(
-        self, session: str | UUID, node: str | None = None, *, new_session: bool = False
+        self,
+        session: str | UUID,
+        node: str | None = None,
+        *,
+        new_session: bool = False,
+        progress: Progress | None = None,
     ) -> MoveResult:
         s, _tree, files = self._load(session)
         target = s.head if node is None else s.resolve_node(node)
         if not new_session:
-            return self._move(s, files, target, reason="fork", move_head=True, restore=True)
-        restored = self._restore(files, target)
+            return self._move(
+                s, files, target, reason="fork", move_head=True, restore=True, progress=progress
+            )
+        restored = self._restore(files, target, progress)
         if restored:
             # The parent's workspace changed under it: it must know, so that moving its own head
             # later restores its files from what the disk really holds.
@@ -339,9 +363,10 @@ class Branching:
         reason: str,
         move_head: bool,
         restore: bool,
+        progress: Progress | None = None,
     ) -> MoveResult:
         previous = s.head
-        restored = self._restore(files, target) if restore else []
+        restored = self._restore(files, target, progress) if restore else []
         # The restoration is recorded first: the disk it found is the disk at the old head.
         if restored:
             s.restore_workspace(node=target, entries=[r.to_json() for r in restored])
@@ -369,7 +394,10 @@ class Branching:
             )
             raise ConcurrentChangeError(msg) from None
 
-    def _restore(self, files: FileStates, target: NodeId | None) -> list[FileRestoration]:
+    def _restore(
+        self, files: FileStates, target: NodeId | None, progress: Progress | None = None
+    ) -> list[FileRestoration]:
+        """Restore the files that differ; ``progress(done, total)`` after each one."""
         plan = files.restore_plan(target)
         if not plan:
             return []
@@ -377,7 +405,12 @@ class Branching:
             msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
             raise RestoreError(msg)
         sandbox = Sandbox(self.workspace)
-        return [self.restore_file(sandbox, path, base, want) for path, base, want in plan]
+        out = []
+        for path, base, want in plan:
+            out.append(self.restore_file(sandbox, path, base, want))
+            if progress is not None:
+                progress(len(out), len(plan))
+        return out
 
     def restore_file(
         self, sandbox: Sandbox, path: str, base: str | None, target: str | None

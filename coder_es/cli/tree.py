@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from coder_es.branching import Branching, MoveResult, NodeDiff
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import bars, shown
 from coder_es.errors import UsageError
 from coder_es.records import summarize
 from projections.files import FileStates
@@ -248,22 +249,43 @@ def _report(result: MoveResult, as_json: bool) -> int:
     return 1 if result.conflicts else 0
 
 
+# Fewer files than this restore in well under a second: no bar.
+PROGRESS_MIN_FILES = 50
+
+
 def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
-    result = branching.fork(sid, args.node, new_session=args.new_session)
+    with bars(shown(args.json)) as bar:
+        result = branching.fork(
+            sid,
+            args.node,
+            new_session=args.new_session,
+            progress=bar("restoring files", PROGRESS_MIN_FILES),
+        )
     return _report(result, args.json)
 
 
 def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
-    return _report(branching.checkout(sid, args.node), args.json)
+    with bars(shown(args.json)) as bar:
+        result = branching.checkout(
+            sid, args.node, progress=bar("restoring files", PROGRESS_MIN_FILES)
+        )
+    return _report(result, args.json)
 
 
 def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
     conversation = not args.files
     files = not args.conversation
-    result = branching.rewind(sid, args.node, conversation=conversation, files=files)
+    with bars(shown(args.json)) as bar:
+        result = branching.rewind(
+            sid,
+            args.node,
+            conversation=conversation,
+            files=files,
+            progress=bar("restoring files", PROGRESS_MIN_FILES),
+        )
     return _report(result, args.json)
 
 

@@ -33,7 +33,7 @@ def _recorded(cli: Cli, repo: Path, tmp_path: Path) -> tuple[str, Path, str]:
 
 
 def test_live_replay_rebuilds_the_repository(cli: Cli, repo: Path, tmp_path: Path) -> None:
-    sid, cassette, head = _recorded(cli, repo, tmp_path)
+    sid, cassette, _head = _recorded(cli, repo, tmp_path)
     outputs = [
         e["fields"]["output"]
         for e in cli("show", sid, "--json").json_lines()
