@@ -96,3 +96,18 @@ def test_a_conflict_shows_how_to_take_the_agents_version(
     assert (shown.code, shown.out) == (0, "a\nAGENT\nc\n")
     r = cli("show", sid, node, "src/app.py", "--proposed")
     assert r.code == 2 and "no conflicted edit of src/app.py" in r.err
+
+
+def test_a_restoration_conflict_names_the_command_that_takes_the_sessions_version(
+    cli: Cli, repo: Path, tmp_path: Path
+) -> None:
+    sid, first, _last = _edited_session(cli, tmp_path)
+    (repo / "notes.md").write_text("a\nmine\nc\n")  # the user rewrites the line the agent edited
+    r = cli("rewind", sid, first)
+    assert r.code == 1
+    assert (repo / "notes.md").read_text() == "a\nmine\nc\n"
+    take = [line for line in r.out.splitlines() if "take the session's notes.md" in line]
+    assert take == [
+        f"  take the session's notes.md: coder-es show {sid[:8]} {first} notes.md > notes.md"
+    ]
+    assert cli("show", sid[:8], first, "notes.md").out == "a\nb\nc\n"
