@@ -15,6 +15,7 @@ node's content).
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,8 @@ class UnappliedEdit:
     proposed: str
 
     def take_command(self, session: str) -> str:
-        return f"coder-es show {session[:8]} {self.node} {self.path} --proposed > {self.path}"
+        path = shlex.quote(self.path)
+        return f"coder-es show {session[:8]} {self.node} {path} --proposed > {path}"
 
 
 def unapplied_edits(app: CoderApp, session: UUID | str, *, after: int = 0) -> list[UnappliedEdit]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -239,12 +240,13 @@ def _report(result: MoveResult, as_json: bool) -> int:
             node = result.forked_from[1] if result.forked_from else result.node
             session = result.forked_from[0] if result.forked_from else result.session
             for f in result.conflicts:
+                path = shlex.quote(f.path)
                 if f.target is None:
                     print(f"  {f.path}: absent at node {node}; delete it to take that version")
                 elif node is not None:
                     print(
-                        f"  take the session's {f.path}: coder-es show {session[:8]} {node} "
-                        f"{f.path} > {f.path}"
+                        f"  take the session's {f.path}: "
+                        f"coder-es show {session[:8]} {node} {path} > {path}"
                     )
     return 1 if result.conflicts else 0
 
