@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import shown
 from coder_es.cli.run import Renderer, _conflict_hints, _open, _version
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
@@ -87,7 +88,7 @@ class Chat:
         self.ctx = ctx
         self.as_json = as_json
         self.err = Console(stderr=True, highlight=False)
-        self.renderer = Renderer(Console(), self.err)
+        self.renderer = Renderer(Console(), self.err, spinners=shown(as_json))
         self.reader = LineReader(sys.stdin.fileno())
         self.answerer = auto_answerer(True) if yes else self.ask
         # Set when the question with this tool-use id has been shown: asking waits for it, so the

@@ -29,8 +29,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import shown
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.presets import PRESETS
@@ -235,11 +237,13 @@ class Renderer:
     otherwise take ``[stderr]`` or ``[bold]`` in it for markup and drop it from the screen.
     """
 
-    def __init__(self, console: Console, err: Console) -> None:
+    def __init__(self, console: Console, err: Console, *, spinners: bool = False) -> None:
         self.out = console
         self.err = err
         self.in_text = False
         self.opened = False
+        # While tools run (a long command, the first scan of a big workspace): a spinner each.
+        self.running = RunningTools(err) if spinners else None
 
     def _break(self) -> None:
         if self.in_text:
@@ -271,7 +275,11 @@ class Renderer:
         if isinstance(u, up.ToolStarted):
             arg = u.input.get("command") or u.input.get("path") or u.input.get("pattern") or ""
             self.line(f"[cyan]▶ {escape(u.name)}[/cyan] {escape(str(arg))}")
+            if self.running is not None:
+                self.running.start(u.tool_use_id, f"running {u.name}")
         elif isinstance(u, up.ToolCompleted):
+            if self.running is not None:
+                self.running.stop(u.tool_use_id)
             mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
             lines = u.output.strip().splitlines()
             first = lines[0] if lines else ""
@@ -296,11 +304,53 @@ class Renderer:
         elif isinstance(u, up.Error):
             self.line(f"[red]error ({escape(u.kind)}): {escape(u.message)}[/red]")
         elif isinstance(u, up.TurnCancelled):
+            if self.running is not None:
+                self.running.stop_all()
             self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
         elif isinstance(u, up.TurnEnded):
+            if self.running is not None:
+                self.running.stop_all()
             self._break()
             if u.reason not in ("end_turn", "stop_sequence"):
                 self.line(f"[dim]turn ended: {escape(u.reason)} after {u.steps} step(s)[/dim]")
+
+
+class RunningTools:
+    """A transient spinner with the elapsed time for each tool call that runs."""
+
+    def __init__(self, err: Console) -> None:
+        self.err = err
+        self.progress: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+
+    def start(self, tool_use_id: str, description: str) -> None:
+        if self.progress is None:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.err,
+                transient=True,
+            )
+            self.progress.start()
+        self.tasks[tool_use_id] = self.progress.add_task(escape(description), total=None)
+
+    def stop(self, tool_use_id: str) -> None:
+        task = self.tasks.pop(tool_use_id, None)
+        if self.progress is None:
+            return
+        if task is not None:
+            self.progress.remove_task(task)
+        if not self.tasks:
+            self.progress.stop()
+            self.progress = None
+
+    def stop_all(self) -> None:
+        for tool_use_id in list(self.tasks):
+            self.stop(tool_use_id)
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 # ---------------------------------------------------------------------- run
@@ -340,7 +390,7 @@ async def _run(args: argparse.Namespace, ctx: Context) -> int:
             if args.prompt
             else handle.resume(answerer=answerer)
         )
-        renderer = Renderer(Console(), Console(stderr=True))
+        renderer = Renderer(Console(), Console(stderr=True), spinners=shown(args.json))
         with _sigint_cancels(handle):
             async for update in stream:
                 if args.json:

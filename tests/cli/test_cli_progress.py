@@ -79,6 +79,16 @@ def test_verify_all_shows_a_spinner_on_a_terminal_only(
     assert piped.code == 0 and piped.err == "" and "\x1b" not in piped.out
 
 
+def test_a_running_tool_shows_a_spinner_on_a_terminal_only(
+    cli: Cli, repo: Path, tmp_path: Path
+) -> None:
+    s = script(tmp_path / "s.json", turn(tool("bash", command="sleep 1")), turn(text("slept")))
+    code, terminal = _stderr_on_a_terminal(["run", "wait", "--script", s], repo)
+    assert code == 0 and b"running bash" in terminal
+    piped = cli("run", "wait", "--script", s)
+    assert piped.code == 0 and "running bash" not in piped.err and "\x1b" not in piped.err
+
+
 def test_progress_is_drawn_only_for_a_terminal_without_json() -> None:
     assert not shown(stream=io.StringIO())
     terminal = Console(file=io.StringIO(), force_terminal=True, width=100)
