@@ -90,6 +90,7 @@ class Chat:
         self.err = Console(stderr=True, highlight=False)
         self.renderer = Renderer(Console(), self.err, spinners=shown(as_json))
         self.reader = LineReader(sys.stdin.fileno())
+        self.yes = yes
         self.answerer = auto_answerer(True) if yes else self.ask
         # Set when the question with this tool-use id has been shown: asking waits for it, so the
         # question comes after every update before it (the turn runs ahead of the screen).
@@ -151,7 +152,7 @@ class Chat:
                 )
             else:
                 self.renderer.show(update)
-            if isinstance(update, up.PermissionRequired):
+            if isinstance(update, up.PermissionRequired) and not self.yes:
                 self._event(update.tool_use_id).set()
         if not self.as_json:
             _conflict_hints(self.ctx, self.handle, before, self.err)
