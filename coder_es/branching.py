@@ -21,6 +21,7 @@ changed, not with the size of the workspace or of the history.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ RESTORED = "restored"  # the disk held what the session knew: replaced by the ta
 MERGED = "merged"  # the user's edit and the target merged cleanly
 CONFLICT = "conflict"  # the user's edit overlaps: the file is left as the user has it
 ERROR = "error"  # the file could not be read or written: left as it is
+
+Progress = Callable[[int, int], None]
+"""Called with (files restored so far, files to restore)."""
 
 
 class RestoreError(CoderESError):
@@ -113,6 +117,26 @@ class MoveResult:
             if self.forked_from is None
             else {"session": self.forked_from[0], "node": self.forked_from[1]},
         }
+
+
+@dataclass(frozen=True)
+class LabelMove:
+    """What ``label`` did: ``previous`` is where the label was (None: it is new)."""
+
+    session: str
+    name: str
+    node: NodeId
+    previous: NodeId | None
+
+    def describe(self) -> str:
+        if self.previous is None:
+            return f"labelled {self.node} {self.name}"
+        if self.previous == self.node:
+            return f"label {self.name} already names {self.node}"
+        return f"moved label {self.name} from {self.previous} to {self.node}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "node": self.node, "previous": self.previous}
 
 
 @dataclass(frozen=True)
@@ -211,20 +235,29 @@ class Branching:
 
     # ------------------------------------------------------------------ commands
 
-    def label(self, session: str | UUID, node: str, name: str) -> NodeId:
+    def label(
+        self, session: str | UUID, node: str, name: str, *, check_name: bool = True
+    ) -> LabelMove:
+        """Name a node; a label that named another node moves (``coder_es.domain.refs``).
+        ``check_name=False`` re-issues a recorded label whatever its name (replay)."""
         sid = self._sid(session)
 
-        def command(s: Session) -> NodeId:
+        def command(s: Session) -> LabelMove:
             resolved = s.resolve_node(node)
-            s.label(resolved, name)
-            return resolved
+            previous = s.labels.get(name)
+            s.label(resolved, name, check_name=check_name)
+            return LabelMove(str(s.id), name, resolved, previous)
 
         return self.app.update(sid, command)
 
-    def checkout(self, session: str | UUID, node: str) -> MoveResult:
+    def checkout(
+        self, session: str | UUID, node: str, *, progress: Progress | None = None
+    ) -> MoveResult:
         s, _tree, files = self._load(session)
         target = s.resolve_node(node)
-        return self._move(s, files, target, reason="checkout", move_head=True, restore=True)
+        return self._move(
+            s, files, target, reason="checkout", move_head=True, restore=True, progress=progress
+        )
 
     def rewind(
         self,
@@ -233,6 +266,7 @@ class Branching:
         *,
         conversation: bool = True,
         files: bool = True,
+        progress: Progress | None = None,
     ) -> MoveResult:
         if not (conversation or files):
             msg = "rewind needs the conversation, the files, or both"
@@ -245,16 +279,31 @@ class Branching:
                 "rewind goes back along the current branch, use checkout to switch branches"
             )
             raise UsageError(msg)
-        return self._move(s, fs, target, reason="rewind", move_head=conversation, restore=files)
+        return self._move(
+            s,
+            fs,
+            target,
+            reason="rewind",
+            move_head=conversation,
+            restore=files,
+            progress=progress,
+        )
 
     def fork(
-        self, session: str | UUID, node: str | None = None, *, new_session: bool = False
+        self,
+        session: str | UUID,
+        node: str | None = None,
+        *,
+        new_session: bool = False,
+        progress: Progress | None = None,
     ) -> MoveResult:
         s, _tree, files = self._load(session)
         target = s.head if node is None else s.resolve_node(node)
         if not new_session:
-            return self._move(s, files, target, reason="fork", move_head=True, restore=True)
-        restored = self._restore(files, target, s.id)
+            return self._move(
+                s, files, target, reason="fork", move_head=True, restore=True, progress=progress
+            )
+        restored = self._restore(files, target, s.id, progress)
         if restored:
             # The parent's workspace changed under it: it must know, so that moving its own head
             # later restores its files from what the disk really holds.
@@ -314,9 +363,10 @@ class Branching:
         reason: str,
         move_head: bool,
         restore: bool,
+        progress: Progress | None = None,
     ) -> MoveResult:
         previous = s.head
-        restored = self._restore(files, target, s.id) if restore else []
+        restored = self._restore(files, target, s.id, progress) if restore else []
         # The restoration is recorded first: the disk it found is the disk at the old head.
         if restored:
             s.restore_workspace(node=target, entries=[r.to_json() for r in restored])
@@ -345,8 +395,13 @@ class Branching:
             raise ConcurrentChangeError(msg) from None
 
     def _restore(
-        self, files: FileStates, target: NodeId | None, session: UUID
+        self,
+        files: FileStates,
+        target: NodeId | None,
+        session: UUID,
+        progress: Progress | None = None,
     ) -> list[FileRestoration]:
+        """Restore the files that differ; ``progress(done, total)`` after each one."""
         plan = files.restore_plan(target)
         if not plan:
             return []
@@ -356,7 +411,12 @@ class Branching:
         sandbox = Sandbox(self.workspace)
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
-        return [self.restore_file(sandbox, path, base, want, blobs) for path, base, want in plan]
+        out = []
+        for path, base, want in plan:
+            out.append(self.restore_file(sandbox, path, base, want, blobs))
+            if progress is not None:
+                progress(len(out), len(plan))
+        return out
 
     def restore_file(
         self,

@@ -32,11 +32,19 @@ class SessionNotFoundError(UsageError):
 
 
 class UnknownNodeError(UsageError):
-    def __init__(self, session: str, ref: str, candidates: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        session: str,
+        ref: str,
+        candidates: list[str] | None = None,
+        reason: str | None = None,
+    ) -> None:
         self.session = session
         self.ref = ref
         self.candidates = candidates or []
         hint = f" (matches: {', '.join(self.candidates)})" if self.candidates else ""
+        if reason:
+            hint += f": {reason}"
         super().__init__(f"session {session}: no unique node or label matches {ref!r}{hint}")
 
 

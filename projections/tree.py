@@ -9,15 +9,20 @@ A session forked from another (``Started.parent_session/parent_node``) sees the 
 ``parent_node`` as its prefix: ``full_path`` walks into the parent's own tree, nothing is copied.
 Inside one session the root is ``None``: nodes whose parent is ``None`` hang under it (in a forked
 session, the root stands for the parent's node).
+
+Labels and node references follow ``coder_es.domain.refs`` (one label names one node at a
+time; ``HEAD``, node id, label, unique prefix): this projection is what every view reads them from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from coder_es.application import CoderApp
+from coder_es.domain.refs import resolve_ref
 from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
 from coder_es.errors import UnknownNodeError
 from projections.checkpoint import Tracked, graph_state, load_graph_state
@@ -70,6 +75,11 @@ def node_kind(event: Any) -> str | None:
     return None
 
 
+def _is_id(ref: str) -> bool:
+    """A node id as written: digits without a leading zero (``07`` is no id)."""
+    return ref.isdigit() and ref[0] != "0"
+
+
 def _num(node: NodeId | None) -> int:
     return 0 if node is None else int(node)
 
@@ -112,7 +122,8 @@ class ConversationTree:
         elif isinstance(event, Session.HeadMoved):
             self.head = _num(event.node)
         elif isinstance(event, Session.NodeLabelled):
-            self.labels.pop(event.name, None)  # a re-used name moves: keep the order by event
+            # One label names one node: a re-used name moves (refs.label_positions, in place).
+            self.labels.pop(event.name, None)
             self.labels[event.name] = int(event.node)
         elif isinstance(event, Session.Started):
             self.session = str(event.originator_id)
@@ -153,7 +164,7 @@ class ConversationTree:
         return num
 
     def has(self, node: NodeId) -> bool:
-        return node.isdigit() and int(node) in self.parent
+        return _is_id(node) and int(node) in self.parent
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -190,15 +201,21 @@ class ConversationTree:
         )
 
     def resolve(self, ref: str) -> NodeId:
-        """A node id, a label, or a unique prefix of a node id."""
+        """``HEAD``, a node id, a label, or a unique prefix of a node id (``resolve_ref``)."""
         if self.has(ref):
             return ref
-        if ref in self.labels:
-            return str(self.labels[ref])
-        matches = [str(n) for n in self.parent if str(n).startswith(ref)] if ref else []
-        if len(matches) == 1:
-            return matches[0]
-        raise UnknownNodeError(self.session, ref, candidates=matches[:10])
+        return resolve_ref(
+            ref,
+            session=self.session,
+            nodes=_NodeIds(self.parent),
+            labels={name: str(n) for name, n in self.labels.items()},
+            head=self.head_node,
+        )
+
+    def label_of(self, name: str) -> NodeId | None:
+        """The node a label names now, None when there is no such label."""
+        num = self.labels.get(name)
+        return None if num is None else str(num)
 
     # ------------------------------------------------------------------ queries
 
@@ -279,6 +296,22 @@ class ConversationTree:
             out.append(node)
             node = self.parent[node]
         return [str(n) for n in reversed(out)]
+
+
+class _NodeIds(Collection[NodeId]):
+    """The tree's node ids as strings, without building a list for a membership test."""
+
+    def __init__(self, parent: dict[int, int]) -> None:
+        self._parent = parent
+
+    def __contains__(self, ref: object) -> bool:
+        return isinstance(ref, str) and _is_id(ref) and int(ref) in self._parent
+
+    def __iter__(self) -> Iterator[NodeId]:
+        return (str(n) for n in self._parent)
+
+    def __len__(self) -> int:
+        return len(self._parent)
 
 
 # ---------------------------------------------------------------------- opening

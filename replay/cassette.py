@@ -246,7 +246,12 @@ def _ancestors(app: CoderApp, started: Mapping[str, Any]) -> list[tuple[str, lis
 def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
     """Every blob digest an event names (the content it needs to be replayed)."""
     if kind == "Started":
-        yield (fields.get("settings") or {}).get("system_blob")
+        settings = fields.get("settings") or {}
+        yield settings.get("system_blob")
+        git = settings.get("git")
+        if isinstance(git, dict):
+            yield git.get("staged")
+            yield git.get("unstaged")
     elif kind == "ModelResponded":
         yield fields.get("request_digest")
         yield fields.get("raw_stream_blob")

@@ -53,6 +53,7 @@ from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.store.config import StoreConfig
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
+from coder_es.workspace import git_state
 from replay import disk
 from replay.cassette import Cassette, CassetteError, RecordedEvent
 from replay.normalize import Normalizer, compared_fields
@@ -88,6 +89,9 @@ class ReplayOptions:
     Started settings, else inferred from the recording (cassettes from before it was recorded)."""
     progress: Progress | None = None
     config: LoopConfig = field(default_factory=LoopConfig)
+    repositories: tuple[Path, ...] = ()
+    """Live mode, for a session recorded in a git repository: where to look for its commit
+    before the recorded repository (``coder_es.workspace.git_state``)."""
 
 
 class ReplayApp(CoderApp):
@@ -450,9 +454,20 @@ class ReplayEngine:
     async def run(self) -> ReplayReport:
         started = time.perf_counter()
         divergence: Divergence | None = None
+        repository = self._repository()
         own_dir = self.options.workspace is None
-        root = Path(tempfile.mkdtemp(prefix="coder-es-replay-")) if own_dir else None
-        root = (root or Path(self.options.workspace or ".")).resolve()
+        base = Path(tempfile.mkdtemp(prefix="coder-es-replay-")) if own_dir else None
+        base = (base or Path(self.options.workspace or ".")).resolve()
+        root = base
+        try:
+            if repository is not None:
+                # Shell commands ran git: the scratch workspace is a clone at the recorded state.
+                state, source = repository
+                root = git_state.restore(state, source, base, self.cassette.blob)
+        except BaseException:
+            if own_dir:
+                shutil.rmtree(base, ignore_errors=True)
+            raise
         self.scratch = _Scratch(root, self.cassette.blob)
         self.recorded_norm = self.replayed_norm = self._normalizer(self.cassette.workspace, root)
         try:
@@ -477,7 +492,7 @@ class ReplayEngine:
                     await self.handle.close()
             kept = None
             if own_dir and not self.options.keep_workspace:
-                shutil.rmtree(root, ignore_errors=True)
+                shutil.rmtree(base, ignore_errors=True)
             else:
                 kept = str(root)
         return ReplayReport(
@@ -494,6 +509,16 @@ class ReplayEngine:
             workspace=kept if self.options.keep_workspace or not own_dir else None,
             notes=tuple(self.secret_notes),
         )
+
+    def _repository(self) -> tuple[git_state.GitState, Path] | None:
+        """Live mode in a session recorded in a git repository: its state and where the commit
+        is (raises ``GitStateError`` naming the repository and commit when nowhere)."""
+        if self.mode != "live" or not self.recorded:
+            return None
+        state = git_state.GitState.from_settings(self.recorded[0].fields.get("settings") or {})
+        if state is None:
+            return None
+        return state, git_state.find_source(state, self.options.repositories)
 
     def _crash(self, e: BaseException) -> Divergence:
         step = len(self.current()) + 1
@@ -575,7 +600,9 @@ class ReplayEngine:
             elif event.kind == "NodeLabelled":
                 await self._close_handle()
                 f = event.fields
-                Branching(self.app, self.scratch.root).label(self.sid, str(f["node"]), f["name"])
+                Branching(self.app, self.scratch.root).label(
+                    self.sid, str(f["node"]), f["name"], check_name=False
+                )
             elif event.kind == "PermissionsChanged":
                 # A user-side change (a resume with new rules, a config reload) between turns.
                 f = event.fields

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.store.blobs import BlobStore
+from coder_es.workspace.git_state import SETTINGS_KEY as GIT_SETTINGS_KEY
+from coder_es.workspace.git_state import capture as capture_git_state
 from coder_es.workspace.ignore import IgnoreMatcher
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
@@ -99,10 +101,15 @@ def gather_prompt(root: Path) -> PromptSources:
 
 
 def record_prompt(root: Path, blobs: BlobStore) -> dict[str, Any]:
-    """Gather the prompt, store it, and return the settings that name it."""
+    """Gather the prompt, store it, and return the settings that name it, with the repository
+    state a live replay rebuilds (``coder_es.workspace.git_state``)."""
     sources = gather_prompt(root)
     blob = blobs.put(sources.text.encode("utf-8"))
-    return sources.settings(blob)
+    settings = sources.settings(blob)
+    repository = capture_git_state(root, blobs)
+    if repository is not None:
+        settings[GIT_SETTINGS_KEY] = repository.to_json()
+    return settings
 
 
 def recorded_prompt(settings: dict[str, Any], blobs: BlobStore, workspace: str) -> str:

@@ -251,6 +251,11 @@ class AgentLoop:
         return await self._drive()
 
     async def _resume(self) -> TurnOutcome:
+        info = self.state.head_info()
+        if info is not None and info.cancelled:
+            # Asking to resume a cancelled turn is the user's decision to continue it.
+            self._trigger(lambda s: s.resume_turn())
+            self.flush()
         recovery = d.recover(self.state, self.deps.decision)
         if recovery is not None:
             self._close(recovery)

@@ -177,6 +177,10 @@ class LoopState:
         if e.node is not None and e.node in self.nodes:
             self.nodes[e.node].cancelled = True
 
+    def _resumed(self, e: Session.TurnResumed) -> None:
+        if e.node is not None and e.node in self.nodes:
+            self.nodes[e.node].cancelled = False
+
     # ------------------------------------------------------------------ queries
 
     def permissions_in_force(self) -> tuple[list[dict[str, Any]], str]:
@@ -216,6 +220,7 @@ _HANDLERS: dict[type, Any] = {
     Session.ContextCompacted: LoopState._compacted,
     Session.HeadMoved: LoopState._head_moved,
     Session.TurnCancelled: LoopState._cancelled,
+    Session.TurnResumed: LoopState._resumed,
     Session.StepLimitReached: LoopState._step_limit_reached,
     Session.PermissionsChanged: LoopState._permissions_changed,
 }

@@ -8,7 +8,9 @@ from typing import Any
 
 from coder_es.audit.errors import ExportOptionError
 from coder_es.audit.records import AuditEvent
+from coder_es.domain.refs import label_positions, resolve_ref
 from coder_es.domain.session import Session
+from coder_es.errors import UnknownNodeError
 
 NODE_KINDS = frozenset(
     {"UserMessageAdded", "ModelResponded", "ToolCallCompleted", "ContextCompacted"}
@@ -73,24 +75,35 @@ class ExportFilter:
 
 
 def node_labels(events: list[AuditEvent]) -> dict[str, str]:
-    return {
-        str(e.fields["name"]): str(e.fields["node"]) for e in events if e.kind == "NodeLabelled"
-    }
+    """Where each label points at the end of these events (one label, one node)."""
+    return label_positions(
+        (str(e.fields["name"]), str(e.fields["node"])) for e in events if e.kind == "NodeLabelled"
+    )
+
+
+def head_node(events: list[AuditEvent]) -> str | None:
+    """The head at the end of these events: the newest node, or where the head last moved."""
+    head: str | None = None
+    for e in events:
+        if e.kind in NODE_KINDS:
+            head = str(e.version)
+        elif e.kind == "HeadMoved":
+            node = e.fields.get("node")
+            head = str(node) if node is not None else None
+    return head
 
 
 def resolve_node(events: list[AuditEvent], ref: str) -> str:
+    """``HEAD``, a node id, a label or a unique prefix, as every command resolves them."""
     nodes = [str(e.version) for e in events if e.kind in NODE_KINDS]
-    if ref in nodes:
-        return ref
-    labels = node_labels(events)
-    if ref in labels:
-        return labels[ref]
-    matches = [n for n in nodes if n.startswith(ref)]
-    if len(matches) == 1:
-        return matches[0]
-    hint = f" (matches: {', '.join(matches[:10])})" if matches else ""
-    msg = f"--branch: no unique node or label matches {ref!r}{hint}"
-    raise ExportOptionError(msg)
+    try:
+        return resolve_ref(
+            ref, session="", nodes=nodes, labels=node_labels(events), head=head_node(events)
+        )
+    except UnknownNodeError as e:
+        hint = f" (matches: {', '.join(e.candidates)})" if e.candidates else ""
+        msg = f"--branch: no unique node or label matches {ref!r}{hint}"
+        raise ExportOptionError(msg) from None
 
 
 def branch_path(events: list[AuditEvent], node: str) -> set[str]:

@@ -15,8 +15,9 @@ from typing import Any
 
 from coder_es.audit.export import PreparedExport, tool_versions
 from coder_es.audit.export_redaction import GlobRedaction
-from coder_es.audit.filters import NODE_KINDS, branch_path
+from coder_es.audit.filters import NODE_KINDS, branch_path, head_node, node_labels
 from coder_es.audit.records import AuditEvent
+from coder_es.domain.refs import labels_by_node
 from coder_es.errors import CoderESError
 from coder_es.redaction import marker
 from coder_es.store.blobs import BlobStore
@@ -244,16 +245,9 @@ def _entry(e: AuditEvent, files: _Files) -> Entry:
 
 def _tree(prepared: PreparedExport) -> tuple[tuple[TreeNode, ...], str | None]:
     events = prepared.all_events
-    head: str | None = None
-    labels: dict[str, list[str]] = {}
-    for e in events:
-        if e.kind in NODE_KINDS:
-            head = str(e.version)
-        elif e.kind == "HeadMoved":
-            node = e.fields.get("node")
-            head = str(node) if node is not None else None
-        elif e.kind == "NodeLabelled":
-            labels.setdefault(str(e.fields.get("node")), []).append(str(e.fields.get("name")))
+    head = head_node(events)
+    # Each label once, where it points at the end of the session (coder_es.domain.refs).
+    labels = labels_by_node(node_labels(events))
     shown = {e.version: e for e in prepared.events}
     keep: set[str] | None = None
     if prepared.filters.get("branch"):

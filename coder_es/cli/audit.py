@@ -11,6 +11,7 @@ from coder_es.audit.filters import ExportFilter, parse_kinds, parse_time
 from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_export, verify_session, verify_store
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import shown, working
 from coder_es.errors import UsageError
 
 
@@ -24,7 +25,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     if args.output == "":
         raise UsageError("--output needs a file name (leave it out to write to standard output)")
     options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
-    data = export_session(ctx.app, args.session, options)
+    with working(f"exporting {args.format}", shown()):
+        data = export_session(ctx.app, args.session, options)
     if args.output:
         target = Path(args.output)
         tmp = target.with_name(target.name + ".partial")
@@ -45,14 +47,16 @@ def cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         msg = "verify takes a SESSION, a FILE or --all, not several"
         raise UsageError(msg)
     if args.all:
-        report = verify_store(ctx.app)
+        with working("verifying every chain and blob", shown(args.json)):
+            report = verify_store(ctx.app)
     elif args.target is None:
         msg = "verify needs a SESSION, a FILE or --all"
         raise UsageError(msg)
     elif Path(args.target).is_file() or "/" in args.target or args.target.endswith(".jsonl"):
         report = verify_export(args.target)
     else:
-        report = verify_session(ctx.app, args.target)
+        with working("verifying the session", shown(args.json)):
+            report = verify_session(ctx.app, args.target)
     _print(report, args.json)
     return 0 if report.ok else 1
 

@@ -105,7 +105,7 @@ def _session(p: argparse.ArgumentParser) -> None:
 
 
 def _node(p: argparse.ArgumentParser, name: str = "node") -> None:
-    p.add_argument(name, help="node id, unique prefix or label")
+    p.add_argument(name, help="node id, unique prefix, label or HEAD")
 
 
 def _sessions_args(p: argparse.ArgumentParser) -> None:
@@ -114,6 +114,13 @@ def _sessions_args(p: argparse.ArgumentParser) -> None:
 
 def _show_args(p: argparse.ArgumentParser) -> None:
     _session(p)
+    p.add_argument("node", nargs="?", help="with PATH: node id, prefix, label or HEAD")
+    p.add_argument("path", nargs="?", help="the file to print as it was at NODE")
+    p.add_argument(
+        "--proposed",
+        action="store_true",
+        help="the agent's version that a conflict at NODE left unapplied (take it: > PATH)",
+    )
     _json(p, "one JSON event per line")
 
 
@@ -192,7 +199,10 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
     _session(p)
     _node(p, "node_a")
     _node(p, "node_b")
-    _json(p)
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--stat", action="store_true", help="lines added and removed per file")
+    form.add_argument("--name-only", action="store_true", help="only the paths that differ")
+    form.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _fork_args(p: argparse.ArgumentParser) -> None:
@@ -268,6 +278,14 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
     _json(p, "one JSON report per cassette per line")
     p.add_argument(
         "--keep-workspace", action="store_true", help="keep the scratch workspace of each replay"
+    )
+    p.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="live mode: a git repository holding the commit the session started at "
+        "(default: the recorded repository, then the workspace)",
     )
 
 
@@ -378,7 +396,8 @@ _CHAT = "talk with the agent interactively"
 COMMANDS: tuple[Command, ...] = (
     Command("sessions", "coder_es.cli.sessions:cmd_sessions", "list the sessions in the store",
             _sessions_args, needs_store=True),
-    Command("show", "coder_es.cli.sessions:cmd_show", "show the events of a session",
+    Command("show", "coder_es.cli.sessions:cmd_show",
+            "show the events of a session, or a file as it was at a node (NODE PATH)",
             _show_args, needs_store=True),
     Command("doctor", "coder_es.cli.sessions:cmd_doctor",
             "which backend, where, and whether it is healthy", _doctor_args, needs_store=True,
@@ -389,8 +408,8 @@ COMMANDS: tuple[Command, ...] = (
             epilog=RULES_HELP),
     Command("tree", "coder_es.cli.tree:cmd_tree",
             "the conversation tree: branches, labels, file changes", _tree_args, needs_store=True),
-    Command("diff", "coder_es.cli.tree:cmd_diff", "compare two nodes: turns and files",
-            _diff_args, needs_store=True),
+    Command("diff", "coder_es.cli.tree:cmd_diff",
+            "compare two nodes: turns and unified diffs of files", _diff_args, needs_store=True),
     Command("fork", "coder_es.cli.tree:cmd_fork",
             "continue from a node: a new branch or a new session", _fork_args, needs_store=True),
     Command("checkout", "coder_es.cli.tree:cmd_checkout",

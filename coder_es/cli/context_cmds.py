@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import shown, working
 from coder_es.errors import CoderESError, UsageError
 from coder_es.providers.types import canonical_request
 from projections.context import (
@@ -43,7 +44,8 @@ def cmd_deps(args: argparse.Namespace, ctx: Context) -> int:
     if not root.is_dir():
         msg = f"{args.path} is not a directory"
         raise UsageError(msg)
-    graph = _graph(root)
+    with working(f"reading the dependency graph of {root}", shown(args.json)):
+        graph = _graph(root)
     if args.json:
         print_json(graph.to_json())
         return 0

@@ -13,17 +13,17 @@ import argparse
 import difflib
 import sys
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import bars, shown, working
 from coder_es.errors import UsageError
 from coder_es.redaction import Redactor
+from coder_es.workspace.git_state import GitStateError
 from replay.cassette import (
     SUFFIX,
     Cassette,
@@ -55,14 +55,15 @@ def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
     if not args.output:
         raise UsageError("--output needs a file name")
     options = {"max_steps": args.max_steps} if args.max_steps else {}
-    cassette = export_session(
-        ctx.app,
-        args.session,
-        redactor=redactor_for(ctx),
-        include_workspace=not args.touched_only,
-        options=options,
-    )
-    path = write_cassette(cassette, args.output)
+    with working("recording the cassette", shown()):
+        cassette = export_session(
+            ctx.app,
+            args.session,
+            redactor=redactor_for(ctx),
+            include_workspace=not args.touched_only,
+            options=options,
+        )
+        path = write_cassette(cassette, args.output)
     red = cassette.redactions
     print(
         f"wrote {path}: {len(cassette.events)} events, {len(cassette.files)} initial files, "
@@ -81,40 +82,14 @@ def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
 # ---------------------------------------------------------------------- replay
 
 
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int, int], None]]]:
-    """A factory of per-cassette progress callbacks: a rich bar on stderr, or nothing."""
-    if not enabled:
-        yield lambda _name, _total: lambda _done, _t: None
-        return
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    with bar:
-
-        def make(name: str, total: int) -> Callable[[int, int], None]:
-            task = bar.add_task(name, total=total)
-
-            def update(done: int, _total: int) -> None:
-                bar.update(task, completed=done)
-
-            return update
-
-        yield make
-
-
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     paths = find_cassettes(args.cassettes)
-    tty = sys.stderr.isatty() and not args.json
     reports: list[ReplayReport] = []
     unreadable: list[tuple[str, str]] = []
-    with _progress(tty) as progress:
-        for path in paths:
+    with bars(shown(args.json)) as progress:
+        overall = progress("cassettes", min_total=2)
+        for done, path in enumerate(paths):
+            overall(done, len(paths))
             try:
                 cassette = load_cassette(path)
             except CassetteError as e:
@@ -126,15 +101,21 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                 else:
                     print(f"{path}: UNREADABLE {e}")
                 continue
-            callback = (
-                progress(cassette.name, len(cassette.events))
-                if len(cassette.events) >= PROGRESS_MIN_EVENTS
-                else None
-            )
             options = ReplayOptions(
-                mode=args.mode, progress=callback, keep_workspace=args.keep_workspace
+                mode=args.mode,
+                progress=progress(cassette.name, PROGRESS_MIN_EVENTS),
+                keep_workspace=args.keep_workspace,
+                repositories=(*map(Path, args.repo), ctx.workspace),
             )
-            report = replay_cassette(cassette, options)
+            try:
+                report = replay_cassette(cassette, options)
+            except GitStateError as e:
+                unreadable.append((str(path), str(e)))
+                if args.json:
+                    print_json({"cassette": str(path), "ok": False, "error": str(e)})
+                else:
+                    print(f"{path}: CANNOT REPLAY {e}")
+                continue
             reports.append(report)
             if args.json:
                 print_json({**report.to_json(), "path": str(path)})
@@ -201,17 +182,18 @@ def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     root = (ctx.workspace / args.dir / str(session_id)[:8]).resolve()
     err = Console(stderr=True, highlight=False)
     err.print(
-        f"[bold]coder-es demo[/bold]: replaying [cyan]{cassette.name}[/cyan] "
+        f"[bold]coder-es demo[/bold]: replaying [cyan]{escape(cassette.name)}[/cyan] "
         f"({len(cassette.events)} events, {cassette.count('ModelResponded')} model turns) live "
-        f"into {root}"
+        f"into {escape(str(root))}"
     )
-    with _progress(sys.stderr.isatty()) as progress:
+    with bars(shown()) as progress:
         options = ReplayOptions(
             mode="live",
             workspace=root,
             keep_workspace=True,
             session_id=session_id,
-            progress=progress(cassette.name, len(cassette.events)),
+            progress=progress(cassette.name),
+            repositories=(ctx.workspace,),
         )
         report = replay_cassette(cassette, options, store=ctx.config)
     print(report.summary())

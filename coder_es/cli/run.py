@@ -28,10 +28,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import shown
 from coder_es.errors import UsageError
-from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer
+from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
@@ -160,18 +163,30 @@ def _sigint_cancels(handle: SessionHandle) -> Any:
 
 
 class Renderer:
-    """Human-readable updates: the model's text on stdout, activity on stderr."""
+    """Human-readable updates: the model's text on stdout, activity on stderr.
 
-    def __init__(self, console: Console, err: Console) -> None:
+    Every text that comes from the model, a tool or a file goes through ``escape``: rich would
+    otherwise take ``[stderr]`` or ``[bold]`` in it for markup and drop it from the screen.
+    """
+
+    def __init__(self, console: Console, err: Console, *, spinners: bool = False) -> None:
         self.out = console
         self.err = err
         self.in_text = False
+        self.opened = False
+        # While tools run (a long command, the first scan of a big workspace): a spinner each.
+        self.running = RunningTools(err) if spinners else None
 
     def _break(self) -> None:
         if self.in_text:
             self.out.file.write("\n")
             self.out.file.flush()
             self.in_text = False
+
+    def line(self, markup: str) -> None:
+        """One line of activity on stderr, never glued to the model's streamed text."""
+        self._break()
+        self.err.print(markup, highlight=False, soft_wrap=True)
 
     def show(self, u: up.Update) -> None:
         if isinstance(u, up.TextDelta):
@@ -180,43 +195,94 @@ class Renderer:
             self.in_text = True
             return
         if isinstance(u, up.SessionOpened):
+            if self.opened:
+                return  # chat sends one message after another on the same session: say it once
+            self.opened = True
             verb = "resumed" if u.resumed else "started"
-            self.err.print(
-                f"[dim]session {u.session_id} {verb} ({u.agent}, {u.provider}/{u.model})[/dim]"
+            self.line(
+                f"[dim]session {u.session_id} {verb} "
+                f"({escape(u.agent)}, {escape(u.provider)}/{escape(u.model)})[/dim]",
             )
             return
         if isinstance(u, up.ToolStarted):
-            self._break()
             arg = u.input.get("command") or u.input.get("path") or u.input.get("pattern") or ""
-            self.err.print(f"[cyan]▶ {u.name}[/cyan] {arg}", markup=True, highlight=False)
+            self.line(f"[cyan]▶ {escape(u.name)}[/cyan] {escape(str(arg))}")
+            if self.running is not None:
+                self.running.start(u.tool_use_id, f"running {u.name}")
         elif isinstance(u, up.ToolCompleted):
+            if self.running is not None:
+                self.running.stop(u.tool_use_id)
             mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
-            first = u.output.strip().splitlines()[0] if u.output.strip() else ""
-            self.err.print(f"  {mark} {u.name} [dim]{first[:100]}[/dim]", highlight=False)
+            lines = u.output.strip().splitlines()
+            first = lines[0] if lines else ""
+            # A failed command's reason is usually on its first stderr line, after the marker.
+            if u.is_error and first.strip() in ("[stderr]", "[stdout]") and len(lines) > 1:
+                first = f"{first.strip()} {lines[1]}"
+            self.line(f"  {mark} {escape(u.name)} [dim]{escape(first[:100])}[/dim]")
         elif isinstance(u, up.PermissionDecision) and (
             u.decision == "deny" or u.decided_by != "rule"
         ):
-            self._break()
             color = "green" if u.decision == "allow" else "red"
-            self.err.print(
-                f"  [{color}]{u.decision}[/{color}] {u.tool} {u.subject} "
-                f"[dim]({u.scope}, by {u.decided_by}{': ' + u.reason if u.reason else ''})[/dim]",
-                highlight=False,
+            why = f": {u.reason}" if u.reason else ""
+            self.line(
+                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)} {escape(u.subject)} "
+                f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
             )
         elif isinstance(u, up.Retry):
-            self.err.print(
-                f"[yellow]retrying (attempt {u.attempt}) in {u.delay_s:.1f}s: {u.reason}[/yellow]"
+            self.line(
+                f"[yellow]retrying (attempt {u.attempt}) in {u.delay_s:.1f}s: "
+                f"{escape(u.reason)}[/yellow]",
             )
         elif isinstance(u, up.Error):
-            self._break()
-            self.err.print(f"[red]error ({u.kind}): {u.message}[/red]", highlight=False)
+            self.line(f"[red]error ({escape(u.kind)}): {escape(u.message)}[/red]")
         elif isinstance(u, up.TurnCancelled):
-            self._break()
-            self.err.print(f"[yellow]cancelled: {u.reason}[/yellow]")
+            if self.running is not None:
+                self.running.stop_all()
+            self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
         elif isinstance(u, up.TurnEnded):
+            if self.running is not None:
+                self.running.stop_all()
             self._break()
             if u.reason not in ("end_turn", "stop_sequence"):
-                self.err.print(f"[dim]turn ended: {u.reason} after {u.steps} step(s)[/dim]")
+                self.line(f"[dim]turn ended: {escape(u.reason)} after {u.steps} step(s)[/dim]")
+
+
+class RunningTools:
+    """A transient spinner with the elapsed time for each tool call that runs."""
+
+    def __init__(self, err: Console) -> None:
+        self.err = err
+        self.progress: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+
+    def start(self, tool_use_id: str, description: str) -> None:
+        if self.progress is None:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.err,
+                transient=True,
+            )
+            self.progress.start()
+        self.tasks[tool_use_id] = self.progress.add_task(escape(description), total=None)
+
+    def stop(self, tool_use_id: str) -> None:
+        task = self.tasks.pop(tool_use_id, None)
+        if self.progress is None:
+            return
+        if task is not None:
+            self.progress.remove_task(task)
+        if not self.tasks:
+            self.progress.stop()
+            self.progress = None
+
+    def stop_all(self) -> None:
+        for tool_use_id in list(self.tasks):
+            self.stop(tool_use_id)
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 # ---------------------------------------------------------------------- run
@@ -228,16 +294,35 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     return asyncio.run(_run(args, ctx))
 
 
+def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
+    """After a turn: each edit that conflicted with the user's, and how to take the agent's."""
+    from coder_es.cli.file_views import unapplied_edits
+
+    for edit in unapplied_edits(ctx.app, handle.id, after=after):
+        err.print(
+            f"[yellow]conflict[/yellow] {escape(edit.path)}: your version is left on disk; "
+            f"the agent's is kept. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
+            "[/bold]",
+            highlight=False,
+            soft_wrap=True,  # a command to copy must not be broken across lines
+        )
+
+
+def _version(ctx: Context, handle: SessionHandle) -> int:
+    return int(ctx.app.get_session(handle.id).version)
+
+
 async def _run(args: argparse.Namespace, ctx: Context) -> int:
     handle = await _open(args, ctx)
     try:
+        before = _version(ctx, handle)
         answerer = auto_answerer(args.yes)
         stream: AsyncIterator[up.Update] = (
             handle.send(args.prompt, answerer=answerer)
             if args.prompt
             else handle.resume(answerer=answerer)
         )
-        renderer = Renderer(Console(), Console(stderr=True))
+        renderer = Renderer(Console(), Console(stderr=True), spinners=shown(args.json))
         with _sigint_cancels(handle):
             async for update in stream:
                 if args.json:
@@ -245,6 +330,8 @@ async def _run(args: argparse.Namespace, ctx: Context) -> int:
                     sys.stdout.flush()
                 else:
                     renderer.show(update)
+        if not args.json:
+            _conflict_hints(ctx, handle, before, renderer.err)
         return _exit_code(handle)
     finally:
         await handle.close()
@@ -254,72 +341,6 @@ async def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
-    return asyncio.run(_chat(args, ctx))
+    from coder_es.cli.chat import cmd_chat as chat
 
-
-async def _ask_user(handle: SessionHandle, q: up.PermissionRequired, err: Console) -> None:
-    err.print(
-        f"[bold yellow]permission[/bold yellow] {q.tool} [bold]{q.subject}[/bold] "
-        f"[dim]({q.reason})[/dim]",
-        highlight=False,
-    )
-    while True:
-        try:
-            raw = await asyncio.to_thread(
-                input, f"  allow [o]nce, [a]lways ({q.suggested_pattern}), or [r]eject? "
-            )
-        except EOFError:
-            raw = "r"
-        choice = raw.strip().lower()[:1]
-        if choice == "o":
-            answer = PermissionAnswer.allow_once()
-        elif choice == "a":
-            answer = PermissionAnswer.allow_always(q.suggested_pattern)
-        elif choice == "r":
-            why = await asyncio.to_thread(input, "  reason (optional): ")
-            answer = PermissionAnswer.reject(why.strip() or "rejected by the user")
-        else:
-            continue
-        await handle.answer(q.tool_use_id, answer)
-        return
-
-
-async def _chat(args: argparse.Namespace, ctx: Context) -> int:
-    handle = await _open(args, ctx)
-    out, err = Console(), Console(stderr=True)
-    renderer = Renderer(out, err)
-    answerer = auto_answerer(True) if args.yes else None
-    loop = asyncio.get_running_loop()
-
-    def _on_sigint() -> None:
-        if not handle.cancel():
-            err.print("[dim](Ctrl-D or /exit to quit)[/dim]")
-
-    err.print(
-        f"[dim]session {handle.id}: type a message; /exit or Ctrl-D to quit; "
-        "Ctrl-C cancels a turn[/dim]"
-    )
-    try:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, _on_sigint)
-        while True:
-            try:
-                text = await asyncio.to_thread(input, "> ")
-            except EOFError:
-                break
-            if text.strip() in ("/exit", "/quit"):
-                break
-            if not text.strip():
-                continue
-            async for update in handle.send(text, answerer=answerer):
-                if args.json:
-                    print_json(update.to_dict())
-                else:
-                    renderer.show(update)
-                if isinstance(update, up.PermissionRequired) and answerer is None:
-                    await _ask_user(handle, update, err)
-        return 0
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        await handle.close()
+    return int(chat(args, ctx))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
 from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns
+from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
 
 
@@ -55,6 +57,8 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     from rich.console import Console
 
+    if args.node is not None or args.proposed:
+        return _show_file(args, ctx)
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:
@@ -62,7 +66,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             print_json(event_record(event))
         return 0
     console = Console()
-    console.print(f"session {session.id}  head={session.head}  events={len(events)}")
+    console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
     for event in events:
         console.print(
             f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
@@ -70,6 +74,25 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             markup=False,
             highlight=False,
         )
+    return 0
+
+
+def _show_file(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.file_views import content_at, proposed_at, workspace_path
+    from projections.files import open_files
+
+    if args.path is None or args.json:
+        raise UsageError("show SESSION NODE PATH prints one file (no --json); see show --help")
+    session = ctx.app.get_session(args.session)
+    node = session.resolve_node(args.node)
+    path = workspace_path(ctx.workspace, args.path)
+    if args.proposed:
+        data = proposed_at(ctx.app, session.id, node, path)
+    else:
+        data = content_at(ctx.app, open_files(ctx.app, session.id), str(session.id), node, path)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
     return 0
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from rich.markup import escape
 
 from coder_es.branching import Branching, MoveResult, NodeDiff
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.progress import bars, shown
 from coder_es.errors import UsageError
 from coder_es.records import summarize
 from projections.files import FileStates
@@ -137,24 +140,30 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.file_views import file_patches, render_stat
+
     branching = Branching(ctx.app, Path(ctx.workspace))
     diff: NodeDiff = branching.diff(args.session, args.node_a, args.node_b)
+    patches = file_patches(ctx.app, diff)
     if args.json:
-        print_json(diff.to_json())
+        print_json({**diff.to_json(), "files": [p.to_json() for p in patches]})
         return 0
-    console = Console(highlight=False)
-    console.print(
-        escape(f"{diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}"), markup=True
-    )
+    if args.name_only:
+        for patch in patches:
+            print(patch.path)
+        return 0
+    if args.stat:
+        print("\n".join(render_stat(patches)))
+        return 0
+    # Plain text (no markup): a patch can be piped to `git apply`.
+    print(f"# {diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}")
     for side, lines in ((diff.a, diff.only_a), (diff.b, diff.only_b)):
-        console.print(f"only on the path to {side}: {len(lines)} node(s)", markup=False)
+        print(f"# only on the path to {side}: {len(lines)} node(s)")
         for m in lines:
-            console.print(f"  {m.node:>6} {m.kind:<11} {m.text}", markup=False)
-    console.print(f"files that differ: {len(diff.files)}", markup=False)
-    for f in diff.files:
-        a = "absent" if f.a is None else f.a[:12]
-        b = "absent" if f.b is None else f.b[:12]
-        console.print(f"  {f.path}: {a} -> {b}", markup=False)
+            print(f"#   {m.node:>6} {m.kind:<11} {' '.join(m.text.split())}")
+    print(f"# files that differ: {len(patches)}")
+    for patch in patches:
+        sys.stdout.write(patch.patch)
     return 0
 
 
@@ -180,33 +189,65 @@ def _report(result: MoveResult, as_json: bool) -> int:
                 f"{len(result.conflicts)} file(s) left as you have them: your edits overlap "
                 "the restored content"
             )
+            node = result.forked_from[1] if result.forked_from else result.node
+            session = result.forked_from[0] if result.forked_from else result.session
+            for f in result.conflicts:
+                path = shlex.quote(f.path)
+                if f.target is None:
+                    print(f"  {f.path}: absent at node {node}; delete it to take that version")
+                elif node is not None:
+                    print(
+                        f"  take the session's {f.path}: "
+                        f"coder-es show {session[:8]} {node} {path} > {path}"
+                    )
     return 1 if result.conflicts else 0
+
+
+# Fewer files than this restore in well under a second: no bar.
+PROGRESS_MIN_FILES = 50
 
 
 def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
-    result = branching.fork(sid, args.node, new_session=args.new_session)
+    with bars(shown(args.json)) as bar:
+        result = branching.fork(
+            sid,
+            args.node,
+            new_session=args.new_session,
+            progress=bar("restoring files", PROGRESS_MIN_FILES),
+        )
     return _report(result, args.json)
 
 
 def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
-    return _report(branching.checkout(sid, args.node), args.json)
+    with bars(shown(args.json)) as bar:
+        result = branching.checkout(
+            sid, args.node, progress=bar("restoring files", PROGRESS_MIN_FILES)
+        )
+    return _report(result, args.json)
 
 
 def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
     branching, sid = _branching(ctx, args.session)
     conversation = not args.files
     files = not args.conversation
-    result = branching.rewind(sid, args.node, conversation=conversation, files=files)
+    with bars(shown(args.json)) as bar:
+        result = branching.rewind(
+            sid,
+            args.node,
+            conversation=conversation,
+            files=files,
+            progress=bar("restoring files", PROGRESS_MIN_FILES),
+        )
     return _report(result, args.json)
 
 
 def cmd_label(args: argparse.Namespace, ctx: Context) -> int:
     branching = Branching(ctx.app, Path(ctx.workspace))
-    node = branching.label(args.session, args.node, args.name)
+    move = branching.label(args.session, args.node, args.name)
     if args.json:
-        print_json({"node": node, "name": args.name})
+        print_json(move.to_json())
     else:
-        print(f"{node} = {args.name}")
+        print(move.describe())
     return 0

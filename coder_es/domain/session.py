@@ -21,7 +21,8 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
 from coder_es.domain.chain import GENESIS, event_hash
-from coder_es.domain.errors import UnknownNodeError, UsageError
+from coder_es.domain.errors import UnknownNodeError
+from coder_es.domain.refs import check_label_name, resolve_ref
 
 if TYPE_CHECKING:
     from coder_es.sealing import Sealing
@@ -203,6 +204,12 @@ class Session(Aggregate):
         node: NodeId | None
         reason: str
         tool_use_ids: list[str]
+
+    class TurnResumed(Event):
+        """The user continued the turn cancelled at ``node`` (``run --session S`` with no new
+        message): from here the loop runs it again instead of stopping as cancelled."""
+
+        node: NodeId | None
 
     class StepLimitReached(Event):
         """The turn stopped at its step limit (model calls since the user's message) with work
@@ -454,7 +461,7 @@ class Session(Aggregate):
     # ------------------------------------------------------------------ navigation
 
     def has_node(self, node: NodeId) -> bool:
-        if not node.isdigit():
+        if not node.isdigit() or node[0] == "0":
             return False
         index = int(node) - 1
         return 0 <= index < len(self.node_flags) and self.node_flags[index] == "1"
@@ -470,11 +477,11 @@ class Session(Aggregate):
         self.require_node(node)
         self.trigger_event(self.HeadMoved, node=node, previous=self.head, reason=reason)
 
-    def label(self, node: NodeId, name: str) -> None:
+    def label(self, node: NodeId, name: str, *, check_name: bool = True) -> None:
+        """Name a node (``check_name=False`` only re-issues a recorded label, as replay does)."""
         self.require_node(node)
-        if not name.strip():
-            # A usage error, not a ValueError: it is what a user typed (`label S 21 ""`).
-            raise UsageError("a label needs a name")
+        if check_name:
+            check_label_name(name)
         self.trigger_event(self.NodeLabelled, node=node, name=name)
 
     # ------------------------------------------------------------------ errors
@@ -494,18 +501,18 @@ class Session(Aggregate):
             self.TurnCancelled, node=self.head, reason=reason, tool_use_ids=list(tool_use_ids or [])
         )
 
+    def resume_turn(self) -> None:
+        self.trigger_event(self.TurnResumed, node=self.head)
+
     def stop_at_step_limit(self, *, steps: int) -> None:
         self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)
 
     # ------------------------------------------------------------------ queries
 
     def resolve_node(self, ref: str) -> NodeId:
-        """A node id, a label, or a unique prefix of a node id."""
+        """``HEAD``, a node id, a label, or a unique prefix of a node id (``domain.refs``)."""
         if self.has_node(ref):
             return ref
-        if ref in self.labels:
-            return self.labels[ref]
-        matches = [n for n in self.node_ids() if n.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        raise UnknownNodeError(str(self.id), ref, candidates=sorted(matches, key=int)[:10])
+        return resolve_ref(
+            ref, session=str(self.id), nodes=self.node_ids(), labels=self.labels, head=self.head
+        )

@@ -109,14 +109,15 @@ class SessionHandle:
         return self.loop.session_id
 
     def opened(self) -> up.SessionOpened:
-        st = self.loop.state
+        # The provider this run uses: a resume may name another one (or another script) than
+        # the session started with.
         return up.SessionOpened(
             self.id,
             self.resumed,
             self.loop.deps.decision.policy.preset.name,
-            st.provider,
-            st.model,
-            st.workspace,
+            self.provider.name,
+            self.provider.model,
+            self.loop.state.workspace,
         )
 
     def reload(self) -> None:

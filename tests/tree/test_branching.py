@@ -160,7 +160,7 @@ def test_fork_into_a_new_session_copies_nothing(agent: Agent) -> None:
 def test_labels_name_nodes(agent: Agent) -> None:
     first = agent.user_message("a")
     agent.user_message("b")
-    assert agent.branching.label(str(agent.sid)[:8], first, "start") == first
+    assert agent.branching.label(str(agent.sid)[:8], first, "start").node == first
     agent.branching.checkout(agent.sid, "start")
     assert agent.app.get_session(agent.sid).head == first
 
