@@ -1,4 +1,4 @@
-"""Resume after Ctrl-C, as fixtures/scripts/README.md describes it."""
+"""Resume after Ctrl-C, as coder_es/data/scripts/README.md describes it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cli_helpers import REPO_ROOT, Cli, subprocess_env
 def test_ctrl_c_then_run_session_continues_the_turn_with_the_new_script(
     repo: Path, cli: Cli
 ) -> None:
-    shutil.copy(REPO_ROOT / "fixtures/scripts/slow_turn.json", repo / "slow_turn.json")
+    shutil.copy(REPO_ROOT / "coder_es/data/scripts/slow_turn.json", repo / "slow_turn.json")
     (repo / "other.json").write_text(
         json.dumps({"turns": [{"blocks": [{"type": "text", "text": "picked up again"}]}]})
     )
