@@ -190,8 +190,11 @@ class IgnoreMatcher:
     def walk(self, start: str = "", *, include_ignored: bool = False) -> Iterator[str]:
         """Files (and symlinks to files) under ``start``, depth first in name order.
 
-        Symlinked directories are not followed (they may lead out of the root, or in circles).
+        Symlinked directories are not followed (they may lead out of the root, or in circles),
+        and a symlink whose target resolves outside the root is left out: whatever reads the
+        walk's files (grep, the prompt's listing) must not reach outside the workspace through it.
         """
+        real_root = os.path.realpath(self.root)
         stack = [start]
         while stack:
             dir_rel = stack.pop()
@@ -210,9 +213,20 @@ class IgnoreMatcher:
                     continue
                 if is_dir:
                     subdirs.append(rel)
-                elif entry.is_file(follow_symlinks=True):
+                elif entry.is_symlink():
+                    if _resolves_inside(entry.path, real_root) and entry.is_file():
+                        yield rel
+                elif entry.is_file(follow_symlinks=False):
                     yield rel
             stack.extend(reversed(subdirs))
+
+
+def _resolves_inside(path: str, real_root: str) -> bool:
+    try:
+        real = os.path.realpath(path, strict=True)
+    except OSError:  # dangling, a loop, or unreadable: nothing to read through it
+        return False
+    return real == real_root or real.startswith(real_root.rstrip("/") + "/")
 
 
 def _last_match(rules: list[IgnoreRule], rel: str, is_dir: bool) -> bool | None:
