@@ -1,11 +1,18 @@
 """Evaluating a tool call against the rules: allow, ask or deny, and which rule said so.
 
-The order, first decisive step wins (for a shell command line, each part goes through these steps
-and the strictest outcome wins: deny over ask over allow):
+The order, first decisive step wins. A shell command line is read with a real shell grammar
+(``shell_parse``) into every simple command it runs, wrappers unwrapped; each command, each file
+it writes (redirections, ``tee``, ``dd of=``: checked as a ``write`` of that path) and each path
+outside the workspace it names (checked as a ``read`` of that path) goes through these steps, and
+the strictest outcome wins: deny over ask over allow. A command the parser cannot see through
+(``$X`` as the name, ``eval "$x"``, ``sh`` reading a pipe, unparseable input) is denied by a
+matching deny rule and otherwise asks, whatever the allow rules say.
 
 1. a user ``deny`` rule, or an earlier "always deny" answer, that matches: **deny**;
-1b. a write to ``.git/hooks/**`` or ``.git/config`` (``permissions.protected``): **ask**, whatever
-   the rules, answers or preset below would say;
+1b. a shell command the parser cannot see through (``part.hidden``): **ask** (a preset deny
+   still denies);
+1c. a write to ``.git/hooks/**`` or ``.git/config`` (``permissions.protected``): **ask**, whatever
+   the rules, answers or preset below would say (a shell redirection to them too);
 2. a doom loop (this call is identical to the ``doom_threshold - 1`` calls just before it):
    **ask**, even if a rule would allow it, so a human can break the loop;
 3. an earlier "always allow" answer that covers the subject: **allow**;
@@ -32,6 +39,7 @@ from coder_es.permissions.presets import Preset, get_preset
 from coder_es.permissions.protected import PROTECTED_RULE, always_asks
 from coder_es.permissions.rules import (
     TOOL_NAMES,
+    CommandPart,
     Rule,
     RuleSyntaxError,
     split_command,
@@ -43,6 +51,7 @@ _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
 DOOM_LOOP_RULE = "doom_loop"
 OUTSIDE_RULE = "outside_workspace"
+HIDDEN_RULE = "shell_hidden"
 UNTRUSTED_SOURCE = "untrusted-project"
 """The source of a rule from an untrusted project config (``config.untrusted``): a deny or ask
 that may only make a decision stricter, never turn a deny into a question."""
@@ -122,13 +131,15 @@ class Policy:
     ) -> Evaluation:
         suggested = suggest_pattern(subject.kind, subject.text)
         if subject.kind == "command":
-            parts = [(p.text, p.opaque) for p in split_command(subject.text)]
+            parts = split_command(subject.text)
         else:
-            parts = [(subject.text, False)]
-        outcomes = [
-            self._evaluate_part(tool, subject, text, opaque, always, repeats)
-            for text, opaque in parts
-        ]
+            parts = [CommandPart(subject.text, False)]
+        outcomes = [self._evaluate_part(tool, subject, part, always, repeats) for part in parts]
+        for other_tool, other in subject.related:
+            action, rule, reason = self._evaluate_part(
+                other_tool, other, CommandPart(other.text, False), always, 0
+            )
+            outcomes.append((action, rule, f"{other_tool} {other.text}: {reason}"))
         action, rule, reason = max(outcomes, key=lambda o: _STRICTNESS[o[0]])
         return Evaluation(action, rule, reason, subject, suggested)
 
@@ -136,12 +147,12 @@ class Policy:
         self,
         tool: str,
         subject: Subject,
-        text: str,
-        opaque: bool,
+        part: CommandPart,
         always: Sequence[dict[str, Any]],
         repeats: int,
     ) -> tuple[str, str, str]:
         kind, outside = subject.kind, subject.outside
+        text, opaque = part.text, part.opaque
 
         def covers(rule: Rule) -> bool:
             if not rule.covers_tool(tool):
@@ -163,6 +174,12 @@ class Policy:
         for rule in (*self.user_rules, *answers):
             if rule.action == "deny" and covers(rule):
                 return "deny", rule.describe(), f"denied by {rule.describe()}"
+        if part.hidden is not None:
+            # Nothing but a deny can decide a command whose identity is unknown.
+            preset = _last_match(self.preset.rules, covers)
+            if preset is not None and preset.action == "deny":
+                return "deny", preset.describe(), f"denied by {preset.describe()}"
+            return "ask", HIDDEN_RULE, f"cannot tell what {text!r} runs: {part.hidden}"
         protected = always_asks(tool, kind, text)
         if protected is not None:
             return "ask", PROTECTED_RULE, protected

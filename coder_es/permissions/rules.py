@@ -4,12 +4,15 @@ Rule syntax (CLI ``--allow RULE`` / ``--deny RULE``): ``TOOL`` or ``TOOL:PATTERN
 
 - ``TOOL`` is a tool name (``bash``, ``read``, ``write``, ``edit``, ``grep``, ``find``) or ``*``.
 - Without a pattern the rule covers every call of the tool.
-- For ``bash`` the pattern matches the command: ``*`` matches any characters (``/`` included),
-  ``?`` one character, and a trailing `` *`` also matches the bare command (``git *`` covers
-  ``git``). A command made of several parts (``a && b``, ``a | b``, ``a; b``) is matched part by
-  part: every part must be allowed for the call to be allowed, and one denied part denies it.
-  Commands with substitutions (``$(..)``, backticks, ``<(..)``) or output redirections (``>``)
-  are never allowed by a pattern (only by a pattern-less rule or by asking).
+- For ``bash`` the pattern matches each simple command the line runs, as ``shell_parse`` finds
+  them with a real shell grammar (pipelines, lists, subshells, substitutions, control flow,
+  function bodies, wrappers like ``env``/``sudo``/``xargs``/``sh -c``/``find -exec``; quotes
+  removed, ``/bin/rm`` read as ``rm``): ``*`` matches any characters (``/`` included), ``?`` one
+  character, and a trailing `` *`` also matches the bare command (``git *`` covers ``git``).
+  Every command must be allowed for the call to be allowed, and one denied command denies it.
+  A command with an argument whose value is unknown (``$X``, ``$(..)``), or in a line that
+  writes a file, is never allowed by a pattern (only by a pattern-less rule or by asking); a
+  command the parser cannot see (``$X`` as the name, ``eval "$x"``, unparseable input) asks.
 - For the file tools the pattern matches the path, relative to the workspace with ``/``
   separators (absolute for paths outside it): ``*`` and ``?`` stay within one path segment, ``**``
   spans segments, ``dir/**`` covers ``dir`` and everything below it.
@@ -18,11 +21,11 @@ Rule syntax (CLI ``--allow RULE`` / ``--deny RULE``): ``TOOL`` or ``TOOL:PATTERN
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
 from coder_es.errors import UsageError
+from coder_es.permissions.shell_parse import parse_shell
 
 ACTIONS = ("allow", "ask", "deny")
 TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find")
@@ -119,46 +122,27 @@ def glob_match(pattern: str, text: str, kind: str) -> bool:
 
 # ---------------------------------------------------------------------- shell commands
 
-_SEPARATORS = {";", "&&", "||", "|", "&", "|&", ";;", "\n"}
-_COMPLEX_MARKERS = ("$(", "`", "<(", ">(")
-
 
 @dataclass(frozen=True)
 class CommandPart:
     text: str
-    # Pattern rules cannot allow this part: it hides another command or writes a file.
+    # Pattern rules cannot allow this part: an argument's value is unknown, the line writes a
+    # file, or the command itself is hidden.
     opaque: bool
+    # Why the command this part runs cannot be known (the policy asks), or None.
+    hidden: str | None = None
 
 
 def split_command(command: str) -> list[CommandPart]:
-    """The simple commands a shell command line runs, for matching each against the rules."""
-    opaque_all = any(marker in command for marker in _COMPLEX_MARKERS)
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|<>")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: the shell will refuse it too, but never allow it
-        return [CommandPart(command.strip(), True)]
-    parts: list[CommandPart] = []
-    current: list[str] = []
-    redirect = False
-
-    def flush() -> None:
-        nonlocal current, redirect
-        if current:
-            parts.append(CommandPart(" ".join(current), opaque_all or redirect))
-        current, redirect = [], False
-
-    for token in tokens:
-        if token in _SEPARATORS:
-            flush()
-            continue
-        if set(token) <= set("<>&") and ">" in token:
-            redirect = True
-        current.append(token)
-    flush()
-    return parts or [CommandPart(command.strip(), opaque_all)]
+    """The simple commands a shell command line runs (``shell_parse``), for matching each
+    against the rules."""
+    line = parse_shell(command)
+    writes = any(use.mode == "write" for use in line.paths)
+    parts = [
+        CommandPart(c.text, c.opaque or writes or c.hidden is not None, c.hidden)
+        for c in line.commands
+    ]
+    return parts or [CommandPart(command.strip(), writes)]
 
 
 def suggest_pattern(kind: str, text: str) -> str:

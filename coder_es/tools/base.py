@@ -69,6 +69,10 @@ class Subject:
     kind: str  # "command" | "path"
     text: str
     outside: bool = False
+    # Other (tool, subject) pairs the call amounts to, each checked by the rules of that tool:
+    # a shell command's redirections are ``write`` subjects, paths outside the workspace its
+    # arguments name are ``read`` subjects.
+    related: tuple[tuple[str, Subject], ...] = ()
 
 
 ProgressFn = Callable[[str], None]

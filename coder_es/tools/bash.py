@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
+from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -100,7 +101,7 @@ class BashTool(Tool[BashInput]):
     input_type = BashInput
 
     def subject(self, args: BashInput, root: Path) -> Subject:
-        return Subject("command", args.command.strip())
+        return command_subject(args.command, root)
 
     def _index(self, ctx: ToolContext) -> Any:
         index = ctx.cache.get(STAT_INDEX_KEY)

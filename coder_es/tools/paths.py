@@ -10,6 +10,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from coder_es.permissions.shell_parse import parse_shell
 from coder_es.tools.base import Subject
 from coder_es.tools.schema import ToolInputError
 
@@ -35,3 +36,21 @@ def path_subject(path: str, root: Path) -> Subject:
 def dir_subject(path: str | None, root: Path) -> Subject:
     """The directory a search covers ("." for the whole workspace)."""
     return path_subject(path or ".", root)
+
+
+def command_subject(command: str, root: Path) -> Subject:
+    """A shell command line's subject: the line, plus the files it writes (``write`` subjects)
+    and the paths outside the workspace it names (``read`` subjects, like ``read`` of them)."""
+    text = command.strip()
+    related: dict[tuple[str, Subject], None] = {}
+    for use in parse_shell(text).paths:
+        path = os.path.expanduser(use.path) if use.path.startswith("~") else use.path
+        try:
+            subject = path_subject(path, root)
+        except ToolInputError:
+            continue
+        if use.mode == "write":
+            related[("write", subject)] = None
+        elif subject.outside:
+            related[("read", subject)] = None
+    return Subject("command", text, related=tuple(related))

@@ -47,10 +47,17 @@ def test_globs_for_commands_and_paths() -> None:
 
 
 def test_compound_commands_split_and_hidden_commands_are_opaque() -> None:
-    parts = split_command("git status && rm -rf build | tee x; echo 'a && b'")
-    assert [p.text for p in parts] == ["git status", "rm -rf build", "tee x", "echo a && b"]
+    parts = split_command("git status && rm -rf build | wc -l; echo 'a && b'")
+    assert [p.text for p in parts] == ["git status", "rm -rf build", "wc -l", "echo a && b"]
     assert all(not p.opaque for p in parts)
-    assert split_command("echo $(rm -rf /)")[0].opaque
+    # tee writes a file: no pattern allows the line's commands (the write rules decide).
+    assert all(p.opaque for p in split_command("git status | tee x"))
+    # The substitution's command is a part of its own; the echo, whose argument is unknown,
+    # is opaque.
+    assert [(p.text, p.opaque) for p in split_command("echo $(rm -rf /)")] == [
+        ("rm -rf /", False),
+        ("echo $(rm -rf /)", True),
+    ]
     assert split_command("echo hi > notes.txt")[0].opaque
     assert split_command("echo 'unbalanced")[0].opaque
 

@@ -1,0 +1,567 @@
+"""What a shell command line really runs, read with a real shell grammar (tree-sitter-bash).
+
+``parse_shell(line)`` returns every simple command the line would run, wherever it sits:
+pipelines, lists (``;`` ``&&`` ``||`` ``&`` newlines), subshells, groups, command and process
+substitutions, control flow, function bodies, here-documents fed to a shell. Common wrappers are
+unwrapped, and both the wrapper and what it runs are reported: ``env`` (its options and
+``VAR=x``), ``command``, ``builtin``, ``exec``, ``nice``, ``nohup``, ``setsid``, ``stdbuf``,
+``timeout``, ``time``, ``sudo``, ``doas``, ``xargs``, ``busybox``, ``find -exec/-execdir/-ok``,
+``sh|bash|zsh|dash|ksh -c 'literal'``, ``eval`` of literals, ``trap 'literal'``, ``alias
+x='literal'``, ``watch``. ``find ... -delete`` is reported as an ``rm`` of find's start paths,
+so a rule on ``rm`` covers it. A path to a binary (``/bin/rm``, ``./x/rm``) counts as its name;
+leading ``VAR=1`` assignments and ``!`` are skipped; quoting (``\\rm``, ``r''m``, ``"rm"``,
+``$'rm'``) is removed the way the shell removes it.
+
+What the parser cannot see through makes a command **hidden** (the permission layer asks): a
+command name that is not a literal (``$X``, ``$(..)``, a glob or brace expansion), ``eval`` or
+``sh -c`` of a non-literal, a shell reading commands from a pipe or a file (``source``, ``.``,
+``curl .. | sh``), ``${x@P}``, ``git -c`` with a key that can run a program, ``BASH_ENV=``, and
+input the grammar cannot parse. A command with a non-literal argument is **opaque**: a pattern
+rule cannot allow it (the argument's value is unknown), a deny pattern still matches it.
+
+Files a line touches are reported as ``PathUse``: redirection targets (``>``, ``>>``, ``>|``,
+``&>``, ``&>>``, ``>&file``), ``tee FILE`` and ``dd of=FILE`` are writes; ``<`` sources, ``dd
+if=`` and every literal argument are reads (the caller decides which of them are paths that
+matter, e.g. outside the workspace). Device files like ``/dev/null`` are left out.
+
+The result is a pure function of the line, cached.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+_Handler = Callable[[str, list["_Word"], "_Collector", int, "str | None"], None]
+
+MAX_DEPTH = 12  # nested sh -c / eval levels before giving up (hidden)
+
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "rbash"})
+SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"})
+# Writing these is not writing a file.
+DEVICE_PATHS = frozenset(
+    {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
+)
+# git -c keys that cannot make git run a program; any other key hides what git runs.
+SAFE_GIT_CONFIG = re.compile(
+    r"(user\.(name|email)|color\..*|core\.(quotepath|autocrlf|safecrlf|filemode)|"
+    r"init\.defaultbranch|commit\.gpgsign|tag\.gpgsign|safe\.directory|advice\..*|"
+    r"pull\.(rebase|ff)|merge\.conflictstyle|diff\.(noprefix|renames)|log\..*|"
+    r"column\..*|i18n\..*|push\.default|fetch\.prune)=",
+    re.IGNORECASE,
+)
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
+_READ_OPS = frozenset({"<", "<&"})
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """One command the line runs: its words (the name first, quotes removed)."""
+
+    words: tuple[str, ...]
+    # A word's value is unknown (an expansion): pattern rules cannot allow the command.
+    opaque: bool = False
+    # Why the command that runs cannot be known (then the permission layer asks), or None.
+    hidden: str | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+
+@dataclass(frozen=True)
+class PathUse:
+    path: str  # as written (``~`` not expanded), relative to the line's directory
+    mode: str  # "read" | "write"
+
+
+@dataclass(frozen=True)
+class ShellLine:
+    commands: tuple[SimpleCommand, ...]
+    paths: tuple[PathUse, ...]
+
+
+@dataclass(frozen=True)
+class _Word:
+    value: str | None  # None: not a literal
+    source: str
+
+    @property
+    def shown(self) -> str:
+        return self.source if self.value is None else self.value
+
+
+@dataclass
+class _Collector:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    paths: list[PathUse] = field(default_factory=list)
+
+    def hide(self, source: str, why: str) -> None:
+        self.commands.append(SimpleCommand((source,), True, why))
+
+    def use(self, path: str, mode: str) -> None:
+        if path and path not in DEVICE_PATHS and not path.startswith("/dev/fd/"):
+            self.paths.append(PathUse(path, mode))
+
+
+_PARSER = Parser(Language(tree_sitter_bash.language()))
+
+
+@lru_cache(maxsize=512)
+def parse_shell(line: str) -> ShellLine:
+    """Every simple command ``line`` runs and every path it names (see the module docstring)."""
+    out = _Collector()
+    _parse_into(line, out, 0)
+    return ShellLine(tuple(out.commands), tuple(dict.fromkeys(out.paths)))
+
+
+def _parse_into(script: str, out: _Collector, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        out.hide(script.strip(), "commands nested too deeply to follow")
+        return
+    tree = _PARSER.parse(script.encode("utf-8", "surrogateescape"))
+    if tree.root_node.has_error:
+        out.hide(script.strip(), "the shell grammar cannot parse it")
+        return
+    _walk(tree.root_node, out, depth, None)
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogateescape")
+
+
+def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
+    kind = node.type
+    if kind == "command":
+        _command(node, out, depth, stdin)
+        return
+    if kind == "redirected_statement":
+        feed = None
+        for child in node.children_by_field_name("redirect"):
+            _redirect(child, out, depth)
+            feed = _stdin_literal(child) if feed is None else feed
+        body = node.child_by_field_name("body")
+        if body is not None:
+            _walk(body, out, depth, feed)
+        return
+    if kind in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+        _redirect(node, out, depth)
+        return
+    if kind == "declaration_command":
+        words = [_word(c) for c in node.named_children if c.type != "variable_assignment"]
+        keyword = node.children[0].type if node.children else "declare"
+        out.commands.append(
+            SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
+        )
+    if kind == "expansion" and re.search(r"@P\}\Z", _text(node)):
+        out.hide(_text(node), "${..@P} runs the command substitutions in a variable's value")
+    if kind == "variable_assignment":
+        _assignment(node, out)
+    for child in node.named_children:
+        _walk(child, out, depth, None)
+
+
+def _assignment(node: Node, out: _Collector) -> None:
+    name = node.child_by_field_name("name")
+    if name is not None and _text(name) in ("BASH_ENV", "ENV"):
+        out.hide(_text(node), f"{_text(name)} makes the shell run the commands of a file")
+
+
+def _redirect(node: Node, out: _Collector, depth: int) -> None:
+    for child in node.named_children:
+        _walk(child, out, depth, None)
+    if node.type != "file_redirect":
+        return
+    op = next((c.type for c in node.children if not c.is_named), "")
+    dest = node.child_by_field_name("destination")
+    if dest is None:
+        return
+    target = _word(dest)
+    if op in (">&", "<&") and (dest.type == "number" or target.value == "-"):
+        return  # duplicates a descriptor, names no file
+    if target.value is None:
+        out.hide(f"{op}{target.source}", "the file it redirects to is not a literal")
+        return
+    if op in _WRITE_OPS or op == "<>":
+        out.use(target.value, "write")
+    if op in _READ_OPS or op == "<>":
+        out.use(target.value, "read")
+
+
+def _stdin_literal(node: Node) -> str | None:
+    """The text a here-document or here-string feeds, when it is a literal."""
+    if node.type == "heredoc_redirect":
+        body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
+        if body is None:
+            return ""
+        if any(c.type != "heredoc_content" for c in body.named_children):
+            return None  # expansions in the body: its text is not known
+        return _text(body)
+    if node.type == "herestring_redirect":
+        words = [_word(c) for c in node.named_children]
+        if words and all(w.value is not None for w in words):
+            return " ".join(w.value or "" for w in words)
+    return None
+
+
+def _command(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
+    words: list[_Word] = []
+    for child in node.named_children:
+        if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            stdin = _stdin_literal(child) if stdin is None else stdin
+        elif child.type == "command_name":
+            words.append(_word(child.named_children[0] if child.named_children else child))
+        elif child.type != "variable_assignment":
+            words.append(_word(child))
+        # Substitutions inside the words run too; redirections name files.
+        _walk(child, out, depth, None)
+    if words:
+        _expand(words, out, depth, stdin)
+
+
+# ---------------------------------------------------------------------- words
+
+
+def _word(node: Node) -> _Word:
+    return _Word(_literal(node), _text(node))
+
+
+def _literal(node: Node) -> str | None:
+    kind = node.type
+    text = _text(node)
+    if kind in ("word", "number", "variable_name", "special_character"):
+        return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL).replace("\\\n", "")
+    if kind == "raw_string":
+        return text[1:-1]
+    if kind in ("string", "translated_string"):
+        inner = node
+        if kind == "translated_string":
+            inner = node.named_children[0] if node.named_children else node
+        if any(c.type != "string_content" for c in inner.named_children):
+            return None
+        body = _text(inner)[1:-1]
+        return re.sub(r'\\([$`"\\])', r"\1", body).replace("\\\n", "")
+    if kind == "ansi_c_string":
+        return _ansi_c(text[2:-1])
+    if kind == "concatenation":
+        parts = [_literal(c) for c in node.named_children]
+        if any(p is None for p in parts) or not node.named_children:
+            return None
+        return "".join(p or "" for p in parts)
+    return None
+
+
+_ANSI_SIMPLE = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "e": "\x1b",
+    "E": "\x1b",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+
+
+def _ansi_c(body: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        s = m.group(1)
+        if s[0] in _ANSI_SIMPLE:
+            return _ANSI_SIMPLE[s[0]]
+        if s[0] in "xuU":
+            return chr(int(s[1:], 16)) if len(s) > 1 else "\\" + s
+        if s[0] == "c":
+            return chr(ord(s[1]) & 0x1F) if len(s) > 1 else "\\c"
+        return chr(int(s, 8) & 0xFF)
+
+    pattern = r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)"
+    return re.sub(pattern, one, body, flags=re.DOTALL)
+
+
+# ---------------------------------------------------------------------- wrappers
+
+
+def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    """Report the command ``words`` run and, for a wrapper, the commands it runs in turn."""
+    if depth > MAX_DEPTH:
+        out.hide(" ".join(w.shown for w in words), "commands nested too deeply to follow")
+        return
+    name = words[0].value
+    source = " ".join(w.shown for w in words)
+    if name is None:
+        out.hide(source, "the command name is not a literal")
+        return
+    if name not in ("[", "[[") and re.search(r"[*?\[\]{}]", name):
+        out.hide(source, "the command name is a pattern the shell expands")
+        return
+    if re.search(r"\s", name):
+        out.hide(source, "the command name contains white space")
+        return
+    args = words[1:]
+    opaque = any(w.value is None for w in args)
+    if "/" in name.rstrip("/"):
+        # A path to a binary counts as its name for deny rules; a pattern only allows it from
+        # the system's own directories (``./ls`` may be anything).
+        directory, name = name.rsplit("/", 1)
+        opaque = opaque or directory not in SYSTEM_BIN_DIRS
+    out.commands.append(SimpleCommand((name, *(w.shown for w in args)), opaque))
+    for arg in args:
+        value = arg.value
+        if value is None:
+            continue
+        if "=" in value and not value.startswith(("/", "~", ".")):
+            value = value.split("=", 1)[1]  # --file=PATH, if=PATH
+        if not value.startswith("-"):
+            out.use(value, "read")
+    handler = _WRAPPERS.get(name)
+    if handler is not None:
+        handler(name, args, out, depth, stdin)
+
+
+def _rest_after_options(
+    args: list[_Word], with_value: frozenset[str] = frozenset(), *, stop_at_first: bool = True
+) -> list[_Word] | None:
+    """The words after a wrapper's options (``--`` ends them); None if one is not literal."""
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            return None
+        if value == "--":
+            return args[i + 1 :]
+        if not value.startswith("-") or value == "-":
+            return args[i:]
+        if value in with_value:
+            i += 1
+        i += 1
+    return []
+
+
+def _run_rest(
+    rest: list[_Word] | None, out: _Collector, depth: int, stdin: str | None, wrapper: str
+) -> None:
+    if rest is None:
+        out.hide(wrapper, f"{wrapper}'s arguments are not literals")
+    elif rest:
+        _expand(rest, out, depth + 1, stdin)
+
+
+def _simple_wrapper(with_value: frozenset[str] = frozenset(), skip: int = 0) -> _Handler:
+    def handle(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+        rest = _rest_after_options(args, with_value)
+        if rest is not None:
+            rest = rest[skip:]
+        _run_rest(rest, out, depth, stdin, name)
+
+    return handle
+
+
+def _env(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            out.hide(name, "env's arguments are not literals")
+            return
+        if value in ("-S", "--split-string") or value.startswith(("-S", "--split-string=")):
+            script = value.split("=", 1)[1] if "=" in value else value[2:]
+            if not script and i + 1 < len(args):
+                script = args[i + 1].value or ""
+            _parse_into(script, out, depth + 1)
+            return
+        if value in ("-u", "--unset", "-C", "--chdir"):
+            i += 2
+            continue
+        if value.startswith("BASH_ENV=") or value.startswith("ENV="):
+            out.hide(value, "BASH_ENV makes the shell run the commands of a file")
+        if value == "--":
+            i += 1
+            break
+        if value.startswith("-") or ("=" in value and not value.startswith("=")):
+            i += 1
+            continue
+        break
+    _run_rest(args[i:], out, depth, stdin, name)
+
+
+def _command_builtin(
+    name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+) -> None:
+    if any(w.value in ("-v", "-V") for w in args[:2]):
+        return  # only prints what the name is
+    _run_rest(_rest_after_options(args), out, depth, stdin, name)
+
+
+def _timeout(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    rest = _rest_after_options(args, frozenset({"-s", "--signal", "-k", "--kill-after"}))
+    _run_rest(None if rest is None else rest[1:], out, depth, stdin, name)
+
+
+def _xargs(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    with_value = frozenset({"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "-e", "-l"})
+    rest = _rest_after_options(args, with_value)
+    if rest == []:
+        rest = [_Word("echo", "echo")]
+    _run_rest(rest, out, depth, None, name)
+
+
+def _find(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    starts = []
+    for w in args:
+        if w.value is None or w.value.startswith(("-", "(", "!")):
+            break
+        starts.append(w)
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = i + 1
+            while end < len(args) and args[end].value not in (";", "+"):
+                end += 1
+            _run_rest(args[i + 1 : end], out, depth, None, name)
+            i = end
+        elif value == "-delete":
+            # find -delete removes files: it counts as rm of what find searches.
+            targets = tuple(w.shown for w in starts) or (".",)
+            out.commands.append(SimpleCommand(("rm", *targets), any(w.value is None for w in starts)))
+        elif value in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(args):
+            out.use(args[i + 1].value or "", "write")
+        i += 1
+
+
+def _shell(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    i = 0
+    command_mode = False
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            break
+        if value == "--":
+            i += 1
+            break
+        if value in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 2
+            continue
+        if value.startswith("-") and not value.startswith("--") and "c" in value:
+            command_mode = True
+        if not value.startswith(("-", "+")):
+            break
+        i += 1
+    if command_mode:
+        script = args[i] if i < len(args) else None
+        if script is None or script.value is None:
+            out.hide(name, f"{name} -c runs a command line that is not a literal")
+        else:
+            _parse_into(script.value, out, depth + 1)
+        return
+    if i < len(args):
+        return  # runs a script file: the command itself (``bash x.sh``) is what rules see
+    if stdin is None:
+        out.hide(name, f"{name} runs commands it reads from its input")
+    else:
+        _parse_into(stdin, out, depth + 1)
+
+
+def _eval(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if any(w.value is None for w in args):
+        out.hide(name, "eval of a value that is not a literal")
+    else:
+        _parse_into(" ".join(w.value or "" for w in args), out, depth + 1)
+
+
+def _source(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    out.hide(" ".join([name, *(w.shown for w in args)]), f"{name} runs the commands of a file")
+
+
+def _trap(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    rest = _rest_after_options(args)
+    if rest:
+        _eval(name, rest[:1], out, depth, stdin)
+
+
+def _alias(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for w in args:
+        if w.value is None:
+            out.hide(name, "an alias with a value that is not a literal")
+        elif "=" in w.value:
+            _parse_into(w.value.split("=", 1)[1], out, depth + 1)
+
+
+def _watch(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    rest = _rest_after_options(args, frozenset({"-n", "--interval", "-d", "--differences"}))
+    if rest is None or any(w.value is None for w in rest):
+        out.hide(name, "watch runs a command line that is not a literal")
+    elif rest:
+        _parse_into(" ".join(w.value or "" for w in rest), out, depth + 1)
+
+
+def _git(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for i, w in enumerate(args):
+        if w.value is None or not w.value.startswith("-"):
+            return
+        if w.value in ("-c", "--config-env"):
+            key = args[i + 1].value if i + 1 < len(args) else None
+            if key is None or not SAFE_GIT_CONFIG.match(key):
+                out.hide(f"git {w.value} {key}", "this git setting can make git run a program")
+        elif w.value.startswith(("--exec-path=", "--config-env=")):
+            out.hide(f"git {w.value}", "this git option can make git run a program")
+
+
+def _dd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for w in args:
+        if w.value is not None and w.value.startswith("of="):
+            out.use(w.value[3:], "write")
+
+
+def _tee(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for w in args:
+        if w.value is None:
+            out.hide(f"tee {w.source}", "the file it writes is not a literal")
+        elif not w.value.startswith("-"):
+            out.use(w.value, "write")
+
+
+_WRAPPERS: dict[str, _Handler] = {
+    "env": _env,
+    "command": _command_builtin,
+    "builtin": _simple_wrapper(),
+    "exec": _simple_wrapper(frozenset({"-a"})),
+    "nice": _simple_wrapper(frozenset({"-n", "--adjustment"})),
+    "nohup": _simple_wrapper(),
+    "setsid": _simple_wrapper(),
+    "stdbuf": _simple_wrapper(frozenset({"-i", "-o", "-e"})),
+    "time": _simple_wrapper(frozenset({"-f", "--format", "-o", "--output"})),
+    "sudo": _simple_wrapper(
+        frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "--user"})
+    ),
+    "doas": _simple_wrapper(frozenset({"-u", "-C"})),
+    "ionice": _simple_wrapper(frozenset({"-c", "-n", "-p", "-P", "-u"})),
+    "chroot": _simple_wrapper(frozenset({"--userspec", "--groups"}), skip=1),
+    "taskset": _simple_wrapper(skip=1),
+    "unbuffer": _simple_wrapper(),
+    "busybox": _simple_wrapper(),
+    "coproc": _simple_wrapper(),
+    "timeout": _timeout,
+    "xargs": _xargs,
+    "find": _find,
+    "eval": _eval,
+    "source": _source,
+    ".": _source,
+    "trap": _trap,
+    "alias": _alias,
+    "watch": _watch,
+    "git": _git,
+    "dd": _dd,
+    "tee": _tee,
+    **dict.fromkeys(SHELLS, _shell),
+}
