@@ -30,12 +30,12 @@ The result is a pure function of the line, cached.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 _Handler = Callable[[str, list["_Word"], "_Collector", int, "str | None"], None]
 
@@ -124,11 +124,42 @@ def _parse_into(script: str, out: _Collector, depth: int) -> None:
     if depth > MAX_DEPTH:
         out.hide(script.strip(), "commands nested too deeply to follow")
         return
-    tree = _PARSER.parse(script.encode("utf-8", "surrogateescape"))
+    tree = _parse_without_prefix_keywords(script.encode("utf-8", "surrogateescape"))
     if tree.root_node.has_error:
         out.hide(script.strip(), "the shell grammar cannot parse it")
         return
     _walk(tree.root_node, out, depth, None)
+
+
+def _parse_without_prefix_keywords(data: bytes) -> Tree:
+    """Parse, with the ``!`` and ``time`` keywords blanked out: they change no command a line
+    runs, and the grammar misreads what follows them when it is a compound command
+    (``! { rm x; }`` parses as a command named ``{``)."""
+    for _ in range(MAX_DEPTH):
+        tree = _PARSER.parse(data)
+        spans = list(_prefix_keywords(tree.root_node))
+        if not spans:
+            break
+        buf = bytearray(data)
+        for start, end in spans:
+            buf[start:end] = b" " * (end - start)
+        data = bytes(buf)
+    return tree
+
+
+def _prefix_keywords(node: Node) -> Iterator[tuple[int, int]]:
+    if node.type == "negated_command" and node.children and node.children[0].type == "!":
+        yield node.children[0].start_byte, node.children[0].end_byte
+    if node.type == "command":
+        name = node.child_by_field_name("name")
+        if name is not None and name.text == b"time":
+            end = name.end_byte
+            first = node.child_by_field_name("argument")
+            if first is not None and first.text == b"-p":
+                end = first.end_byte
+            yield name.start_byte, end
+    for child in node.children:
+        yield from _prefix_keywords(child)
 
 
 def _text(node: Node) -> str:
@@ -540,7 +571,7 @@ _WRAPPERS: dict[str, _Handler] = {
     "nohup": _simple_wrapper(),
     "setsid": _simple_wrapper(),
     "stdbuf": _simple_wrapper(frozenset({"-i", "-o", "-e"})),
-    "time": _simple_wrapper(frozenset({"-f", "--format", "-o", "--output"})),
+    "time": _simple_wrapper(frozenset({"-f", "--format", "-o", "--output"})),  # /usr/bin/time
     "sudo": _simple_wrapper(
         frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "--user"})
     ),
