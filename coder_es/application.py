@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 
 from coder_es.audit.anchor import advance_after_save
@@ -28,6 +28,7 @@ from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
+from coder_es.store.transcoder import FileNameSafeTranscoder
 from coder_es.store.views import ViewStore
 
 T = TypeVar("T")
@@ -78,6 +79,19 @@ def recorded_chain_hash(stored_event: StoredEvent, state: dict[str, Any]) -> str
     )
 
 
+class ChainedLog(Application[UUID]):
+    """An application on the sessions' log: the chain-keeping mapper, and a transcoder that
+    carries non-UTF-8 file names (``coder_es.store.transcoder``)."""
+
+    def construct_transcoder(self) -> Transcoder:
+        transcoder = FileNameSafeTranscoder()
+        self.register_transcodings(transcoder)
+        return transcoder
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
+
+
 @dataclass(frozen=True)
 class SessionSummary:
     id: UUID
@@ -91,7 +105,7 @@ class SessionSummary:
     parent_node: str | None
 
 
-class CoderApp(Application[UUID]):
+class CoderApp(ChainedLog):
     name = "coder_es"
     snapshotting_intervals = {Session: 500}
     env = {"AGGREGATE_CACHE_MAXSIZE": "128"}
@@ -128,9 +142,6 @@ class CoderApp(Application[UUID]):
         self._outer_sealing = Session.sealing
         Session.sealing = self.sealing
         self.blobs.sealing = self.sealing
-
-    def construct_mapper(self) -> Mapper[UUID]:
-        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         recordings = super().save(*objs, **kwargs)

@@ -14,6 +14,8 @@ comparing ``encode_state`` outputs.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
@@ -80,7 +82,13 @@ def load_graph_state(graph: SessionGraph, state: dict[str, Any]) -> list[int]:
 
 
 def encode_state(projection: Projection, fmt: int) -> bytes:
-    return _ENCODER.encode({"format": fmt, "state": projection.to_state()})
+    state = projection.to_state()
+    try:
+        return _ENCODER.encode({"format": fmt, "state": state})
+    except UnicodeEncodeError:
+        # A non-UTF-8 file name (a str with surrogate escapes) has no msgpack form; JSON with
+        # ASCII escapes carries it losslessly.
+        return _ENCODER.encode({"format": fmt, "json": json.dumps(state, ensure_ascii=True)})
 
 
 def decode_state(data: bytes, fmt: int) -> dict[str, Any] | None:
@@ -91,7 +99,7 @@ def decode_state(data: bytes, fmt: int) -> dict[str, Any] | None:
         return None
     if not isinstance(doc, dict) or doc.get("format") != fmt:
         return None
-    state = doc.get("state")
+    state = json.loads(doc["json"]) if isinstance(doc.get("json"), str) else doc.get("state")
     return state if isinstance(state, dict) else None
 
 

@@ -10,6 +10,7 @@ import json
 from html import escape
 
 from coder_es.audit.transcript import Transcript, tree_rows
+from coder_es.domain.chain import shown
 
 ROLE_COLOURS = {
     "user": "#2563eb",
@@ -170,4 +171,4 @@ def render_html(t: Transcript) -> bytes:
             out.append(f'<pre class="diff">{_diff_html(d.text)}</pre>')
         out.append("</section>")
     out.append("</main></body></html>")
-    return ("\n".join(out) + "\n").encode()
+    return shown("\n".join(out) + "\n").encode()

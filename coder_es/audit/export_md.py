@@ -6,6 +6,7 @@ import json
 import re
 
 from coder_es.audit.transcript import Transcript, tree_rows
+from coder_es.domain.chain import shown
 
 _ROLE_MARK = {"user": "U", "assistant": "A", "tool_result": "T", "summary": "S"}
 
@@ -74,4 +75,4 @@ def render_md(t: Transcript) -> bytes:
         for d in e.diffs:
             out += [f"**{_md_inline(d.path)}**: {d.caption}", ""]
             out += [_fence(d.text, "diff" if d.text.startswith("---") else ""), ""]
-    return ("\n".join(out).rstrip("\n") + "\n").encode()
+    return shown("\n".join(out).rstrip("\n") + "\n").encode()

@@ -23,6 +23,7 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from coder_es.domain.chain import _default as _chain_default
+from coder_es.domain.chain import escape_surrogates
 
 _TYPE_KEY = b'"_type_"'
 # Fields of a recorded state that are not event content: the chain hash leaves them out.
@@ -93,7 +94,7 @@ def compute_hash(session: str, version: int, topic: str, timestamp: str, fields:
         "timestamp": timestamp,
         "fields": fields,
     }
-    return _sha256(_encode(body).encode()).hexdigest()
+    return _sha256(escape_surrogates(_encode(body)).encode()).hexdigest()
 
 
 class EventDecoder:
@@ -145,7 +146,8 @@ class EventDecoder:
             "timestamp": stamp,
             "fields": fields,
         }
-        return _sha256(_encode(body).encode()).hexdigest(), prev if isinstance(prev, str) else None
+        digest = _sha256(escape_surrogates(_encode(body)).encode()).hexdigest()
+        return digest, prev if isinstance(prev, str) else None
 
     def decode(self, stored: StoredEvent) -> AuditEvent:
         fields, stamp = self.state(stored)

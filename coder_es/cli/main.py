@@ -13,6 +13,8 @@ vanished) and text that cannot be encoded become exit 2 with the reason.
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -92,7 +94,26 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+SHOWN_ERRORS = "coder_es.shown"
+
+
+def _show_undecodable(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: a file name's non-UTF-8 bytes (surrogate escapes) printed as
+    ``\\xE9`` escapes, never as raw bytes or a crash."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    from coder_es.domain.chain import shown  # only when such a name is printed: start-up time
+
+    return shown(error.object[error.start : error.end]), error.end
+
+
+codecs.register_error(SHOWN_ERRORS, _show_undecodable)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=SHOWN_ERRORS)
     parser = build_parser()
     args = parser.parse_args(argv)
     command = command_named(args.command)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -18,10 +19,49 @@ GENESIS = ""
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON: sorted keys, no insignificant whitespace, UTF-8 kept as is."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+    """Deterministic JSON: sorted keys, no insignificant whitespace, UTF-8 kept as is, lone
+    surrogates escaped (``escape_surrogates``)."""
+    return escape_surrogates(
+        json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+        )
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text with every lone surrogate written as its ``\\uXXXX`` escape.
+
+    File names that are not valid UTF-8 are carried as ``str`` with surrogate escapes
+    (``os.fsdecode``: byte 0xE9 becomes U+DCE9), so they can reach JSON. A lone surrogate cannot be
+    encoded as UTF-8; its JSON escape can, and ``json.loads`` gives the same ``str`` back
+    (``os.fsencode`` then gives the original bytes). Text without surrogates is returned
+    unchanged, so every hash computed before this existed stays the same.
+    """
+    if json_text.isascii():
+        return json_text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def shown_in_json(json_text: str) -> str:
+    """JSON text with every lone surrogate replaced by ``shown``'s escape, as JSON string
+    content (for text that leaves the machine, like a model request: what a person reads)."""
+    if json_text.isascii():
+        return json_text
+    return _SURROGATE.sub(lambda m: shown(m.group()).replace("\\", "\\\\"), json_text)
+
+
+def shown(text: str) -> str:
+    """``text`` as a user should see it: the bytes of a non-UTF-8 file name as ``\\xE9`` escapes
+    (the convention of ``escape_surrogates``' callers) instead of characters no terminal prints."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte maps to: show its code point
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _default(value: Any) -> Any:

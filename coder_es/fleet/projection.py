@@ -17,16 +17,14 @@ import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
-from uuid import UUID
 
-from eventsourcing.application import Application
 from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import Mapper, Tracking
+from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection, ProjectionRunner
 from psycopg.sql import SQL, Identifier
 
-from coder_es.application import ChainMapper, CoderApp
+from coder_es.application import ChainedLog, CoderApp
 from coder_es.fleet.errors import require_postgres
 from coder_es.fleet.summary import SessionRow, all_events, fold, rebuild
 from coder_es.store.config import StoreConfig
@@ -49,13 +47,10 @@ _COLUMNS = (
 )
 
 
-class SessionLog(Application[UUID]):
+class SessionLog(ChainedLog):
     """The sessions' event log, read-only here (same name, so the same tables as ``CoderApp``)."""
 
     name = CoderApp.name
-
-    def construct_mapper(self) -> Mapper[UUID]:
-        return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
 
 
 class SessionsSummaryView(PostgresTrackingRecorder):

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol
 
 import httpx
 
+from coder_es.domain.chain import shown_in_json
 from coder_es.providers.errors import (
     NetworkError,
     ProviderError,
@@ -198,7 +199,8 @@ class HTTPProvider(Provider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self.build_body(request)
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        # A non-UTF-8 file name in a tool result goes out as the \xE9 escapes a person sees.
+        payload = shown_in_json(json.dumps(body, ensure_ascii=False)).encode()
         headers = {"content-type": "application/json", **self.headers()}
         attempt = 0
         while True:
