@@ -388,7 +388,9 @@ def _run_rest(
 
 
 def _simple_wrapper(with_value: frozenset[str] = frozenset(), skip: int = 0) -> _Handler:
-    def handle(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    def handle(
+        name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+    ) -> None:
         rest = _rest_after_options(args, with_value)
         if rest is not None:
             rest = rest[skip:]
@@ -464,7 +466,9 @@ def _find(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str 
         elif value == "-delete":
             # find -delete removes files: it counts as rm of what find searches.
             targets = tuple(w.shown for w in starts) or (".",)
-            out.commands.append(SimpleCommand(("rm", *targets), any(w.value is None for w in starts)))
+            out.commands.append(
+                SimpleCommand(("rm", *targets), any(w.value is None for w in starts))
+            )
         elif value in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(args):
             out.use(args[i + 1].value or "", "write")
         i += 1
