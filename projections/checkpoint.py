@@ -15,7 +15,6 @@ comparing ``encode_state`` outputs.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
