@@ -141,16 +141,24 @@ def _provider_args(p: argparse.ArgumentParser, model_help: str) -> None:
 RULES_HELP = """\
 permission rules (--allow / --deny RULE):
   RULE is TOOL or TOOL:PATTERN; TOOL is bash, read, write, edit, grep, find or *.
-  bash patterns match the command ('git *' also matches plain 'git'); every part of
-  'a && b', 'a | b', 'a; b' must be allowed, and $(..), backticks and '>' are never
-  allowed by a pattern. File patterns match workspace-relative paths: * and ? stay in
-  one directory, ** spans directories ('secrets/**'); paths outside the workspace need
-  an absolute pattern ('read:/etc/**').
-  Order: your deny rules and 'always deny' answers; writes to .git/hooks/** and
-  .git/config ask; repeated identical calls ask;
-  'always allow' answers; your rules (last match wins); outside paths ask; the agent
-  preset (build: all allowed; plan: reads + safe commands, other commands ask, no
-  writes; explore: reads only); otherwise ask.
+  bash patterns match each simple command the line runs, found with a shell parser
+  (pipes, lists, subshells, $(..), <(..), if/for/while/case, function bodies, and what
+  env, sudo, nice, timeout, xargs, exec, command, sh -c '..', eval '..', find -exec
+  run; /bin/rm counts as rm; find -delete counts as rm). 'git *' also matches plain
+  'git'. A deny matching any command denies; an allow must match every one; a command
+  with an unknown argument ($X, $(..)) is never allowed by a pattern; one the parser
+  cannot see ($X as the name, eval "$x", a pipe into sh, unparseable) asks.
+  Files a command line writes (>, >>, &>, tee F, dd of=F) are checked as 'write' of
+  them, and paths outside the workspace it names ('cat /etc/shadow') as 'read'.
+  File patterns match workspace-relative paths: * and ? stay in one directory, **
+  spans directories ('secrets/**'); paths outside the workspace need an absolute
+  pattern ('read:/etc/**').
+  Order, for each command, write and outside path of a call (the strictest wins):
+  your deny rules and 'always deny' answers; a hidden command asks; writes to
+  .git/hooks/** and .git/config ask; repeated identical calls ask; 'always allow'
+  answers; your rules (last match wins); outside paths ask; the agent preset (build:
+  all allowed; plan: reads + safe commands, other commands ask, no writes; explore:
+  reads only); otherwise ask.
   run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
 """
 
