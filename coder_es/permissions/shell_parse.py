@@ -55,6 +55,9 @@ SAFE_GIT_CONFIG = re.compile(
     r"column\..*|i18n\..*|push\.default|fetch\.prune)=",
     re.IGNORECASE,
 )
+_CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")
+_ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "subscript", "c_style_for_statement"})
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
 _READ_OPS = frozenset({"<", "<&"})
 
@@ -100,6 +103,10 @@ class _Word:
 class _Collector:
     commands: list[SimpleCommand] = field(default_factory=list)
     paths: list[PathUse] = field(default_factory=list)
+    # A literal holding ``$(``/backticks, and an arithmetic context, in the same line: bash
+    # evaluates ``a[$(cmd)]`` in a variable's value when it does arithmetic with it.
+    latent_code: bool = False
+    arithmetic: bool = False
 
     def hide(self, source: str, why: str) -> None:
         self.commands.append(SimpleCommand((source,), True, why))
@@ -117,6 +124,8 @@ def parse_shell(line: str) -> ShellLine:
     """Every simple command ``line`` runs and every path it names (see the module docstring)."""
     out = _Collector()
     _parse_into(line, out, 0)
+    if out.latent_code and out.arithmetic:
+        out.hide(line.strip(), "arithmetic on a value holding a command substitution runs it")
     return ShellLine(tuple(out.commands), tuple(dict.fromkeys(out.paths)))
 
 
@@ -124,6 +133,8 @@ def _parse_into(script: str, out: _Collector, depth: int) -> None:
     if depth > MAX_DEPTH:
         out.hide(script.strip(), "commands nested too deeply to follow")
         return
+    # A backslash-newline joins lines before the shell reads words (the grammar splits there).
+    script = _CONTINUATION.sub(r"\1", script)
     tree = _parse_without_prefix_keywords(script.encode("utf-8", "surrogateescape"))
     if tree.root_node.has_error:
         out.hide(script.strip(), "the shell grammar cannot parse it")
@@ -185,10 +196,21 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         return
     if kind == "declaration_command":
         words = [_word(c) for c in node.named_children if c.type != "variable_assignment"]
+        out.arithmetic = out.arithmetic or any(
+            w.value is None or (w.value.startswith("-") and "i" in w.value) for w in words
+        )
         keyword = node.children[0].type if node.children else "declare"
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
         )
+    if kind in ("word", "raw_string", "string", "ansi_c_string", "heredoc_body"):
+        out.latent_code = out.latent_code or "$(" in _text(node) or "`" in _text(node)
+    if (
+        kind in _ARITHMETIC_NODES
+        or (kind == "compound_statement" and _text(node).startswith("(("))
+        or (kind == "test_operator" and _text(node) in _ARITHMETIC_TESTS)
+    ):
+        out.arithmetic = True
     if kind == "expansion" and re.search(r"@P\}\Z", _text(node)):
         out.hide(_text(node), "${..@P} runs the command substitutions in a variable's value")
     if kind == "variable_assignment":
@@ -552,6 +574,20 @@ def _git(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
             out.hide(f"git {w.value}", "this git option can make git run a program")
 
 
+def _hash(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if any(w.value is None or w.value.startswith("-") and "p" in w.value for w in args):
+        out.hide(f"hash {' '.join(w.shown for w in args)}", "hash -p gives a name another binary")
+
+
+def _enable(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if any(w.value is None or w.value.startswith("-") and "f" in w.value for w in args):
+        out.hide(f"enable {' '.join(w.shown for w in args)}", "enable -f loads code")
+
+
+def _let(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    out.arithmetic = True
+
+
 def _dd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
     for w in args:
         if w.value is not None and w.value.startswith("of="):
@@ -597,6 +633,9 @@ _WRAPPERS: dict[str, _Handler] = {
     "watch": _watch,
     "git": _git,
     "dd": _dd,
+    "hash": _hash,
+    "enable": _enable,
+    "let": _let,
     "tee": _tee,
     **dict.fromkeys(SHELLS, _shell),
 }

@@ -87,6 +87,13 @@ ATTACKER_VARIANTS = [
     "watch -n 1 rm x",
     "busybox rm x",
     "[ -f x ] && rm x",
+    "r\\\nm x",
+    "echo \\\\\nrm x",
+    "rm(){ :; }; rm x",
+    "find . -exec sh -c 'rm \"$1\"' _ {} \\;",
+    "coproc rm x",
+    "command -p rm x",
+    "timeout --signal=KILL 5 rm x",
 ]
 
 HIDDEN = [
@@ -108,6 +115,11 @@ HIDDEN = [
     "git -c alias.x='!rm x' x",
     "BASH_ENV=./evil bash -c ls",
     "echo hi > $OUT",
+    "x='a[$(rm y)]'; echo $((x))",
+    "x='a[$(rm y)]'; [[ x -eq 1 ]]",
+    "declare -i n='a[$(rm y)]'",
+    "hash -p /bin/rm ls; ls x",
+    "enable -f ./evil.so ls",
 ]
 
 
