@@ -196,9 +196,7 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         return
     if kind == "declaration_command":
         words = [_word(c) for c in node.named_children if c.type != "variable_assignment"]
-        out.arithmetic = out.arithmetic or any(
-            w.value is None or (w.value.startswith("-") and "i" in w.value) for w in words
-        )
+        out.arithmetic = out.arithmetic or _has_flag(words, "i")
         keyword = node.children[0].type if node.children else "declare"
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
@@ -574,14 +572,19 @@ def _git(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
             out.hide(f"git {w.value}", "this git option can make git run a program")
 
 
+def _has_flag(args: list[_Word], letter: str) -> bool:
+    """Whether a short option holds ``letter`` (or an argument's value is unknown)."""
+    return any(w.value is None or (w.value[:1] == "-" and letter in w.value) for w in args)
+
+
 def _hash(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
-    if any(w.value is None or w.value.startswith("-") and "p" in w.value for w in args):
-        out.hide(f"hash {' '.join(w.shown for w in args)}", "hash -p gives a name another binary")
+    if _has_flag(args, "p"):
+        out.hide(" ".join([name, *(w.shown for w in args)]), "hash -p gives a name another binary")
 
 
 def _enable(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
-    if any(w.value is None or w.value.startswith("-") and "f" in w.value for w in args):
-        out.hide(f"enable {' '.join(w.shown for w in args)}", "enable -f loads code")
+    if _has_flag(args, "f"):
+        out.hide(" ".join([name, *(w.shown for w in args)]), "enable -f loads code")
 
 
 def _let(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
