@@ -135,6 +135,9 @@ def _parse_into(script: str, out: _Collector, depth: int) -> None:
         return
     # A backslash-newline joins lines before the shell reads words (the grammar splits there).
     script = _CONTINUATION.sub(r"\1", script)
+    # tree-sitter-bash 0.25 glues a line starting with a backslash to the line before
+    # ("ls\n\\rm x" parses as one command): a space at the line's start is read the same.
+    script = script.replace("\n\\", "\n \\")
     tree = _parse_without_prefix_keywords(script.encode("utf-8", "surrogateescape"))
     if tree.root_node.has_error:
         out.hide(script.strip(), "the shell grammar cannot parse it")
@@ -201,6 +204,9 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
         )
+    if kind == "word" and "\n" in _text(node):
+        # An unquoted word never holds a newline: the grammar misread the line.
+        out.hide(_text(node), "the shell grammar misreads this line")
     if kind in ("word", "raw_string", "string", "ansi_c_string", "heredoc_body"):
         out.latent_code = out.latent_code or "$(" in _text(node) or "`" in _text(node)
     if (

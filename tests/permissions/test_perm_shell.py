@@ -88,6 +88,7 @@ ATTACKER_VARIANTS = [
     "busybox rm x",
     "[ -f x ] && rm x",
     "r\\\nm x",
+    "ls\n\\rm x",
     "echo \\\\\nrm x",
     "rm(){ :; }; rm x",
     "find . -exec sh -c 'rm \"$1\"' _ {} \\;",
