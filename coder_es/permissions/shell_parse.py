@@ -56,6 +56,11 @@ SAFE_GIT_CONFIG = re.compile(
     re.IGNORECASE,
 )
 _CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")
+_LITERAL_NODES = frozenset({"word", "raw_string", "string", "ansi_c_string", "heredoc_body"})
+_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_UNESCAPE_DQ = re.compile(r'\\([$`"\\])')
+_PATTERN_CHARS = re.compile(r"[*?\[\]{}]")
+_WHITE = re.compile(r"\s")
 _ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "subscript", "c_style_for_statement"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
@@ -151,6 +156,8 @@ def _parse_without_prefix_keywords(data: bytes) -> Tree:
     (``! { rm x; }`` parses as a command named ``{``)."""
     for _ in range(MAX_DEPTH):
         tree = _PARSER.parse(data)
+        if b"!" not in data and b"time" not in data:
+            break
         spans = list(_prefix_keywords(tree.root_node))
         if not spans:
             break
@@ -204,18 +211,19 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
         )
-    if kind == "word" and "\n" in _text(node):
-        # An unquoted word never holds a newline: the grammar misread the line.
-        out.hide(_text(node), "the shell grammar misreads this line")
-    if kind in ("word", "raw_string", "string", "ansi_c_string", "heredoc_body"):
-        out.latent_code = out.latent_code or "$(" in _text(node) or "`" in _text(node)
+    if kind in _LITERAL_NODES:
+        text = _text(node)
+        if kind == "word" and "\n" in text:
+            # An unquoted word never holds a newline: the grammar misread the line.
+            out.hide(text, "the shell grammar misreads this line")
+        out.latent_code = out.latent_code or "$(" in text or "`" in text
     if (
         kind in _ARITHMETIC_NODES
         or (kind == "compound_statement" and _text(node).startswith("(("))
         or (kind == "test_operator" and _text(node) in _ARITHMETIC_TESTS)
     ):
         out.arithmetic = True
-    if kind == "expansion" and re.search(r"@P\}\Z", _text(node)):
+    if kind == "expansion" and _text(node).endswith("@P}"):
         out.hide(_text(node), "${..@P} runs the command substitutions in a variable's value")
     if kind == "variable_assignment":
         _assignment(node, out)
@@ -292,7 +300,7 @@ def _literal(node: Node) -> str | None:
     kind = node.type
     text = _text(node)
     if kind in ("word", "number", "variable_name", "special_character"):
-        return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL).replace("\\\n", "")
+        return _UNESCAPE.sub(r"\1", text) if "\\" in text else text
     if kind == "raw_string":
         return text[1:-1]
     if kind in ("string", "translated_string"):
@@ -302,7 +310,7 @@ def _literal(node: Node) -> str | None:
         if any(c.type != "string_content" for c in inner.named_children):
             return None
         body = _text(inner)[1:-1]
-        return re.sub(r'\\([$`"\\])', r"\1", body).replace("\\\n", "")
+        return _UNESCAPE_DQ.sub(r"\1", body) if "\\" in body else body
     if kind == "ansi_c_string":
         return _ansi_c(text[2:-1])
     if kind == "concatenation":
@@ -358,10 +366,10 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
     if name is None:
         out.hide(source, "the command name is not a literal")
         return
-    if name not in ("[", "[[") and re.search(r"[*?\[\]{}]", name):
+    if name not in ("[", "[[") and _PATTERN_CHARS.search(name):
         out.hide(source, "the command name is a pattern the shell expands")
         return
-    if re.search(r"\s", name):
+    if _WHITE.search(name):
         out.hide(source, "the command name contains white space")
         return
     args = words[1:]
