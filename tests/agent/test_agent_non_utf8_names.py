@@ -129,7 +129,7 @@ def test_the_cli_prints_the_name_escaped(tmp_path: Path) -> None:
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    sid = run.stdout.decode().split("session ", 1)[1].split()[0]
+    sid = (run.stdout + run.stderr).decode().split("session ", 1)[1].split()[0]
     tree = subprocess.run([*args, "tree", sid], env=env, capture_output=True, timeout=120)
     assert tree.returncode == 0 and b"caf\\xe9.txt" in tree.stdout
     assert b"Traceback" not in run.stderr + tree.stderr
