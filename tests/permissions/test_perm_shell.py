@@ -7,7 +7,9 @@ next, go through the real bash tool's subject and the real policy.
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -302,3 +304,26 @@ def test_rm_inside_any_composition_is_denied(line: str) -> None:
     policy = Policy.for_agent("build", [DENY_RM])
     ev = policy.evaluate("bash", BashTool().subject(BashInput(line), Path("/nonexistent/ws")))
     assert ev.action == "deny", line
+
+
+@settings(max_examples=60, deadline=None)
+@given(line=_line())
+def test_whenever_real_bash_removes_the_file_the_rule_denied(
+    line: str, tmp_path_factory: Any
+) -> None:
+    """Soundness against the real shell: run each composition in a scratch directory; if bash
+    removed the file, the policy must have denied the line."""
+    scratch = tmp_path_factory.mktemp("sh")
+    (scratch / "x").write_text("x\n")
+    subprocess.run(
+        ["bash", "-c", f"{line}\nwait"],
+        cwd=scratch,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    if not (scratch / "x").exists():
+        policy = Policy.for_agent("build", [DENY_RM])
+        ev = policy.evaluate("bash", BashTool().subject(BashInput(line), scratch))
+        assert ev.action == "deny", line
