@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from agent_helpers import git_repo, text, tool, turn
+from backends import PERSISTENT_BACKENDS, cli_store_args, cli_store_env, store_config_for
 
 from coder_es.cli.main import main
 from coder_es.domain.chain import canonical_json, escape_surrogates, shown
@@ -25,16 +26,17 @@ def names(root: Path) -> set[bytes]:
     return set(os.listdir(os.fsencode(root)))
 
 
-@pytest.fixture(params=["lmdb", "sqlite"])
+@pytest.fixture(params=PERSISTENT_BACKENDS)
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODER_ES_SCRIPT", "CODER_ES_PROVIDER"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("CODER_ES_STORE", str(tmp_path / "store"))
-    monkeypatch.setenv("CODER_ES_BACKEND", request.param)
+    config = store_config_for(request, request.param, tmp_path)
+    for key, value in cli_store_env(config).items():
+        monkeypatch.setenv(key, value)
     repo = git_repo(tmp_path / "repo", {"a.txt": "a\n"})
 
     def run(*args: str) -> int:
-        return main(["--workspace", str(repo), *args])
+        return main(["--workspace", str(repo), *cli_store_args(config), *args])
 
     run.repo = repo  # type: ignore[attr-defined]
     return run
