@@ -338,19 +338,34 @@ _ANSI_SIMPLE = {
 }
 
 
+_ANSI_ESCAPE = re.compile(
+    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
+)
+
+
 def _ansi_c(body: str) -> str:
-    def one(m: re.Match[str]) -> str:
+    """The value of ``$'body'``. ``\\xHH`` and octal escapes are bytes, so the result is
+    decoded like a file name (a byte that is not UTF-8 becomes a surrogate escape)."""
+    out = bytearray()
+    pos = 0
+    for m in _ANSI_ESCAPE.finditer(body):
+        out += body[pos : m.start()].encode("utf-8", "surrogateescape")
+        pos = m.end()
         s = m.group(1)
         if s[0] in _ANSI_SIMPLE:
-            return _ANSI_SIMPLE[s[0]]
-        if s[0] in "xuU":
-            return chr(int(s[1:], 16)) if len(s) > 1 else "\\" + s
-        if s[0] == "c":
-            return chr(ord(s[1]) & 0x1F) if len(s) > 1 else "\\c"
-        return chr(int(s, 8) & 0xFF)
-
-    pattern = r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)"
-    return re.sub(pattern, one, body, flags=re.DOTALL)
+            out += _ANSI_SIMPLE[s[0]].encode()
+        elif s[0] == "x":
+            out.append(int(s[1:], 16)) if len(s) > 1 else out.extend(b"\\x")
+        elif s[0] in "uU" and len(s) > 1 and int(s[1:], 16) <= 0x10FFFF:
+            out += chr(int(s[1:], 16)).encode("utf-8", "surrogatepass")
+        elif s[0] in "uU":
+            out += b"\\" + s.encode()
+        elif s[0] == "c":
+            out.append(ord(s[1]) & 0x1F)
+        else:
+            out.append(int(s, 8) & 0xFF)
+    out += body[pos:].encode("utf-8", "surrogateescape")
+    return out.decode("utf-8", "surrogateescape")
 
 
 # ---------------------------------------------------------------------- wrappers

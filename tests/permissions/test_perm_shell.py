@@ -327,3 +327,11 @@ def test_whenever_real_bash_removes_the_file_the_rule_denied(
         policy = Policy.for_agent("build", [DENY_RM])
         ev = policy.evaluate("bash", BashTool().subject(BashInput(line), scratch))
         assert ev.action == "deny", line
+
+
+@settings(max_examples=150, deadline=None)
+@given(line=st.text(alphabet=st.sampled_from(list("rm x$'\"\\`(){};|&<>!\n\t*?[]~=/-#cehlosv0"))))
+def test_any_line_gets_a_decision_never_an_exception(line: str) -> None:
+    policy = Policy.for_agent("plan", [DENY_RM])
+    ev = policy.evaluate("bash", BashTool().subject(BashInput(line), Path("/nonexistent/ws")))
+    assert ev.action in ("allow", "ask", "deny")
