@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_es.permissions.policy import HIDDEN_RULE, OUTSIDE_RULE, Evaluation, Policy
+from coder_es.permissions.protected import PROTECTED_RULE
 from coder_es.permissions.rules import parse_rule
 from coder_es.permissions.shell_parse import parse_shell
 from coder_es.tools.bash import BashInput, BashTool
@@ -205,6 +206,13 @@ def test_redirections_tee_and_dd_are_writes_for_the_path_rules(root: Path) -> No
     # Descriptor duplication and device files name no file to write.
     for command in ("git status 2>&1", "ls 2>/dev/null", "echo x >&2", "ls > /dev/null"):
         assert evaluate(command, root, plan).action == "allow", command
+
+
+def test_a_redirection_into_git_hooks_asks_like_a_write_there(root: Path) -> None:
+    build = Policy.for_agent("build")
+    for command in ("echo evil > .git/hooks/pre-commit", "echo x | tee -a .git/config"):
+        ev = evaluate(command, root, build)
+        assert (ev.action, ev.matched_rule) == ("ask", PROTECTED_RULE), command
 
 
 def test_plan_asks_before_a_command_reads_outside_the_workspace(root: Path, tmp_path: Path) -> None:
