@@ -15,8 +15,9 @@ leading ``VAR=1`` assignments and ``!`` are skipped; quoting (``\\rm``, ``r''m``
 What the parser cannot see through makes a command **hidden** (the permission layer asks): a
 command name that is not a literal (``$X``, ``$(..)``, a glob or brace expansion), ``eval`` or
 ``sh -c`` of a non-literal, a shell reading commands from a pipe or a file (``source``, ``.``,
-``curl .. | sh``), ``${x@P}``, ``git -c`` with a key that can run a program, ``BASH_ENV=``, and
-input the grammar cannot parse. A command with a non-literal argument is **opaque**: a pattern
+``curl .. | sh``), ``${x@P}``, ``git -c`` with a key that can run a program, ``BASH_ENV=``,
+``hash -p``, ``enable -f``, arithmetic in a line holding a literal ``$(..)`` (bash runs
+``a[$(cmd)]`` found in a variable's value), and input the grammar cannot parse. A command with a non-literal argument is **opaque**: a pattern
 rule cannot allow it (the argument's value is unknown), a deny pattern still matches it.
 
 Files a line touches are reported as ``PathUse``: redirection targets (``>``, ``>>``, ``>|``,
@@ -409,7 +410,7 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
 
 
 def _rest_after_options(
-    args: list[_Word], with_value: frozenset[str] = frozenset(), *, stop_at_first: bool = True
+    args: list[_Word], with_value: frozenset[str] = frozenset()
 ) -> list[_Word] | None:
     """The words after a wrapper's options (``--`` ends them); None if one is not literal."""
     i = 0
