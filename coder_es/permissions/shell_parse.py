@@ -17,8 +17,9 @@ command name that is not a literal (``$X``, ``$(..)``, a glob or brace expansion
 ``sh -c`` of a non-literal, a shell reading commands from a pipe or a file (``source``, ``.``,
 ``curl .. | sh``), ``${x@P}``, ``git -c`` with a key that can run a program, ``BASH_ENV=``,
 ``hash -p``, ``enable -f``, arithmetic in a line holding a literal ``$(..)`` (bash runs
-``a[$(cmd)]`` found in a variable's value), and input the grammar cannot parse. A command with a non-literal argument is **opaque**: a pattern
-rule cannot allow it (the argument's value is unknown), a deny pattern still matches it.
+``a[$(cmd)]`` found in a variable's value), and input the grammar cannot parse. A command with
+a non-literal argument is **opaque**: a pattern rule cannot allow it (the argument's value is
+unknown), a deny pattern still matches it.
 
 Files a line touches are reported as ``PathUse``: redirection targets (``>``, ``>>``, ``>|``,
 ``&>``, ``&>>``, ``>&file``), ``tee FILE`` and ``dd of=FILE`` are writes; ``<`` sources, ``dd
