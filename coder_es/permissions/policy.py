@@ -137,7 +137,7 @@ class Policy:
         outcomes = [self._evaluate_part(tool, subject, part, always, repeats) for part in parts]
         for other_tool, other in subject.related:
             action, rule, reason = self._evaluate_part(
-                other_tool, other, CommandPart(other.text, False), always, 0
+                other_tool, other, CommandPart(other.text, other.opaque), always, 0
             )
             outcomes.append((action, rule, f"{other_tool} {other.text}: {reason}"))
         action, rule, reason = max(outcomes, key=lambda o: _STRICTNESS[o[0]])
@@ -174,6 +174,20 @@ class Policy:
         for rule in (*self.user_rules, *answers):
             if rule.action == "deny" and covers(rule):
                 return "deny", rule.describe(), f"denied by {rule.describe()}"
+        if (
+            opaque
+            and kind == "path"
+            and any(
+                r.action == "deny" and r.pattern is not None and r.covers_tool(tool)
+                for r in (*self.user_rules, *answers)
+            )
+        ):
+            # An unknown path (``> $OUT``) may be one a deny rule names.
+            return (
+                "ask",
+                HIDDEN_RULE,
+                f"cannot tell which file {text!r} is: a deny rule names paths",
+            )
         if part.hidden is not None:
             # Nothing but a deny can decide a command whose identity is unknown.
             preset = _last_match(self.preset.rules, covers)

@@ -24,7 +24,8 @@ unknown), a deny pattern still matches it.
 Files a line touches are reported as ``PathUse``: redirection targets (``>``, ``>>``, ``>|``,
 ``&>``, ``&>>``, ``>&file``), ``tee FILE`` and ``dd of=FILE`` are writes; ``<`` sources, ``dd
 if=`` and every literal argument are reads (the caller decides which of them are paths that
-matter, e.g. outside the workspace). Device files like ``/dev/null`` are left out.
+matter, e.g. outside the workspace). A redirection or ``tee`` to an expansion (``> $OUT``) is a
+write of an unknown path (``known=False``). Device files like ``/dev/null`` are left out.
 
 The result is a pure function of the line, cached.
 """
@@ -88,6 +89,8 @@ class SimpleCommand:
 class PathUse:
     path: str  # as written (``~`` not expanded), relative to the line's directory
     mode: str  # "read" | "write"
+    # False: the path is an expansion (``> $OUT``), ``path`` is its source text.
+    known: bool = True
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,9 @@ class _Collector:
     def hide(self, source: str, why: str) -> None:
         self.commands.append(SimpleCommand((source,), True, why))
 
-    def use(self, path: str, mode: str) -> None:
+    def use(self, path: str, mode: str, *, known: bool = True) -> None:
         if path and path not in DEVICE_PATHS and not path.startswith("/dev/fd/"):
-            self.paths.append(PathUse(path, mode))
+            self.paths.append(PathUse(path, mode, known))
 
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
@@ -252,7 +255,7 @@ def _redirect(node: Node, out: _Collector, depth: int) -> None:
     if op in (">&", "<&") and (dest.type == "number" or target.value == "-"):
         return  # duplicates a descriptor, names no file
     if target.value is None:
-        out.hide(f"{op}{target.source}", "the file it redirects to is not a literal")
+        out.use(target.source, "write" if op in _WRITE_OPS or op == "<>" else "read", known=False)
         return
     if op in _WRITE_OPS or op == "<>":
         out.use(target.value, "write")
@@ -631,7 +634,7 @@ def _dd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | 
 def _tee(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
     for w in args:
         if w.value is None:
-            out.hide(f"tee {w.source}", "the file it writes is not a literal")
+            out.use(w.source, "write", known=False)
         elif not w.value.startswith("-"):
             out.use(w.value, "write")
 

@@ -73,6 +73,9 @@ class Subject:
     # a shell command's redirections are ``write`` subjects, paths outside the workspace its
     # arguments name are ``read`` subjects.
     related: tuple[tuple[str, Subject], ...] = ()
+    # The path is not known (a shell expansion, ``> $OUT``): ``text`` is its source text; only
+    # pattern-less rules decide it, and a deny rule with a pattern makes it ask.
+    opaque: bool = False
 
 
 ProgressFn = Callable[[str], None]

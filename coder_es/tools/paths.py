@@ -44,6 +44,10 @@ def command_subject(command: str, root: Path) -> Subject:
     text = command.strip()
     related: dict[tuple[str, Subject], None] = {}
     for use in parse_shell(text).paths:
+        if not use.known:
+            if use.mode == "write":
+                related[("write", Subject("path", use.path, opaque=True))] = None
+            continue
         path = os.path.expanduser(use.path) if use.path.startswith("~") else use.path
         try:
             subject = path_subject(path, root)

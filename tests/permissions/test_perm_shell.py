@@ -118,7 +118,6 @@ HIDDEN = [
     "git -c core.pager='rm x' log",
     "git -c alias.x='!rm x' x",
     "BASH_ENV=./evil bash -c ls",
-    "echo hi > $OUT",
     "x='a[$(rm y)]'; echo $((x))",
     "x='a[$(rm y)]'; [[ x -eq 1 ]]",
     "declare -i n='a[$(rm y)]'",
@@ -206,6 +205,18 @@ def test_redirections_tee_and_dd_are_writes_for_the_path_rules(root: Path) -> No
     # Descriptor duplication and device files name no file to write.
     for command in ("git status 2>&1", "ls 2>/dev/null", "echo x >&2", "ls > /dev/null"):
         assert evaluate(command, root, plan).action == "allow", command
+
+
+def test_a_write_to_an_unknown_path_is_decided_by_tool_wide_rules_only(root: Path) -> None:
+    loop = "for i in 1 2; do echo $i > f$i.txt; done"
+    assert evaluate(loop, root, Policy.for_agent("build")).action == "allow"
+    assert evaluate("echo x | tee $OUT", root, Policy.for_agent("build")).action == "allow"
+    assert evaluate(loop, root, Policy.for_agent("plan")).action == "deny"
+    # A deny rule naming paths cannot be checked against a path nobody knows yet: ask.
+    guarded = Policy.for_agent("build", [parse_rule("write:secrets/**", "deny")])
+    ev = evaluate("echo x > $DEST", root, guarded)
+    assert (ev.action, ev.matched_rule) == ("ask", HIDDEN_RULE)
+    assert "$DEST" in ev.reason
 
 
 def test_a_redirection_into_git_hooks_asks_like_a_write_there(root: Path) -> None:
