@@ -83,6 +83,9 @@ def cmd_record(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
+    for repo in args.repo:
+        if not Path(repo).is_dir():
+            raise UsageError(f"--repo {repo}: not a directory (a git repository is expected)")
     paths = find_cassettes(args.cassettes)
     reports: list[ReplayReport] = []
     unreadable: list[tuple[str, str]] = []

@@ -223,7 +223,7 @@ def test_an_empty_label_is_refused(
     monkeypatch.chdir(recorded["ws"])
     code, output = run_in_process(["label", recorded["session"], "2", ""], capsys)
     assert code == 2
-    assert "coder-es: a label needs a name" in output
+    assert "coder-es: a label needs a non-empty name" in output
 
 
 def test_deps_of_a_missing_directory_is_an_error(
