@@ -28,6 +28,7 @@ from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
+from coder_es.store.lease import LeaseStore
 from coder_es.store.views import ViewStore
 
 T = TypeVar("T")
@@ -119,6 +120,8 @@ class CoderApp(Application[UUID]):
                 raise StoreError(msg) from e
             self.blobs: BlobStore = self.config.open_blob_store()
             self.views: ViewStore = self.config.open_view_store()
+            # One writer per session: turns and branching commands hold its lease.
+            self.leases: LeaseStore = self.config.open_lease_store()
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
         vault = SecretVault(self.views, where=f" in {self.config.describe()}")
@@ -142,6 +145,7 @@ class CoderApp(Application[UUID]):
         return recordings
 
     def close(self) -> None:
+        self.leases.close()
         if Session.sealing is self.sealing:
             Session.sealing = self._outer_sealing
         self.views.close()
@@ -176,6 +180,11 @@ class CoderApp(Application[UUID]):
         self, session_id: UUID, *, gt: int | None = None, lte: int | None = None
     ) -> list[Any]:
         return list(self.events.get(session_id, gt=gt, lte=lte))
+
+    def last_version(self, session_id: UUID) -> int:
+        """The session's last stored version (0: none), read from the store, not a cache."""
+        last = self.recorder.select_events(session_id, desc=True, limit=1)
+        return int(last[0].originator_version) if last else 0
 
     def stored_events(self, session_id: UUID) -> list[StoredEvent]:
         return list(self.recorder.select_events(session_id))

@@ -52,3 +52,13 @@ class BlobNotFoundError(StoreError):
     def __init__(self, digest: str) -> None:
         self.digest = digest
         super().__init__(f"blob {digest} is not in the store")
+
+
+class SessionBusyError(CoderESError):
+    """Another process (or handle) holds the session's lease: one writer per session."""
+
+    def __init__(self, session: str, holder: str | None) -> None:
+        self.session = session
+        self.holder = holder
+        who = holder or "held by another process that has not said which"
+        super().__init__(f"session {session} is busy ({who})")

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 # The blob and view stores are imported when opened: the configuration is read by every
 # command, most of which never open a store (coder_es.cli.commands: start-up time).
 
+if TYPE_CHECKING:
+    from coder_es.store.lease import LeaseStore
+
 BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
 
@@ -149,6 +152,16 @@ class StoreConfig:
         from coder_es.store.views import MemoryViewStore
 
         return MemoryViewStore()
+
+    def open_lease_store(self) -> LeaseStore:
+        """The sessions' leases (one writer per session), on this backend."""
+        from coder_es.store import lease
+
+        if self.backend in ("lmdb", "sqlite"):
+            return lease.FileLeaseStore(self.path / lease.LEASE_DIRNAME)
+        if self.backend == "postgres":
+            return lease.PostgresLeaseStore(self.postgres_conninfo(), self.postgres_schema())
+        return lease.MemoryLeaseStore()
 
     def open_blob_store(self) -> BlobStore:
         if self.backend == "lmdb":
