@@ -79,6 +79,14 @@ def recorded_chain_hash(stored_event: StoredEvent, state: dict[str, Any]) -> str
     )
 
 
+def damaged_event_error(where: str, e: BaseException) -> StoreError:
+    reason = f"{type(e).__name__}: {e}"[:300]
+    return StoreError(
+        f"{where}: a stored event cannot be decoded ({reason}); "
+        "coder-es verify --all lists every damaged event"
+    )
+
+
 @dataclass(frozen=True)
 class SessionSummary:
     id: UUID
@@ -165,6 +173,10 @@ class CoderApp(Application[UUID]):
             session: Any = self.repository.get(sid)
         except AggregateNotFoundError:
             raise SessionNotFoundError(str(session_id), store=self.config.describe()) from None
+        except StoreError:
+            raise
+        except Exception as e:  # a stored event that no longer decodes: name it, no traceback
+            raise damaged_event_error(f"session {sid}", e) from e
         if not isinstance(session, Session):
             raise SessionNotFoundError(str(session_id), store=self.config.describe())
         return session
@@ -204,7 +216,11 @@ class CoderApp(Application[UUID]):
                 start=start, limit=500, topics=[SESSION_STARTED_TOPIC]
             )
             for notification in batch:
-                event: Any = self.mapper.to_domain_event(notification)
+                try:
+                    event: Any = self.mapper.to_domain_event(notification)
+                except Exception as e:
+                    where = f"the start of session {notification.originator_id}"
+                    raise damaged_event_error(where, e) from e
                 yield SessionSummary(
                     id=event.originator_id,
                     title=event.title,

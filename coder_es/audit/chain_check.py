@@ -24,6 +24,7 @@ from coder_es.audit.problems import (
     MODIFIED,
     REORDERED,
     TRUNCATED,
+    UNDECODABLE,
     Problem,
 )
 from coder_es.audit.records import AuditEvent, compute_hash
@@ -52,7 +53,8 @@ class StoreChainCheck:
     anchor: Anchor | None = None
     events: int = 0
     last_version: int = 0
-    last_hash: str = GENESIS
+    last_hash: str | None = GENESIS
+    """None after an event that could not be decoded (its hash is unknown)."""
     problems: list[Problem] = field(default_factory=list)
     _breaks: list[int] = field(default_factory=list)
     _suspects: dict[int, AuditEvent] = field(default_factory=dict)
@@ -73,22 +75,10 @@ class StoreChainCheck:
     ) -> None:
         """One event, in version order. ``event`` may be a function that builds it: it is only
         called for events next to a broken link (the walk itself needs just the two hashes)."""
-        self.events += 1
+        self._step(version)
         if version == self.last_version + 1:
-            if prev_hash != self.last_hash:
+            if self.last_hash is not None and prev_hash != self.last_hash:
                 self._break(version, event)
-        elif version > self.last_version + 1:
-            self.problems.append(
-                Problem(
-                    self.session,
-                    self.last_version + 1,
-                    DELETED,
-                    f"{_span(self.last_version + 1, version - 1)} missing from the store",
-                )
-            )
-        else:
-            msg = f"events must be fed in version order ({version} after {self.last_version})"
-            raise ValueError(msg)
         if self.anchor is not None and version == self.anchor.version:
             self._hash_at_anchor = chain_hash
             self._at_anchor = _built(event)
@@ -98,6 +88,32 @@ class StoreChainCheck:
         window.append(event)
         self.last_version = version
         self.last_hash = chain_hash
+
+    def feed_undecodable(self, version: int, reason: str) -> None:
+        """An event, in version order, whose stored form cannot be decoded: a finding of its
+        own. Its hash is unknown, so the link from the next event is not checked."""
+        self._step(version)
+        self.problems.append(
+            Problem(self.session, version, UNDECODABLE, f"the stored event cannot be read: {reason}")
+        )
+        self._window.clear()
+        self.last_version = version
+        self.last_hash = None
+
+    def _step(self, version: int) -> None:
+        self.events += 1
+        if version > self.last_version + 1:
+            self.problems.append(
+                Problem(
+                    self.session,
+                    self.last_version + 1,
+                    DELETED,
+                    f"{_span(self.last_version + 1, version - 1)} missing from the store",
+                )
+            )
+        elif version <= self.last_version:
+            msg = f"events must be fed in version order ({version} after {self.last_version})"
+            raise ValueError(msg)
 
     def _break(self, version: int, event: AuditEvent | Callable[[], AuditEvent]) -> None:
         self._breaks.append(version)

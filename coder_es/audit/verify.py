@@ -25,11 +25,12 @@ from coder_es.audit.problems import (
     BLOB_CORRUPT,
     BLOB_MISSING,
     DELETED,
+    UNDECODABLE,
     Problem,
     SessionHead,
     VerifyReport,
 )
-from coder_es.audit.records import iter_session_events
+from coder_es.audit.records import Undecodable, iter_session_records, undecodable_reason
 from coder_es.audit.segments import (
     PARALLEL_MIN_EVENTS,
     RangeSummary,
@@ -74,7 +75,7 @@ def _finish_session(
     app: Any, check: StoreChainCheck, advance: bool
 ) -> tuple[list[Problem], SessionHead | None]:
     problems = check.finish()
-    if check.events == 0:
+    if check.events == 0 or check.last_hash is None:
         return problems, None
     head = SessionHead(check.session, check.last_version, check.last_hash)
     if advance and not problems:
@@ -89,11 +90,7 @@ def verify_session(
     session = str(sid)
     check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
     refs: dict[str, tuple[str, int, str]] = {}
-    for event in iter_session_events(app, sid):
-        check.feed(event)
-        if check_blobs and event.kind in REF_KINDS:
-            for digest, what in blob_refs(event):
-                refs.setdefault(digest, (session, event.version, what))
+    _feed_records(check, iter_session_records(app, sid), refs if check_blobs else None)
     if check.events == 0 and check.anchor is None:
         raise SessionNotFoundError(session, store=app.config.describe())
     problems, head = _finish_session(app, check, advance)
@@ -108,6 +105,31 @@ def verify_session(
         problems=tuple(problems),
         heads=(head,) if head else (),
     )
+
+
+def _feed_records(
+    check: StoreChainCheck,
+    records: Any,
+    refs: dict[str, tuple[str, int, str]] | None,
+) -> None:
+    for record in records:
+        if isinstance(record, Undecodable):
+            if record.version is None:
+                check.problems.append(Problem(check.session, None, UNDECODABLE, record.reason))
+            else:
+                check.feed_undecodable(record.version, record.reason)
+            continue
+        check.feed(record)
+        if refs is not None and record.kind in REF_KINDS:
+            try:
+                found = list(blob_refs(record))
+            except Exception as e:  # a field of the wrong shape: the event is damaged
+                check.problems.append(
+                    Problem(check.session, record.version, UNDECODABLE, undecodable_reason(e))
+                )
+                continue
+            for digest, what in found:
+                refs.setdefault(digest, (check.session, record.version, what))
 
 
 def _gone(session: str, check: StoreChainCheck) -> Problem:
@@ -167,7 +189,10 @@ def _quick_pass(
                 return None
     if summaries is None:
         linker = FastLinker(app.mapper)
-        summaries = [scan_range(app, linker, 1, None, indexed, check_blobs)]
+        try:
+            summaries = [scan_range(app, linker, 1, None, indexed, check_blobs)]
+        except Exception:  # an event that cannot be decoded: the exact pass names it
+            return None
 
     def anchor_of(session: str) -> tuple[int, str] | None:
         anchor = read_anchor(app.views, session)
@@ -191,45 +216,42 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
     disordered: set[str] = set()
     refs: dict[str, tuple[str, int, str]] = {}
     events = 0
-    start = 1
-    while True:
-        batch = app.recorder.select_notifications(start=start, limit=NOTIFICATION_BATCH)
-        for stored in batch:
-            events += 1
-            session = decoder.session_str(stored.originator_id)
-            if session in disordered:
-                continue
-            check = checks.get(session)
-            if check is None:
-                check = checks[session] = StoreChainCheck(
-                    session, anchor=read_anchor(app.views, session)
-                )
-            if stored.originator_version <= check.last_version:
-                # Versions out of log order: only possible if rows were renumbered. Check this
-                # session again from its events in version order.
-                disordered.add(session)
-                continue
-            if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
-                event = linker.decode(stored)
-                check.feed(event)
-                for digest, what in blob_refs(event):
-                    refs.setdefault(digest, (session, event.version, what))
-            else:
-                chain_hash, prev_hash = linker.link(stored)
-                check.feed_link(
-                    stored.originator_version,
-                    chain_hash,
-                    prev_hash,
-                    partial(decoder.decode, stored),
-                )
-        if len(batch) < NOTIFICATION_BATCH:
-            break
-        start = batch[-1].id + 1
+    problems: list[Problem] = []
+    for stored in _read_log(app, problems):
+        events += 1
+        session = decoder.session_str(stored.originator_id)
+        if session in disordered:
+            continue
+        if not isinstance(stored.originator_version, int):
+            detail = f"an event's version column holds {stored.originator_version!r}, not a number"
+            problems.append(Problem(session, None, UNDECODABLE, detail))
+            continue
+        check = checks.get(session)
+        if check is None:
+            check = checks[session] = StoreChainCheck(
+                session, anchor=read_anchor(app.views, session)
+            )
+        if stored.originator_version <= check.last_version:
+            # Versions out of log order: only possible if rows were renumbered. Check this
+            # session again from its events in version order.
+            disordered.add(session)
+            continue
+        if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
+            _feed_records(check, [_decoded(linker, stored, session)], refs)
+            continue
+        try:
+            if not isinstance(stored.state, bytes):
+                raise TypeError(f"the state column holds {type(stored.state).__name__}, not bytes")
+            chain_hash, prev_hash = linker.link(stored)
+        except Exception as e:  # any damage at all: a finding, and the walk goes on
+            check.feed_undecodable(stored.originator_version, undecodable_reason(e))
+            continue
+        check.feed_link(
+            stored.originator_version, chain_hash, prev_hash, partial(decoder.decode, stored)
+        )
     for session in disordered:
         check = checks[session] = StoreChainCheck(session, anchor=read_anchor(app.views, session))
-        for event in iter_session_events(app, UUID(session)):
-            check.feed(event)
-    problems: list[Problem] = []
+        _feed_records(check, iter_session_records(app, UUID(session)), None)
     heads: list[SessionHead] = []
     for session in sorted(checks):
         found, head = _finish_session(app, checks[session], advance)
@@ -245,6 +267,51 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
         heads=heads,
         check_blobs=check_blobs,
     )
+
+
+def _decoded(linker: FastLinker, stored: Any, session: str) -> Any:
+    try:
+        if not isinstance(stored.state, bytes):
+            raise TypeError(f"the state column holds {type(stored.state).__name__}, not bytes")
+        return linker.decode(stored)
+    except Exception as e:
+        return Undecodable(session, stored.originator_version, undecodable_reason(e))
+
+
+def _read_log(app: Any, problems: list[Problem]) -> Any:
+    """The notification log in order. A page the recorder cannot read (a row whose columns no
+    longer hold what they should) is read again one row at a time; each unreadable row is a
+    finding (its session may be unknown) and the rest is read on."""
+    start = 1
+    careful_until = 0  # below this position, read row by row (a page there failed)
+    last_id: int | None = None
+    while True:
+        limit = 1 if start < careful_until else NOTIFICATION_BATCH
+        try:
+            batch = app.recorder.select_notifications(start=start, limit=limit)
+        except Exception as e:
+            if limit > 1:
+                careful_until = start + NOTIFICATION_BATCH
+                continue
+            if last_id is None:
+                last_id = int(app.recorder.max_notification_id() or 0)
+            if start > last_id:
+                return
+            problems.append(
+                Problem(
+                    "",
+                    None,
+                    UNDECODABLE,
+                    f"the stored row at log position {start} cannot be read: "
+                    f"{undecodable_reason(e)}",
+                )
+            )
+            start += 1
+            continue
+        yield from batch
+        if len(batch) < limit:
+            return
+        start = batch[-1].id + 1
 
 
 def _report(
