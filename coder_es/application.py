@@ -22,7 +22,7 @@ from eventsourcing.utils import get_topic
 from coder_es.audit.anchor import advance_after_save
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
-from coder_es.errors import SessionNotFoundError, StoreError
+from coder_es.errors import DAMAGED_STORE_ADVICE, SessionNotFoundError, StoreError
 from coder_es.redaction import Redactor
 from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.blobs import BlobStore
@@ -125,6 +125,8 @@ class CoderApp(Application[UUID]):
             except Exception as e:  # the persistence modules raise many kinds; name the store
                 where = self.config.describe()
                 msg = f"cannot open the {self.config.backend} store at {where}: {e}"
+                if type(e).__name__ in ("DatabaseError", "OperationalError"):
+                    msg += f"; if the file is damaged, {DAMAGED_STORE_ADVICE}"
                 raise StoreError(msg) from e
             self.blobs: BlobStore = self.config.open_blob_store()
             self.views: ViewStore = self.config.open_view_store()

@@ -19,6 +19,13 @@ class StoreError(CoderESError):
     """The store cannot be opened or written. The message names the store."""
 
 
+DAMAGED_STORE_ADVICE = (
+    "restore the store directory from a backup, or move it aside to start an empty store "
+    "(coder-es verify --all then reports the sessions it lost)"
+)
+"""What a user can do about a damaged store file (said by every message that finds one)."""
+
+
 class SessionNotFoundError(UsageError):
     def __init__(
         self, ref: str, candidates: list[str] | None = None, *, store: str | None = None

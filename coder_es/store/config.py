@@ -13,18 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coder_es.errors import UsageError
+from coder_es.errors import DAMAGED_STORE_ADVICE, StoreError, UsageError
 from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
 
 if TYPE_CHECKING:
     from coder_es.store.blobs import BlobStore
+    from coder_es.store.lease import LeaseStore
     from coder_es.store.views import ViewStore
 
 # The blob and view stores are imported when opened: the configuration is read by every
 # command, most of which never open a store (coder_es.cli.commands: start-up time).
-
-if TYPE_CHECKING:
-    from coder_es.store.lease import LeaseStore
 
 BACKENDS = ("lmdb", "sqlite", "postgres", "popo")
 DEFAULT_BACKEND = "lmdb"
@@ -115,6 +113,12 @@ class StoreConfig:
                 self.path.mkdir(parents=True, exist_ok=True)
                 if self.backend == "lmdb":
                     self.lmdb_dir.mkdir(exist_ok=True)
+                elif self.sqlite_file.is_dir():
+                    msg = (
+                        f"the SQLite store file {self.sqlite_file} is a directory, not a file; "
+                        f"{DAMAGED_STORE_ADVICE}"
+                    )
+                    raise StoreError(msg)
                 # Like a virtualenv, the store ignores itself so it never shows in `git status`.
                 ignore = self.path / ".gitignore"
                 if not ignore.exists():
