@@ -35,7 +35,7 @@ from coder_es.domain.session import NodeId, Session
 from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
 from coder_es.records import summarize
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import read_current
+from coder_es.workspace.atomic import clean_scratch, read_current, scratch_dir
 from coder_es.workspace.errors import WriteConflictError
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
@@ -434,6 +434,7 @@ class Branching:
             msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
             raise RestoreError(msg)
         sandbox = Sandbox(self.workspace)
+        clean_scratch(sandbox.root)
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
         out = []
@@ -469,6 +470,7 @@ class Branching:
                     policy="refuse",
                     ours_label="session",
                     theirs_label="disk",
+                    scratch=scratch_dir(sandbox.root),
                 )
             except (WriteConflictError, BlobNotFoundError) as e:
                 now = digest(read_current(where))
