@@ -20,6 +20,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
 from coder_es.audit.anchor import advance_after_save
+from coder_es.audit.witness import Witness, open_witness
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
 from coder_es.errors import DAMAGED_STORE_ADVICE, SessionNotFoundError, StoreError
@@ -132,6 +133,8 @@ class CoderApp(Application[UUID]):
             self.views: ViewStore = self.config.open_view_store()
             # One writer per session: turns and branching commands hold its lease.
             self.leases: LeaseStore = self.config.open_lease_store()
+            # Each session's head, witnessed outside the store (coder_es.audit.witness).
+            self.witness: Witness | None = open_witness(self)
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
         vault = SecretVault(self.views, where=f" in {self.config.describe()}")
@@ -152,9 +155,13 @@ class CoderApp(Application[UUID]):
         for obj in objs:
             if isinstance(obj, Session):
                 advance_after_save(self, obj)
+                if self.witness is not None:
+                    self.witness.record(str(obj.id), int(obj.version), str(obj.chain_head))
         return recordings
 
     def close(self) -> None:
+        if self.witness is not None:
+            self.witness.close()
         self.leases.close()
         if Session.sealing is self.sealing:
             Session.sealing = self._outer_sealing

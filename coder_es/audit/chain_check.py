@@ -94,7 +94,9 @@ class StoreChainCheck:
         own. Its hash is unknown, so the link from the next event is not checked."""
         self._step(version)
         self.problems.append(
-            Problem(self.session, version, UNDECODABLE, f"the stored event cannot be read: {reason}")
+            Problem(
+                self.session, version, UNDECODABLE, f"the stored event cannot be read: {reason}"
+            )
         )
         self._window.clear()
         self.last_version = version
@@ -181,6 +183,7 @@ class StoreChainCheck:
             return u not in suspects and 1 <= u <= self.last_version
 
         explained: set[int] = set()  # links (v-1 -> v) accounted for, by their upper version
+        source = self.anchor.source if self.anchor is not None else "anchor"
         for v in unresolved:
             event = suspects[v]
             before, after = suspects.get(v - 1), suspects.get(v + 1)
@@ -202,7 +205,7 @@ class StoreChainCheck:
                         self.session,
                         v,
                         MODIFIED,
-                        "the last event does not match the head hash the anchor witnessed",
+                        f"the last event does not match the head hash the {source} witnessed",
                     )
                 )
             else:
@@ -258,7 +261,7 @@ class StoreChainCheck:
                     self.last_version + 1,
                     TRUNCATED,
                     f"the session ends at version {self.last_version} but version "
-                    f"{anchor.version} was recorded (anchor head {anchor.head[:16]}): "
+                    f"{anchor.version} was recorded ({anchor.source} head {anchor.head[:16]}): "
                     f"{_span(self.last_version + 1, anchor.version)} deleted",
                 )
             )

@@ -15,6 +15,7 @@ BLOB_CORRUPT = "blob_corrupt"
 BLOB_MISSING = "blob_missing"
 MALFORMED = "malformed"  # an export line or header that cannot be understood
 UNDECODABLE = "undecodable"  # a stored event (or row) that cannot be read back at all
+LOST = "lost"  # sessions the witness outside the store saw that the store no longer has
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Problem:
         where = (
             f"session {self.session}"
             if self.session
-            else ("store" if self.kind == UNDECODABLE else "export")
+            else ("store" if self.kind in (UNDECODABLE, LOST) else "export")
         )
         if self.version is not None:
             where += f" version {self.version}"

@@ -25,6 +25,7 @@ from coder_es.audit.problems import (
     BLOB_CORRUPT,
     BLOB_MISSING,
     DELETED,
+    LOST,
     UNDECODABLE,
     Problem,
     SessionHead,
@@ -88,7 +89,7 @@ def verify_session(
 ) -> VerifyReport:
     sid = _resolve(app, ref)
     session = str(sid)
-    check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+    check = StoreChainCheck(session, anchor=WitnessedHeads(app).anchor(session))
     refs: dict[str, tuple[str, int, str]] = {}
     _feed_records(check, iter_session_records(app, sid), refs if check_blobs else None)
     if check.events == 0 and check.anchor is None:
@@ -147,10 +148,11 @@ def verify_store(
     the CPUs this process may use) when the store is large and on a backend other processes can
     open (``coder_es.audit.segments``). When a chain is not intact, or the quick pass cannot run,
     the exact pass below reads the log again and names every problem."""
-    indexed = {a.session: a.version for a in _indexed_anchors(app)}
-    quick = _quick_pass(app, indexed, check_blobs, workers)
+    witnessed = WitnessedHeads(app)
+    indexed = {a.session: a.version for a in _indexed_anchors(witnessed)}
+    quick = _quick_pass(app, witnessed, indexed, check_blobs, workers)
     if quick is None:
-        return _exact_pass(app, check_blobs, advance)
+        return _exact_pass(app, check_blobs, advance, witnessed)
     intact, refs, events = quick
     problems: list[Problem] = []
     heads: list[SessionHead] = []
@@ -160,6 +162,7 @@ def verify_store(
             advance_anchor(app.views, found.session, found.last_version, found.last_hash)
     return _report(
         app,
+        witnessed,
         seen_sessions={s.session for s in intact},
         events=events,
         refs=refs,
@@ -169,13 +172,51 @@ def verify_store(
     )
 
 
-def _indexed_anchors(app: Any) -> list[Anchor]:
-    found = (read_anchor(app.views, session) for session in anchored_sessions(app.views))
+class WitnessedHeads:
+    """Each session's witnessed head: the in-store anchor's, or the witness file's (outside the
+    store, ``coder_es.audit.witness``) when it saw as far or further."""
+
+    def __init__(self, app: Any) -> None:
+        self.views = app.views
+        witness = getattr(app, "witness", None)
+        self.path = None if witness is None else witness.path
+        self.outside = {} if witness is None else witness.latest()
+
+    def anchor(self, session: str) -> Anchor | None:
+        inside = read_anchor(self.views, session)
+        seen = self.outside.get(session)
+        if seen is not None and (inside is None or seen.version >= inside.version):
+            return Anchor(session, seen.version, seen.head, source=f"witness {self.path}")
+        return inside
+
+    def sessions(self) -> list[str]:
+        """Every session witnessed (so ``verify --all`` notices sessions deleted whole)."""
+        inside = anchored_sessions(self.views)
+        return inside + sorted(set(self.outside) - set(inside))
+
+    def lost(self, seen_sessions: set[str]) -> Problem | None:
+        gone = [s for s in self.outside if s not in seen_sessions]
+        if not gone:
+            return None
+        detail = (
+            f"the store lost {len(gone)} session(s) that the witness {self.path} saw "
+            "(deleted, or the store was replaced or emptied); if that loss is intended, "
+            "remove that file"
+        )
+        return Problem("", None, LOST, detail)
+
+
+def _indexed_anchors(witnessed: WitnessedHeads) -> list[Anchor]:
+    found = (witnessed.anchor(session) for session in witnessed.sessions())
     return [a for a in found if a is not None]
 
 
 def _quick_pass(
-    app: Any, indexed: dict[str, int], check_blobs: bool, workers: int | None
+    app: Any,
+    witnessed: WitnessedHeads,
+    indexed: dict[str, int],
+    check_blobs: bool,
+    workers: int | None,
 ) -> tuple[list[Stitched], dict[str, tuple[str, int, str]], int] | None:
     """(intact sessions, blob references, events), or None when some chain needs the exact pass."""
     count = worker_count() if workers is None else workers
@@ -195,7 +236,7 @@ def _quick_pass(
             return None
 
     def anchor_of(session: str) -> tuple[int, str] | None:
-        anchor = read_anchor(app.views, session)
+        anchor = witnessed.anchor(session)
         return None if anchor is None else (anchor.version, anchor.head)
 
     intact, broken, events = stitch(summaries, anchor_of)
@@ -208,8 +249,11 @@ def _quick_pass(
     return intact, refs, events
 
 
-def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
+def _exact_pass(
+    app: Any, check_blobs: bool, advance: bool, witnessed: WitnessedHeads | None = None
+) -> VerifyReport:
     """One sequential pass over the notification log, diagnosing every broken chain."""
+    witnessed = witnessed or WitnessedHeads(app)
     linker = FastLinker(app.mapper)
     decoder = linker.decoder
     checks: dict[str, StoreChainCheck] = {}
@@ -228,9 +272,7 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
             continue
         check = checks.get(session)
         if check is None:
-            check = checks[session] = StoreChainCheck(
-                session, anchor=read_anchor(app.views, session)
-            )
+            check = checks[session] = StoreChainCheck(session, anchor=witnessed.anchor(session))
         if stored.originator_version <= check.last_version:
             # Versions out of log order: only possible if rows were renumbered. Check this
             # session again from its events in version order.
@@ -250,7 +292,7 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
             stored.originator_version, chain_hash, prev_hash, partial(decoder.decode, stored)
         )
     for session in disordered:
-        check = checks[session] = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+        check = checks[session] = StoreChainCheck(session, anchor=witnessed.anchor(session))
         _feed_records(check, iter_session_records(app, UUID(session)), None)
     heads: list[SessionHead] = []
     for session in sorted(checks):
@@ -260,6 +302,7 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
             heads.append(head)
     return _report(
         app,
+        witnessed,
         seen_sessions=set(checks),
         events=events,
         refs=refs,
@@ -316,6 +359,7 @@ def _read_log(app: Any, problems: list[Problem]) -> Any:
 
 def _report(
     app: Any,
+    witnessed: WitnessedHeads,
     *,
     seen_sessions: set[str],
     events: int,
@@ -325,10 +369,13 @@ def _report(
     check_blobs: bool,
 ) -> VerifyReport:
     """The store-wide checks after the chains: sessions deleted whole, blobs."""
-    for session in anchored_sessions(app.views):
+    for session in witnessed.sessions():
         if session not in seen_sessions:
-            check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+            check = StoreChainCheck(session, anchor=witnessed.anchor(session))
             problems.append(_gone(session, check))
+    lost = witnessed.lost(seen_sessions)
+    if lost is not None:
+        problems.insert(0, lost)
     blob_count = len(refs)
     if check_blobs:
         problems += _check_blobs(app, refs)
