@@ -76,9 +76,9 @@ class StoreChainCheck:
         """One event, in version order. ``event`` may be a function that builds it: it is only
         called for events next to a broken link (the walk itself needs just the two hashes)."""
         self._step(version)
-        if version == self.last_version + 1:
-            if self.last_hash is not None and prev_hash != self.last_hash:
-                self._break(version, event)
+        gapless = version == self.last_version + 1
+        if gapless and self.last_hash is not None and prev_hash != self.last_hash:
+            self._break(version, event)
         if self.anchor is not None and version == self.anchor.version:
             self._hash_at_anchor = chain_hash
             self._at_anchor = _built(event)

@@ -10,9 +10,10 @@ The lease is a lock the operating system or the database releases when its holde
 
 - LMDB and SQLite stores (one machine): an ``flock`` on ``<store>/leases/<session>.lease``, a
   file that also says who holds it. The kernel drops the lock with the holder's last file
-  descriptor, so a dead holder's lease is free at once. The file is removed on release (the
-  holder unlinks it while still locked; an acquirer checks it locked the file that is still at
-  that path, so an unlink never lets two holders in).
+  descriptor, so a dead holder's lease is free at once. The file is kept after release (one
+  small file per session; creating and removing it each time cost more than the lock), and is
+  only a free lease while nobody has it locked. Should someone remove it anyway, an acquirer
+  checks it locked the file that is still at that path, so two holders never coexist.
 - PostgreSQL (many machines): a session-level ``pg_try_advisory_lock`` on a key derived from the
   schema and the session, held by one connection per process, plus a row in ``coder_es_leases``
   saying who holds it. PostgreSQL releases the lock when the holder's connection ends: at once when
@@ -146,11 +147,9 @@ class _FileLease(Lease):
         self._path = path
 
     def _release(self) -> None:
-        # Unlink while still holding the lock: an acquirer that opened the old file sees it is
-        # no longer the one at the path and starts over.
-        with contextlib.suppress(OSError):
-            os.unlink(self._path)
-        os.close(self._fd)
+        # The file stays (creating and removing it would cost more than the lock itself); it
+        # still names the last holder, and an unlocked file is a free lease.
+        os.close(self._fd)  # closing releases the lock
 
 
 class FileLeaseStore(LeaseStore):
@@ -305,6 +304,8 @@ class PostgresLeaseStore(LeaseStore):
             conn = psycopg.connect(info, autocommit=True, connect_timeout=10)
             for name, value in KEEPALIVE_S.items():
                 conn.execute(f"SET {name} = {int(value)}")
+            # The holder row only informs a refused acquirer: it need not wait for a WAL flush.
+            conn.execute("SET synchronous_commit = off")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} (session text PRIMARY KEY, "
                 "pid integer NOT NULL, host text NOT NULL, since double precision NOT NULL, "

@@ -320,7 +320,8 @@ def test_calls_on_branches_rewound_away_do_not_count_as_repeats(h: Harness) -> N
         retry = h.reopen(sid, [turn(same), turn(text("done"))])
         collect(retry, None, yes=False)
     decided = h.of(sid, "PermissionDecided")
-    assert [(d.decision, d.matched_rule) for d in decided] == [("allow", "preset:build:allow *")] * 4
+    allowed = ("allow", "preset:build:allow *")
+    assert [(d.decision, d.matched_rule) for d in decided] == [allowed] * 4
     # On one path the guard still asks (a non-interactive run rejects the ask).
     looping = h.reopen(sid, [turn(same), turn(same), turn(same), turn(text("stuck"))])
     collect(looping, "again", yes=False)

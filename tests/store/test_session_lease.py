@@ -1,4 +1,4 @@
-"""One writer per session (issue 18.1): the lease on every backend, across processes, after kill -9."""
+"""One writer per session (issue 18.1): the lease on every backend, across processes, kill -9."""
 
 from __future__ import annotations
 
@@ -102,9 +102,7 @@ def test_another_process_is_refused_and_kill_9_frees_the_lease(
                 time.sleep(0.01)
         took = 10 - (deadline - time.monotonic())
         assert took < 5
-        if config.backend != "postgres":
-            # Released leases leave no files behind.
-            assert not list((config.path / "leases").glob("*.lease"))
+        assert leases.holder(sid) is None  # free again, whatever the lease file still says
     finally:
         if child.poll() is None:
             child.kill()
@@ -168,9 +166,9 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
     sid = json.loads(first.stdout.splitlines()[0])["session_id"]
     script_a = tmp_path / "a.json"
     script_a.write_text(json.dumps({"turns": A_TURNS}))
+    chat = ["chat", "--session", sid, "--agent", "plan", "--script", str(script_a), "--json"]
     a = subprocess.Popen(
-        _cli(ws, config, "chat", "--session", sid, "--agent", "plan", "--script", str(script_a))
-        + ["--json"],
+        _cli(ws, config, *chat),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
