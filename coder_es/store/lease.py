@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -51,6 +52,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 LEASE_DIRNAME = "leases"
+_RECORD_SIZE = 512  # bytes of a lease file: the holder's JSON, padded with spaces
 # Server-side keepalives on the PostgreSQL lease connection: idle 10 s, then 3 probes 5 s apart.
 KEEPALIVE_S = {"tcp_keepalives_idle": 10, "tcp_keepalives_interval": 5, "tcp_keepalives_count": 3}
 
@@ -66,7 +68,7 @@ class Holder:
 
     @classmethod
     def me(cls, purpose: str) -> Holder:
-        return cls(os.getpid(), socket.gethostname(), time.time(), purpose)
+        return cls(os.getpid(), _hostname(), time.time(), purpose[:100])
 
     def describe(self) -> str:
         when = datetime.fromtimestamp(self.since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -85,6 +87,11 @@ class Holder:
             return cls(int(d["pid"]), str(d["host"]), float(d["since"]), str(d.get("purpose", "")))
         except (ValueError, KeyError, TypeError):
             return None  # being written right now, or damaged: the lock itself still holds
+
+
+@functools.cache
+def _hostname() -> str:
+    return socket.gethostname()
 
 
 def busy(session: str, holder: Holder | None) -> SessionBusyError:
@@ -172,9 +179,9 @@ class FileLeaseStore(LeaseStore):
                     current = False
                 if current:
                     holder = Holder.me(purpose)
-                    data = holder.to_json()
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, data, 0)
+                    # Overwritten in place at a fixed size: truncating and growing the file
+                    # again would cost block allocations on every acquisition.
+                    os.pwrite(fd, holder.to_json().ljust(_RECORD_SIZE), 0)
                     return _FileLease(session, holder, fd, path)
             except BaseException:
                 os.close(fd)
@@ -222,7 +229,7 @@ def _try_flock(fd: int, *, shared: bool = False) -> bool:
 
 def _read_all(fd: int) -> bytes:
     try:
-        return os.pread(fd, 4096, 0)
+        return os.pread(fd, _RECORD_SIZE, 0)
     except OSError:
         return b""
 
