@@ -111,3 +111,19 @@ def test_postgres_rows_deleted_with_their_anchors_are_caught(
         ("", "lost"),
         (str(ids[0]), "deleted"),
     }
+
+
+def test_a_dropped_postgres_events_table_is_recreated_and_the_loss_reported(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    import psycopg
+    from backends import make_config
+
+    config = make_config("postgres", tmp_path, pg_schema)
+    ids = _sessions(config, 2)
+    info = config.postgres_conninfo()
+    with psycopg.connect(**{k: v for k, v in info.items() if v}, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {pg_schema}.coder_es_events CASCADE")
+    report = _verify(config)  # opening the store creates the table again, empty
+    assert "the store lost 2 session(s)" in report.problems[0].detail
+    assert {p.session for p in report.problems if p.kind == "deleted"} == {str(i) for i in ids}

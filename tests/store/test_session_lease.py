@@ -223,3 +223,64 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
         _cli(ws, config, "label", sid, "2", "start"), capture_output=True, text=True, env=env
     )
     assert again.returncode == 0, again.stderr
+
+
+def test_a_client_handle_fails_busy_during_a_turn_and_follows_it_afterwards(
+    tmp_path: Path,
+) -> None:
+    """What the ACP agent, the WebSocket server and fleet workers rely on: the service API."""
+    import asyncio
+
+    from coder_es.permissions.policy import PermissionAnswer
+    from coder_es.service import updates as up
+    from tests.agent.agent_helpers import make_harness, text, tool, turn
+
+    h = make_harness(tmp_path, "sqlite")
+    first = h.start(
+        [turn(tool("bash", command="touch made-by-a")), turn(text("done A"))], agent="plan"
+    )
+    other = h.service([turn(text("reply to B"))])
+
+    async def go() -> None:
+        second = await other.open_session(first.id)
+        async for update in first.send("go"):
+            if isinstance(update, up.PermissionRequired):  # A's turn waits for its answer
+                with pytest.raises(SessionBusyError, match=rf"\(pid {os.getpid()} on host "):
+                    async for _ in second.send("interloper"):
+                        pass
+                await first.answer(update.tool_use_id, PermissionAnswer.allow_once())
+        # Once A's turn ended, B's next turn starts from A's events instead of colliding.
+        async for _ in second.send("after A"):
+            pass
+
+    asyncio.run(go())
+    events = h.events(first.id)
+    said = [e.content[0]["text"] for e in events if type(e).__name__ == "UserMessageAdded"]
+    assert said == ["go", "after A"]
+    replies = [e.blocks[0] for e in events if type(e).__name__ == "ModelResponded"]
+    assert [r.get("text") for r in replies] == [None, "done A", "reply to B"]
+    h.app.close()
+
+
+def test_a_killed_holder_does_not_keep_the_session_from_the_next_command(tmp_path: Path) -> None:
+    pytest.importorskip("lmdb")
+    config = StoreConfig(backend="lmdb", path=tmp_path / "store")
+    app = CoderApp(config)
+    try:
+        session = app.start_session(workspace=str(tmp_path))
+        session.add_user_message("hello")
+        app.save(session)
+        sid = str(session.id)
+    finally:
+        app.close()
+    holder = hold_in_child(config, sid)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    done = subprocess.run(
+        _cli(tmp_path, config, "label", sid, "2", "start"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
