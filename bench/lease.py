@@ -37,6 +37,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -158,48 +159,37 @@ def bench_witness(config: StoreConfig, rounds: int) -> tuple[float, float]:
         app.close()
 
 
+def _pg_connect() -> Any:
+    import psycopg
+
+    return psycopg.connect(
+        dbname=PG["POSTGRES_DBNAME"],
+        host=PG["POSTGRES_HOST"],
+        port=PG["POSTGRES_PORT"],
+        user=PG["POSTGRES_USER"],
+        connect_timeout=3,
+        autocommit=True,
+    )
+
+
 def postgres_reachable() -> bool:
     try:
-        import psycopg
-
-        with psycopg.connect(
-            dbname=PG["POSTGRES_DBNAME"],
-            host=PG["POSTGRES_HOST"],
-            port=PG["POSTGRES_PORT"],
-            user=PG["POSTGRES_USER"],
-            connect_timeout=3,
-        ):
+        with _pg_connect():
             return True
     except Exception:
         return False
 
 
 def postgres_config(where: Path) -> tuple[StoreConfig, str]:
-    import psycopg
-
     schema = f"bench_lease_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(
-        dbname=PG["POSTGRES_DBNAME"],
-        host=PG["POSTGRES_HOST"],
-        port=PG["POSTGRES_PORT"],
-        user=PG["POSTGRES_USER"],
-        autocommit=True,
-    ) as conn:
+    with _pg_connect() as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     extra = {**PG, "POSTGRES_PASSWORD": "", "POSTGRES_SCHEMA": schema}
     return StoreConfig(backend="postgres", path=where / "pg", extra=extra), schema
 
 
 def drop_schema(schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        dbname=PG["POSTGRES_DBNAME"],
-        host=PG["POSTGRES_HOST"],
-        port=PG["POSTGRES_PORT"],
-        user=PG["POSTGRES_USER"],
-        autocommit=True,
-    ) as conn:
+    with _pg_connect() as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 

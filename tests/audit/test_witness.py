@@ -8,6 +8,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+from backends import make_config
 
 from coder_es.application import CoderApp
 from coder_es.audit.problems import VerifyReport
@@ -30,6 +31,16 @@ def _sessions(config: StoreConfig, n: int = 3) -> list[UUID]:
         return ids
     finally:
         app.close()
+
+
+def _sql(config: StoreConfig, *statements: str, params: tuple[object, ...] = ()) -> None:
+    """Run statements on a PostgreSQL store (the first one with ``params``)."""
+    import psycopg
+
+    info = config.postgres_conninfo()
+    with psycopg.connect(**{k: v for k, v in info.items() if v}, autocommit=True) as conn:
+        for i, statement in enumerate(statements):
+            conn.execute(statement, params if i == 0 else ())
 
 
 def _verify(config: StoreConfig) -> VerifyReport:
@@ -98,7 +109,6 @@ def test_postgres_rows_deleted_with_their_anchors_are_caught(
     tmp_path: Path, pg_schema: str
 ) -> None:
     import psycopg
-    from backends import make_config
 
     config = make_config("postgres", tmp_path, pg_schema)
     ids = _sessions(config, 2)
@@ -117,7 +127,6 @@ def test_a_dropped_postgres_events_table_is_recreated_and_the_loss_reported(
     tmp_path: Path, pg_schema: str
 ) -> None:
     import psycopg
-    from backends import make_config
 
     config = make_config("postgres", tmp_path, pg_schema)
     ids = _sessions(config, 2)
