@@ -25,7 +25,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +140,9 @@ class SessionHandle:
         if self.running:
             msg = f"session {self.id} is running a turn; it cannot be reloaded now"
             raise UsageError(msg)
+        self._load_again()
+
+    def _load_again(self) -> None:
         old = self.loop
         self.loop = AgentLoop(old.app, old.session.id, old.deps, emit=old.emit, config=old.config)
 
@@ -149,10 +160,7 @@ class SessionHandle:
         self._lease = self.loop.app.leases.acquire(self.id, purpose)
         try:
             if self.loop.app.last_version(self.loop.session.id) != self.loop.session.version:
-                old = self.loop
-                self.loop = AgentLoop(
-                    old.app, old.session.id, old.deps, emit=old.emit, config=old.config
-                )
+                self._load_again()
             yield
         finally:
             lease, self._lease = self._lease, None
@@ -178,13 +186,16 @@ class SessionHandle:
         if self._task is not None:
             msg = f"session {self.id} is already running a turn"
             raise UsageError(msg)
+        # The turn (and its task) is closed before the lease is released, even when the
+        # caller stops reading early.
         with self.leased("turn"):
-            async for update in self._turn(start, answerer):
-                yield update
+            async with contextlib.aclosing(self._turn(start, answerer)) as turn:
+                async for update in turn:
+                    yield update
 
     async def _turn(
         self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None
-    ) -> AsyncIterator[up.Update]:
+    ) -> AsyncGenerator[up.Update, None]:
         queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
         self.loop.emit = queue.put_nowait
         self.loop.deps.answerer = answerer or self._ask_client
