@@ -186,10 +186,20 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
             ("rewind", sid, "2"),
         ]
         if config.backend == "lmdb":  # the same code path on both: spare the slow machine
-            attempts += [("checkout", sid, "2"), ("fork", sid, "2"), ("label", sid, "2", "x")]
+            attempts += [
+                ("checkout", sid, "2"),
+                ("fork", sid, "2"),
+                ("label", sid, "2", "x"),
+                ("chat", "--session", sid, "--script", str(quick)),  # at once, not at a message
+            ]
         for attempt in attempts:
             b = subprocess.run(
-                _cli(ws, config, *attempt), capture_output=True, text=True, env=env, timeout=60
+                _cli(ws, config, *attempt),
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
             )
             assert b.returncode == 1, (attempt, b.stderr)
             assert f"session {sid} is busy (pid {a.pid} on host " in b.stderr, b.stderr
