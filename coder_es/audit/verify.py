@@ -42,6 +42,7 @@ from coder_es.audit.segments import (
     stitch,
     worker_count,
 )
+from coder_es.audit.witness import read_witness, witness_of_location
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
 
 NOTIFICATION_BATCH = 5000
@@ -196,14 +197,31 @@ class WitnessedHeads:
 
     def lost(self, seen_sessions: set[str]) -> Problem | None:
         gone = [s for s in self.outside if s not in seen_sessions]
-        if not gone:
-            return None
-        detail = (
-            f"the store lost {len(gone)} session(s) that the witness {self.path} saw "
-            "(deleted, or the store was replaced or emptied); if that loss is intended, "
-            "remove that file"
-        )
-        return Problem("", None, LOST, detail)
+        return _lost(len(gone), self.path) if gone else None
+
+
+def _lost(count: int, path: Path | None) -> Problem:
+    detail = (
+        f"the store lost {count} session(s) that the witness {path} saw "
+        "(deleted, or the store was replaced or emptied); if that loss is intended, "
+        "remove that file"
+    )
+    return Problem("", None, LOST, detail)
+
+
+def verify_missing_store(config: Any) -> VerifyReport | None:
+    """``verify --all`` where the store is gone altogether (its directory deleted): what its
+    witness saw is lost. None when no witness saw anything there (then there is nothing to
+    verify). Nothing is created."""
+    path = witness_of_location(config)
+    seen = read_witness(path)
+    if not seen:
+        return None
+    problems = [_lost(len(seen), path)]
+    for session, w in sorted(seen.items()):
+        anchor = Anchor(session, w.version, w.head, source=f"witness {path}")
+        problems.append(_gone(session, StoreChainCheck(session, anchor=anchor)))
+    return VerifyReport(target="--all", sessions=0, events=0, blobs=0, problems=tuple(problems))
 
 
 def _indexed_anchors(witnessed: WitnessedHeads) -> list[Anchor]:

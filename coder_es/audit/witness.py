@@ -131,17 +131,24 @@ def _entries(path: Path) -> Iterator[Witnessed]:
                 yield Witnessed(parts[0], int(parts[1]), parts[2])
 
 
+def witness_of_location(config: Any) -> Path:
+    """The witness file a store created at ``config``'s location has (when its identity was not
+    carried over from elsewhere): for a store that is gone, to say what it lost."""
+    return witness_path(location_identity(config.backend, store_location(config)))
+
+
 def open_witness(app: Any) -> Witness | None:
     """The witness of an application's store (None for a memory store)."""
     config = app.config
     if config.backend == "popo":
         return None
-    where = _location(config)
+    where = store_location(config)
     identity = store_identity(app.views, config.backend, where)
     return Witness(witness_path(identity), backend=config.backend, where=where, identity=identity)
 
 
-def _location(config: Any) -> str:
+def store_location(config: Any) -> str:
+    """The location a store's identity is derived from."""
     if config.backend == "postgres":
         return f"{config.describe()}?schema={config.postgres_schema()}"
     return os.path.abspath(config.describe())

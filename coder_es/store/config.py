@@ -8,6 +8,7 @@ opens the blob and view stores on the same backend.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,10 +101,12 @@ class StoreConfig:
     def exists(self) -> bool:
         """Whether there is a store to open: the file backends' files exist (a database server
         or memory always counts). Read-only commands check this instead of creating one."""
+        # Anything at the data file's place counts: a damaged one (a directory, say) is named
+        # by the opening, not taken for a missing store.
         if self.backend == "lmdb":
-            return (self.lmdb_dir / "data.mdb").is_file()
+            return os.path.lexists(self.lmdb_dir / "data.mdb")
         if self.backend == "sqlite":
-            return self.sqlite_file.is_file()
+            return os.path.lexists(self.sqlite_file)
         return True
 
     def prepare(self) -> None:

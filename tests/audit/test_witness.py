@@ -136,3 +136,19 @@ def test_a_dropped_postgres_events_table_is_recreated_and_the_loss_reported(
     report = _verify(config)  # opening the store creates the table again, empty
     assert "the store lost 2 session(s)" in report.problems[0].detail
     assert {p.session for p in report.problems if p.kind == "deleted"} == {str(i) for i in ids}
+
+
+@pytest.mark.parametrize("backend", ["lmdb", "sqlite"])
+def test_verify_on_a_deleted_store_directory_says_what_it_lost(
+    tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    config = StoreConfig(backend=backend, path=tmp_path / "store")
+    _sessions(config, 2)
+    shutil.rmtree(config.path)
+    args = ["--workspace", str(tmp_path), "--backend", backend, "--store", str(config.path)]
+    assert main([*args, "verify", "--all"]) == 1
+    out = capsys.readouterr().out
+    assert "the store lost 2 session(s)" in out
+    assert not config.path.exists()  # verifying created nothing
