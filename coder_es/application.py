@@ -20,14 +20,16 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 
 from coder_es.audit.anchor import advance_after_save
+from coder_es.audit.witness import Witness, open_witness
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
-from coder_es.errors import SessionNotFoundError, StoreError
+from coder_es.errors import DAMAGED_STORE_ADVICE, SessionNotFoundError, StoreError
 from coder_es.redaction import Redactor
 from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
+from coder_es.store.lease import LeaseStore
 from coder_es.store.transcoder import FileNameSafeTranscoder
 from coder_es.store.views import ViewStore
 
@@ -92,6 +94,14 @@ class ChainedLog(Application[UUID]):
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
 
 
+def damaged_event_error(where: str, e: BaseException) -> StoreError:
+    reason = f"{type(e).__name__}: {e}"[:300]
+    return StoreError(
+        f"{where}: a stored event cannot be decoded ({reason}); "
+        "coder-es verify --all lists every damaged event"
+    )
+
+
 @dataclass(frozen=True)
 class SessionSummary:
     id: UUID
@@ -130,9 +140,15 @@ class CoderApp(ChainedLog):
             except Exception as e:  # the persistence modules raise many kinds; name the store
                 where = self.config.describe()
                 msg = f"cannot open the {self.config.backend} store at {where}: {e}"
+                if type(e).__name__ in ("DatabaseError", "OperationalError"):
+                    msg += f"; if the file is damaged, {DAMAGED_STORE_ADVICE}"
                 raise StoreError(msg) from e
             self.blobs: BlobStore = self.config.open_blob_store()
             self.views: ViewStore = self.config.open_view_store()
+            # One writer per session: turns and branching commands hold its lease.
+            self.leases: LeaseStore = self.config.open_lease_store()
+            # Each session's head, witnessed outside the store (coder_es.audit.witness).
+            self.witness: Witness | None = open_witness(self)
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
         vault = SecretVault(self.views, where=f" in {self.config.describe()}")
@@ -150,9 +166,14 @@ class CoderApp(ChainedLog):
         for obj in objs:
             if isinstance(obj, Session):
                 advance_after_save(self, obj)
+                if self.witness is not None:
+                    self.witness.record(str(obj.id), int(obj.version), str(obj.chain_head))
         return recordings
 
     def close(self) -> None:
+        if self.witness is not None:
+            self.witness.close()
+        self.leases.close()
         if Session.sealing is self.sealing:
             Session.sealing = self._outer_sealing
         self.views.close()
@@ -172,6 +193,10 @@ class CoderApp(ChainedLog):
             session: Any = self.repository.get(sid)
         except AggregateNotFoundError:
             raise SessionNotFoundError(str(session_id), store=self.config.describe()) from None
+        except StoreError:
+            raise
+        except Exception as e:  # a stored event that no longer decodes: name it, no traceback
+            raise damaged_event_error(f"session {sid}", e) from e
         if not isinstance(session, Session):
             raise SessionNotFoundError(str(session_id), store=self.config.describe())
         return session
@@ -187,6 +212,11 @@ class CoderApp(ChainedLog):
         self, session_id: UUID, *, gt: int | None = None, lte: int | None = None
     ) -> list[Any]:
         return list(self.events.get(session_id, gt=gt, lte=lte))
+
+    def last_version(self, session_id: UUID) -> int:
+        """The session's last stored version (0: none), read from the store, not a cache."""
+        last = self.recorder.select_events(session_id, desc=True, limit=1)
+        return int(last[0].originator_version) if last else 0
 
     def stored_events(self, session_id: UUID) -> list[StoredEvent]:
         return list(self.recorder.select_events(session_id))
@@ -206,7 +236,11 @@ class CoderApp(ChainedLog):
                 start=start, limit=500, topics=[SESSION_STARTED_TOPIC]
             )
             for notification in batch:
-                event: Any = self.mapper.to_domain_event(notification)
+                try:
+                    event: Any = self.mapper.to_domain_event(notification)
+                except Exception as e:
+                    where = f"the start of session {notification.originator_id}"
+                    raise damaged_event_error(where, e) from e
                 yield SessionSummary(
                     id=event.originator_id,
                     title=event.title,

@@ -20,11 +20,12 @@ changed, not with the size of the workspace or of the history.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -34,7 +35,7 @@ from coder_es.domain.session import NodeId, Session
 from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
 from coder_es.records import summarize
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import read_current
+from coder_es.workspace.atomic import clean_scratch, read_current, scratch_dir
 from coder_es.workspace.errors import WriteConflictError
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
@@ -184,6 +185,26 @@ class SessionViews:
         return self.tree.catch_up(), self.files.catch_up()
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_writer(purpose: str) -> Callable[[F], F]:
+    """A command that writes to a session holds the session's lease (one writer per session):
+    a running turn or another command makes it fail at once, before any file is touched. The
+    command gets the session's resolved id."""
+
+    def wrap(command: F) -> F:
+        @functools.wraps(command)
+        def leased(self: Branching, session: str | UUID, *args: Any, **kwargs: Any) -> Any:
+            sid = self._sid(session)
+            with self.app.leases.hold(str(sid), purpose):
+                return command(self, sid, *args, **kwargs)
+
+        return cast(F, leased)
+
+    return wrap
+
+
 @dataclass
 class Branching:
     """The branching commands over one application and one workspace directory."""
@@ -235,6 +256,7 @@ class Branching:
 
     # ------------------------------------------------------------------ commands
 
+    @_one_writer("label")
     def label(
         self, session: str | UUID, node: str, name: str, *, check_name: bool = True
     ) -> LabelMove:
@@ -250,6 +272,7 @@ class Branching:
 
         return self.app.update(sid, command)
 
+    @_one_writer("checkout")
     def checkout(
         self, session: str | UUID, node: str, *, progress: Progress | None = None
     ) -> MoveResult:
@@ -259,6 +282,7 @@ class Branching:
             s, files, target, reason="checkout", move_head=True, restore=True, progress=progress
         )
 
+    @_one_writer("rewind")
     def rewind(
         self,
         session: str | UUID,
@@ -289,6 +313,7 @@ class Branching:
             progress=progress,
         )
 
+    @_one_writer("fork")
     def fork(
         self,
         session: str | UUID,
@@ -409,6 +434,7 @@ class Branching:
             msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
             raise RestoreError(msg)
         sandbox = Sandbox(self.workspace)
+        clean_scratch(sandbox.root)
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
         out = []
@@ -444,6 +470,7 @@ class Branching:
                     policy="refuse",
                     ours_label="session",
                     theirs_label="disk",
+                    scratch=scratch_dir(sandbox.root),
                 )
             except (WriteConflictError, BlobNotFoundError) as e:
                 now = digest(read_current(where))

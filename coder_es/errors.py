@@ -19,6 +19,13 @@ class StoreError(CoderESError):
     """The store cannot be opened or written. The message names the store."""
 
 
+DAMAGED_STORE_ADVICE = (
+    "restore the store directory from a backup, or move it aside to start an empty store "
+    "(coder-es verify --all then reports the sessions it lost)"
+)
+"""What a user can do about a damaged store file (said by every message that finds one)."""
+
+
 class SessionNotFoundError(UsageError):
     def __init__(
         self, ref: str, candidates: list[str] | None = None, *, store: str | None = None
@@ -52,3 +59,13 @@ class BlobNotFoundError(StoreError):
     def __init__(self, digest: str) -> None:
         self.digest = digest
         super().__init__(f"blob {digest} is not in the store")
+
+
+class SessionBusyError(CoderESError):
+    """Another process (or handle) holds the session's lease: one writer per session."""
+
+    def __init__(self, session: str, holder: str | None) -> None:
+        self.session = session
+        self.holder = holder
+        who = holder or "held by another process that has not said which"
+        super().__init__(f"session {session} is busy ({who})")

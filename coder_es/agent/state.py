@@ -29,6 +29,9 @@ class NodeInfo:
     assistant: NodeId | None
     # The turn was cancelled at this node or at an ancestor within the same turn.
     cancelled: bool = False
+    # The last tool call on the path up to this node: (signature, repeats). A model response's
+    # own calls update it as they are requested; a branch rewound away from never reaches it.
+    last_call: tuple[str, int] | None = None
 
 
 @dataclass
@@ -65,8 +68,6 @@ class LoopState:
     responses: dict[NodeId, ResponseInfo] = field(default_factory=dict)
     calls: dict[str, CallState] = field(default_factory=dict)
     always: list[dict[str, Any]] = field(default_factory=list)
-    last_signature: str | None = None
-    last_repeats: int = 0
     last_request_digest: str | None = None
     # The last PermissionsChanged ({rules, default}); None: the Started settings' rules hold.
     permissions: dict[str, Any] | None = None
@@ -113,7 +114,11 @@ class LoopState:
         if kind == ASSISTANT:
             steps += 1
             assistant = node
-        self.nodes[node] = NodeInfo(kind, parent, steps, assistant, cancelled)
+        # A tool result follows every call of its response (results chain one after the other,
+        # and a later call's request may come after an earlier call's result).
+        before = self.nodes.get(assistant) if kind == TOOL_RESULT and assistant else pinfo
+        last_call = before.last_call if before is not None else None
+        self.nodes[node] = NodeInfo(kind, parent, steps, assistant, cancelled, last_call)
         self.head = node
 
     def _user(self, e: Session.UserMessageAdded) -> None:
@@ -130,9 +135,13 @@ class LoopState:
         self.last_request_digest = e.request_digest
 
     def _tool_requested(self, e: Session.ToolCallRequested) -> None:
+        # Only the calls on the path to this response count (not those of rewound branches).
         signature = e.name + "\0" + canonical_json(e.input)
-        repeats = self.last_repeats + 1 if signature == self.last_signature else 0
-        self.last_signature, self.last_repeats = signature, repeats
+        info = self.nodes.get(e.node)
+        previous = info.last_call if info is not None else None
+        repeats = previous[1] + 1 if previous is not None and previous[0] == signature else 0
+        if info is not None:
+            info.last_call = (signature, repeats)
         self.calls[e.tool_use_id] = CallState(
             e.tool_use_id, e.name, dict(e.input), e.node, repeats=repeats
         )

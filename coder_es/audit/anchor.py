@@ -33,6 +33,8 @@ class Anchor:
     session: str
     version: int
     head: str
+    source: str = "anchor"
+    """Who witnessed it: the in-store anchor, or the witness file outside the store."""
 
 
 def anchor_key(session: str) -> str:

@@ -24,6 +24,7 @@ from coder_es.audit.problems import (
     MODIFIED,
     REORDERED,
     TRUNCATED,
+    UNDECODABLE,
     Problem,
 )
 from coder_es.audit.records import AuditEvent, compute_hash
@@ -52,7 +53,8 @@ class StoreChainCheck:
     anchor: Anchor | None = None
     events: int = 0
     last_version: int = 0
-    last_hash: str = GENESIS
+    last_hash: str | None = GENESIS
+    """None after an event that could not be decoded (its hash is unknown)."""
     problems: list[Problem] = field(default_factory=list)
     _breaks: list[int] = field(default_factory=list)
     _suspects: dict[int, AuditEvent] = field(default_factory=dict)
@@ -73,22 +75,10 @@ class StoreChainCheck:
     ) -> None:
         """One event, in version order. ``event`` may be a function that builds it: it is only
         called for events next to a broken link (the walk itself needs just the two hashes)."""
-        self.events += 1
-        if version == self.last_version + 1:
-            if prev_hash != self.last_hash:
-                self._break(version, event)
-        elif version > self.last_version + 1:
-            self.problems.append(
-                Problem(
-                    self.session,
-                    self.last_version + 1,
-                    DELETED,
-                    f"{_span(self.last_version + 1, version - 1)} missing from the store",
-                )
-            )
-        else:
-            msg = f"events must be fed in version order ({version} after {self.last_version})"
-            raise ValueError(msg)
+        self._step(version)
+        gapless = version == self.last_version + 1
+        if gapless and self.last_hash is not None and prev_hash != self.last_hash:
+            self._break(version, event)
         if self.anchor is not None and version == self.anchor.version:
             self._hash_at_anchor = chain_hash
             self._at_anchor = _built(event)
@@ -98,6 +88,34 @@ class StoreChainCheck:
         window.append(event)
         self.last_version = version
         self.last_hash = chain_hash
+
+    def feed_undecodable(self, version: int, reason: str) -> None:
+        """An event, in version order, whose stored form cannot be decoded: a finding of its
+        own. Its hash is unknown, so the link from the next event is not checked."""
+        self._step(version)
+        self.problems.append(
+            Problem(
+                self.session, version, UNDECODABLE, f"the stored event cannot be read: {reason}"
+            )
+        )
+        self._window.clear()
+        self.last_version = version
+        self.last_hash = None
+
+    def _step(self, version: int) -> None:
+        self.events += 1
+        if version > self.last_version + 1:
+            self.problems.append(
+                Problem(
+                    self.session,
+                    self.last_version + 1,
+                    DELETED,
+                    f"{_span(self.last_version + 1, version - 1)} missing from the store",
+                )
+            )
+        elif version <= self.last_version:
+            msg = f"events must be fed in version order ({version} after {self.last_version})"
+            raise ValueError(msg)
 
     def _break(self, version: int, event: AuditEvent | Callable[[], AuditEvent]) -> None:
         self._breaks.append(version)
@@ -165,6 +183,7 @@ class StoreChainCheck:
             return u not in suspects and 1 <= u <= self.last_version
 
         explained: set[int] = set()  # links (v-1 -> v) accounted for, by their upper version
+        source = self.anchor.source if self.anchor is not None else "anchor"
         for v in unresolved:
             event = suspects[v]
             before, after = suspects.get(v - 1), suspects.get(v + 1)
@@ -186,7 +205,7 @@ class StoreChainCheck:
                         self.session,
                         v,
                         MODIFIED,
-                        "the last event does not match the head hash the anchor witnessed",
+                        f"the last event does not match the head hash the {source} witnessed",
                     )
                 )
             else:
@@ -242,7 +261,7 @@ class StoreChainCheck:
                     self.last_version + 1,
                     TRUNCATED,
                     f"the session ends at version {self.last_version} but version "
-                    f"{anchor.version} was recorded (anchor head {anchor.head[:16]}): "
+                    f"{anchor.version} was recorded ({anchor.source} head {anchor.head[:16]}): "
                     f"{_span(self.last_version + 1, anchor.version)} deleted",
                 )
             )

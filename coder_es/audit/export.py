@@ -82,7 +82,7 @@ def prepare(app: Any, ref: UUID | str, options: ExportOptions) -> PreparedExport
     for e in events:
         check.feed(e)
     problems = check.finish()
-    if not problems:
+    if not problems and check.last_hash is not None:
         advance_anchor(app.views, session, check.last_version, check.last_hash)
     selected, branch = apply_filter(events, options.filter)
     redacted, listing = GlobRedaction(options.redact_globs).apply(selected)

@@ -14,6 +14,8 @@ TRUNCATED = "truncated"  # events after the last one present are gone (anchor or
 BLOB_CORRUPT = "blob_corrupt"
 BLOB_MISSING = "blob_missing"
 MALFORMED = "malformed"  # an export line or header that cannot be understood
+UNDECODABLE = "undecodable"  # a stored event (or row) that cannot be read back at all
+LOST = "lost"  # sessions the witness outside the store saw that the store no longer has
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,12 @@ class Problem:
         }
 
     def __str__(self) -> str:
-        where = f"session {self.session}" if self.session else "export"
+        # Only a stored row whose session cannot be read has no session outside an export.
+        where = (
+            f"session {self.session}"
+            if self.session
+            else ("store" if self.kind in (UNDECODABLE, LOST) else "export")
+        )
         if self.version is not None:
             where += f" version {self.version}"
         return f"{where}: {self.kind}: {self.detail}"

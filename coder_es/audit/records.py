@@ -24,6 +24,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 
 from coder_es.domain.chain import _default as _chain_default
 from coder_es.domain.chain import escape_surrogates
+from coder_es.errors import StoreError
 
 _TYPE_KEY = b'"_type_"'
 # Fields of a recorded state that are not event content: the chain hash leaves them out.
@@ -179,17 +180,69 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def iter_session_events(app: Any, session_id: UUID, *, batch: int = 5000) -> Iterator[AuditEvent]:
-    """Every recorded event of a session in version order, paged so memory stays flat."""
+@dataclass(frozen=True)
+class Undecodable:
+    """A stored event that cannot be decoded (damaged bytes, a renamed field, a wrong type)."""
+
+    session: str
+    version: int | None
+    """None when the version itself cannot be read."""
+    reason: str
+
+
+def undecodable_reason(e: BaseException) -> str:
+    """What is wrong with a stored event, from the error its decoding raised."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"its state is not UTF-8 text ({e.reason} at byte {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"its state is not valid JSON ({e.msg} at character {e.pos})"
+    if isinstance(e, KeyError):
+        return f"its state has no field {e.args[0]!r}"
+    if isinstance(e, AttributeError | TypeError):
+        return str(e) if "column holds" in str(e) else f"a stored value has the wrong type ({e})"
+    return f"{type(e).__name__}: {e}"[:300]
+
+
+def iter_session_records(
+    app: Any, session_id: UUID, *, batch: int = 5000
+) -> Iterator[AuditEvent | Undecodable]:
+    """Every recorded event of a session in version order, paged so memory stays flat; an event
+    that cannot be decoded comes as ``Undecodable`` (verify reports it and goes on)."""
     decoder = EventDecoder(app.mapper)
     gt: int | None = None
+    session = str(session_id)
     while True:
         page = app.recorder.select_events(session_id, gt=gt, limit=batch)
         for stored in page:
-            yield decoder.decode(stored)
+            version = stored.originator_version
+            if not isinstance(version, int):
+                why = f"an event's version column holds {version!r}, not a number"
+                yield Undecodable(session, None, why)
+                continue
+            if not isinstance(stored.state, bytes):
+                why = f"the state column holds {type(stored.state).__name__}, not bytes"
+                yield Undecodable(session, version, why)
+                continue
+            try:
+                yield decoder.decode(stored)
+            except Exception as e:  # any damage at all: name the event, never a traceback
+                yield Undecodable(session, version, undecodable_reason(e))
         if len(page) < batch:
             return
-        gt = page[-1].originator_version
+        gt = max(e.originator_version for e in page if isinstance(e.originator_version, int))
+
+
+def iter_session_events(app: Any, session_id: UUID, *, batch: int = 5000) -> Iterator[AuditEvent]:
+    """Every recorded event of a session in version order; a damaged one raises ``StoreError``
+    naming it (``coder-es verify`` lists every damaged event)."""
+    for record in iter_session_records(app, session_id, batch=batch):
+        if isinstance(record, Undecodable):
+            msg = (
+                f"session {record.session} version {record.version or '?'}: {record.reason}; "
+                "run coder-es verify --all for every damaged event"
+            )
+            raise StoreError(msg)
+        yield record
 
 
 def load_session_events(app: Any, session_id: UUID) -> list[AuditEvent]:

@@ -25,11 +25,13 @@ from coder_es.audit.problems import (
     BLOB_CORRUPT,
     BLOB_MISSING,
     DELETED,
+    LOST,
+    UNDECODABLE,
     Problem,
     SessionHead,
     VerifyReport,
 )
-from coder_es.audit.records import iter_session_events
+from coder_es.audit.records import Undecodable, iter_session_records, undecodable_reason
 from coder_es.audit.segments import (
     PARALLEL_MIN_EVENTS,
     RangeSummary,
@@ -40,6 +42,7 @@ from coder_es.audit.segments import (
     stitch,
     worker_count,
 )
+from coder_es.audit.witness import read_witness, witness_of_location
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
 
 NOTIFICATION_BATCH = 5000
@@ -74,7 +77,7 @@ def _finish_session(
     app: Any, check: StoreChainCheck, advance: bool
 ) -> tuple[list[Problem], SessionHead | None]:
     problems = check.finish()
-    if check.events == 0:
+    if check.events == 0 or check.last_hash is None:
         return problems, None
     head = SessionHead(check.session, check.last_version, check.last_hash)
     if advance and not problems:
@@ -87,13 +90,9 @@ def verify_session(
 ) -> VerifyReport:
     sid = _resolve(app, ref)
     session = str(sid)
-    check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+    check = StoreChainCheck(session, anchor=WitnessedHeads(app).anchor(session))
     refs: dict[str, tuple[str, int, str]] = {}
-    for event in iter_session_events(app, sid):
-        check.feed(event)
-        if check_blobs and event.kind in REF_KINDS:
-            for digest, what in blob_refs(event):
-                refs.setdefault(digest, (session, event.version, what))
+    _feed_records(check, iter_session_records(app, sid), refs if check_blobs else None)
     if check.events == 0 and check.anchor is None:
         raise SessionNotFoundError(session, store=app.config.describe())
     problems, head = _finish_session(app, check, advance)
@@ -108,6 +107,31 @@ def verify_session(
         problems=tuple(problems),
         heads=(head,) if head else (),
     )
+
+
+def _feed_records(
+    check: StoreChainCheck,
+    records: Any,
+    refs: dict[str, tuple[str, int, str]] | None,
+) -> None:
+    for record in records:
+        if isinstance(record, Undecodable):
+            if record.version is None:
+                check.problems.append(Problem(check.session, None, UNDECODABLE, record.reason))
+            else:
+                check.feed_undecodable(record.version, record.reason)
+            continue
+        check.feed(record)
+        if refs is not None and record.kind in REF_KINDS:
+            try:
+                found = list(blob_refs(record))
+            except Exception as e:  # a field of the wrong shape: the event is damaged
+                check.problems.append(
+                    Problem(check.session, record.version, UNDECODABLE, undecodable_reason(e))
+                )
+                continue
+            for digest, what in found:
+                refs.setdefault(digest, (check.session, record.version, what))
 
 
 def _gone(session: str, check: StoreChainCheck) -> Problem:
@@ -125,10 +149,11 @@ def verify_store(
     the CPUs this process may use) when the store is large and on a backend other processes can
     open (``coder_es.audit.segments``). When a chain is not intact, or the quick pass cannot run,
     the exact pass below reads the log again and names every problem."""
-    indexed = {a.session: a.version for a in _indexed_anchors(app)}
-    quick = _quick_pass(app, indexed, check_blobs, workers)
+    witnessed = WitnessedHeads(app)
+    indexed = {a.session: a.version for a in _indexed_anchors(witnessed)}
+    quick = _quick_pass(app, witnessed, indexed, check_blobs, workers)
     if quick is None:
-        return _exact_pass(app, check_blobs, advance)
+        return _exact_pass(app, check_blobs, advance, witnessed)
     intact, refs, events = quick
     problems: list[Problem] = []
     heads: list[SessionHead] = []
@@ -138,6 +163,7 @@ def verify_store(
             advance_anchor(app.views, found.session, found.last_version, found.last_hash)
     return _report(
         app,
+        witnessed,
         seen_sessions={s.session for s in intact},
         events=events,
         refs=refs,
@@ -147,13 +173,68 @@ def verify_store(
     )
 
 
-def _indexed_anchors(app: Any) -> list[Anchor]:
-    found = (read_anchor(app.views, session) for session in anchored_sessions(app.views))
+class WitnessedHeads:
+    """Each session's witnessed head: the in-store anchor's, or the witness file's (outside the
+    store, ``coder_es.audit.witness``) when it saw as far or further."""
+
+    def __init__(self, app: Any) -> None:
+        self.views = app.views
+        witness = getattr(app, "witness", None)
+        self.path = None if witness is None else witness.path
+        self.outside = {} if witness is None else witness.latest()
+
+    def anchor(self, session: str) -> Anchor | None:
+        inside = read_anchor(self.views, session)
+        seen = self.outside.get(session)
+        if seen is not None and (inside is None or seen.version >= inside.version):
+            return Anchor(session, seen.version, seen.head, source=f"witness {self.path}")
+        return inside
+
+    def sessions(self) -> list[str]:
+        """Every session witnessed (so ``verify --all`` notices sessions deleted whole)."""
+        inside = anchored_sessions(self.views)
+        return inside + sorted(set(self.outside) - set(inside))
+
+    def lost(self, seen_sessions: set[str]) -> Problem | None:
+        gone = [s for s in self.outside if s not in seen_sessions]
+        return _lost(len(gone), self.path) if gone else None
+
+
+def _lost(count: int, path: Path | None) -> Problem:
+    detail = (
+        f"the store lost {count} session(s) that the witness {path} saw "
+        "(deleted, or the store was replaced or emptied); if that loss is intended, "
+        "remove that file"
+    )
+    return Problem("", None, LOST, detail)
+
+
+def verify_missing_store(config: Any) -> VerifyReport | None:
+    """``verify --all`` where the store is gone altogether (its directory deleted): what its
+    witness saw is lost. None when no witness saw anything there (then there is nothing to
+    verify). Nothing is created."""
+    path = witness_of_location(config)
+    seen = read_witness(path)
+    if not seen:
+        return None
+    problems = [_lost(len(seen), path)]
+    for session, w in sorted(seen.items()):
+        anchor = Anchor(session, w.version, w.head, source=f"witness {path}")
+        problems.append(_gone(session, StoreChainCheck(session, anchor=anchor)))
+    return VerifyReport(target="--all", sessions=0, events=0, blobs=0, problems=tuple(problems))
+
+
+def _indexed_anchors(witnessed: WitnessedHeads) -> list[Anchor]:
+    found = (witnessed.anchor(session) for session in witnessed.sessions())
     return [a for a in found if a is not None]
 
 
 def _quick_pass(
-    app: Any, indexed: dict[str, int], check_blobs: bool, workers: int | None
+    app: Any,
+    witnessed: WitnessedHeads,
+    indexed: dict[str, int],
+    check_blobs: bool,
+    workers: int | None,
 ) -> tuple[list[Stitched], dict[str, tuple[str, int, str]], int] | None:
     """(intact sessions, blob references, events), or None when some chain needs the exact pass."""
     count = worker_count() if workers is None else workers
@@ -167,10 +248,13 @@ def _quick_pass(
                 return None
     if summaries is None:
         linker = FastLinker(app.mapper)
-        summaries = [scan_range(app, linker, 1, None, indexed, check_blobs)]
+        try:
+            summaries = [scan_range(app, linker, 1, None, indexed, check_blobs)]
+        except Exception:  # an event that cannot be decoded: the exact pass names it
+            return None
 
     def anchor_of(session: str) -> tuple[int, str] | None:
-        anchor = read_anchor(app.views, session)
+        anchor = witnessed.anchor(session)
         return None if anchor is None else (anchor.version, anchor.head)
 
     intact, broken, events = stitch(summaries, anchor_of)
@@ -183,53 +267,51 @@ def _quick_pass(
     return intact, refs, events
 
 
-def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
+def _exact_pass(
+    app: Any, check_blobs: bool, advance: bool, witnessed: WitnessedHeads | None = None
+) -> VerifyReport:
     """One sequential pass over the notification log, diagnosing every broken chain."""
+    witnessed = witnessed or WitnessedHeads(app)
     linker = FastLinker(app.mapper)
     decoder = linker.decoder
     checks: dict[str, StoreChainCheck] = {}
     disordered: set[str] = set()
     refs: dict[str, tuple[str, int, str]] = {}
     events = 0
-    start = 1
-    while True:
-        batch = app.recorder.select_notifications(start=start, limit=NOTIFICATION_BATCH)
-        for stored in batch:
-            events += 1
-            session = decoder.session_str(stored.originator_id)
-            if session in disordered:
-                continue
-            check = checks.get(session)
-            if check is None:
-                check = checks[session] = StoreChainCheck(
-                    session, anchor=read_anchor(app.views, session)
-                )
-            if stored.originator_version <= check.last_version:
-                # Versions out of log order: only possible if rows were renumbered. Check this
-                # session again from its events in version order.
-                disordered.add(session)
-                continue
-            if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
-                event = linker.decode(stored)
-                check.feed(event)
-                for digest, what in blob_refs(event):
-                    refs.setdefault(digest, (session, event.version, what))
-            else:
-                chain_hash, prev_hash = linker.link(stored)
-                check.feed_link(
-                    stored.originator_version,
-                    chain_hash,
-                    prev_hash,
-                    partial(decoder.decode, stored),
-                )
-        if len(batch) < NOTIFICATION_BATCH:
-            break
-        start = batch[-1].id + 1
-    for session in disordered:
-        check = checks[session] = StoreChainCheck(session, anchor=read_anchor(app.views, session))
-        for event in iter_session_events(app, UUID(session)):
-            check.feed(event)
     problems: list[Problem] = []
+    for stored in _read_log(app, problems):
+        events += 1
+        session = decoder.session_str(stored.originator_id)
+        if session in disordered:
+            continue
+        if not isinstance(stored.originator_version, int):
+            detail = f"an event's version column holds {stored.originator_version!r}, not a number"
+            problems.append(Problem(session, None, UNDECODABLE, detail))
+            continue
+        check = checks.get(session)
+        if check is None:
+            check = checks[session] = StoreChainCheck(session, anchor=witnessed.anchor(session))
+        if stored.originator_version <= check.last_version:
+            # Versions out of log order: only possible if rows were renumbered. Check this
+            # session again from its events in version order.
+            disordered.add(session)
+            continue
+        if check_blobs and stored.topic.endswith(REF_TOPIC_ENDINGS):
+            _feed_records(check, [_decoded(linker, stored, session)], refs)
+            continue
+        try:
+            if not isinstance(stored.state, bytes):
+                raise TypeError(f"the state column holds {type(stored.state).__name__}, not bytes")
+            chain_hash, prev_hash = linker.link(stored)
+        except Exception as e:  # any damage at all: a finding, and the walk goes on
+            check.feed_undecodable(stored.originator_version, undecodable_reason(e))
+            continue
+        check.feed_link(
+            stored.originator_version, chain_hash, prev_hash, partial(decoder.decode, stored)
+        )
+    for session in disordered:
+        check = checks[session] = StoreChainCheck(session, anchor=witnessed.anchor(session))
+        _feed_records(check, iter_session_records(app, UUID(session)), None)
     heads: list[SessionHead] = []
     for session in sorted(checks):
         found, head = _finish_session(app, checks[session], advance)
@@ -238,6 +320,7 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
             heads.append(head)
     return _report(
         app,
+        witnessed,
         seen_sessions=set(checks),
         events=events,
         refs=refs,
@@ -247,8 +330,54 @@ def _exact_pass(app: Any, check_blobs: bool, advance: bool) -> VerifyReport:
     )
 
 
+def _decoded(linker: FastLinker, stored: Any, session: str) -> Any:
+    try:
+        if not isinstance(stored.state, bytes):
+            raise TypeError(f"the state column holds {type(stored.state).__name__}, not bytes")
+        return linker.decode(stored)
+    except Exception as e:
+        return Undecodable(session, stored.originator_version, undecodable_reason(e))
+
+
+def _read_log(app: Any, problems: list[Problem]) -> Any:
+    """The notification log in order. A page the recorder cannot read (a row whose columns no
+    longer hold what they should) is read again one row at a time; each unreadable row is a
+    finding (its session may be unknown) and the rest is read on."""
+    start = 1
+    careful_until = 0  # below this position, read row by row (a page there failed)
+    last_id: int | None = None
+    while True:
+        limit = 1 if start < careful_until else NOTIFICATION_BATCH
+        try:
+            batch = app.recorder.select_notifications(start=start, limit=limit)
+        except Exception as e:
+            if limit > 1:
+                careful_until = start + NOTIFICATION_BATCH
+                continue
+            if last_id is None:
+                last_id = int(app.recorder.max_notification_id() or 0)
+            if start > last_id:
+                return
+            problems.append(
+                Problem(
+                    "",
+                    None,
+                    UNDECODABLE,
+                    f"the stored row at log position {start} cannot be read: "
+                    f"{undecodable_reason(e)}",
+                )
+            )
+            start += 1
+            continue
+        yield from batch
+        if len(batch) < limit:
+            return
+        start = batch[-1].id + 1
+
+
 def _report(
     app: Any,
+    witnessed: WitnessedHeads,
     *,
     seen_sessions: set[str],
     events: int,
@@ -258,10 +387,13 @@ def _report(
     check_blobs: bool,
 ) -> VerifyReport:
     """The store-wide checks after the chains: sessions deleted whole, blobs."""
-    for session in anchored_sessions(app.views):
+    for session in witnessed.sessions():
         if session not in seen_sessions:
-            check = StoreChainCheck(session, anchor=read_anchor(app.views, session))
+            check = StoreChainCheck(session, anchor=witnessed.anchor(session))
             problems.append(_gone(session, check))
+    lost = witnessed.lost(seen_sessions)
+    if lost is not None:
+        problems.insert(0, lost)
     blob_count = len(refs)
     if check_blobs:
         problems += _check_blobs(app, refs)

@@ -9,8 +9,13 @@ from pathlib import Path
 from coder_es.audit.export import ExportOptions, export_session
 from coder_es.audit.filters import ExportFilter, parse_kinds, parse_time
 from coder_es.audit.problems import VerifyReport
-from coder_es.audit.verify import verify_export, verify_session, verify_store
-from coder_es.cli.context import Context, print_json
+from coder_es.audit.verify import (
+    verify_export,
+    verify_missing_store,
+    verify_session,
+    verify_store,
+)
+from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.progress import shown, working
 from coder_es.errors import UsageError
 
@@ -47,8 +52,17 @@ def cmd_verify(args: argparse.Namespace, ctx: Context) -> int:
         msg = "verify takes a SESSION, a FILE or --all, not several"
         raise UsageError(msg)
     if args.all:
-        with working("verifying every chain and blob", shown(args.json)):
-            report = verify_store(ctx.app)
+        try:
+            app = ctx.app
+        except NoStoreError:
+            # The whole store is gone: its witness (outside it) still says what it held.
+            missing = verify_missing_store(ctx.config)
+            if missing is None:
+                raise
+            report = missing
+        else:
+            with working("verifying every chain and blob", shown(args.json)):
+                report = verify_store(app)
     elif args.target is None:
         msg = "verify needs a SESSION, a FILE or --all"
         raise UsageError(msg)

@@ -184,6 +184,15 @@ class Chat:
 
 async def chat(args: argparse.Namespace, ctx: Context) -> int:
     handle = await _open(args, ctx)
+    if handle.resumed:
+        # Fail at once, not at the first message, if another process is driving the session
+        # (each turn takes the session's lease again).
+        try:
+            with handle.leased("chat"):
+                pass
+        except BaseException:
+            await handle.close()
+            raise
     session = Chat(handle, ctx, args.json, args.yes)
     loop = asyncio.get_running_loop()
     installed = False

@@ -35,6 +35,7 @@ from procrastinate import exceptions as pexc
 
 from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
+from coder_es.errors import SessionBusyError
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -69,6 +70,9 @@ class WorkerOptions:
     until_empty: bool = False
     """Exit when there is no job left to start, instead of waiting for more."""
     max_conflicts: int = 5
+    busy_wait_s: float = 60.0
+    """How long a job waits for a session whose lease another process holds (a worker taken
+    for dead that is still finishing its turn, or a user's command) before it fails."""
     install_signal_handlers: bool = True
 
     def __post_init__(self) -> None:
@@ -201,12 +205,24 @@ class FleetWorker:
     async def advance(self, job: SessionJob, job_id: int, worker_id: int | None) -> JobReport:
         conflicts = 0
         sent: list[bool] = []  # whether an attempt in this run recorded the prompt
+        busy_until: float | None = None
         while True:
             try:
                 report = await self._advance_once(job, job_id, conflicts, sent)
                 return JobReport(
                     report.session_id, report.outcome, report.steps, any(sent), conflicts
                 )
+            except SessionBusyError as e:
+                # One writer per session: wait for the holder (it releases when its turn ends
+                # or it dies), unless the job was handed to another worker meanwhile.
+                now = asyncio.get_running_loop().time()
+                busy_until = busy_until or now + self.options.busy_wait_s
+                if worker_id is not None and not await self._still_ours(job_id, worker_id):
+                    return JobReport(job.session_id, "superseded", 0, any(sent), conflicts)
+                if now > busy_until:
+                    msg = f"{e}; waited {self.options.busy_wait_s:g}s for it"
+                    raise FleetError(msg) from e
+                await asyncio.sleep(0.25)
             except (SessionConflictError, IntegrityError) as e:
                 conflicts += 1
                 if worker_id is not None and not await self._still_ours(job_id, worker_id):

@@ -23,8 +23,17 @@ non-interactive runs, a recording for replay).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +57,7 @@ from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
 from coder_es.providers.factory import build_provider
 from coder_es.service import updates as up
+from coder_es.store.lease import Lease
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
 
 ProviderFactory = Callable[[str, str], Provider]
@@ -102,6 +112,7 @@ class SessionHandle:
         self._task: asyncio.Task[TurnOutcome] | None = None
         self._questions: dict[str, asyncio.Future[PermissionAnswer]] = {}
         self._pending_permissions: tuple[tuple[Rule, ...], str] | None = None
+        self._lease: Lease | None = None
         self.outcome: TurnOutcome | None = None
 
     @property
@@ -129,8 +140,31 @@ class SessionHandle:
         if self.running:
             msg = f"session {self.id} is running a turn; it cannot be reloaded now"
             raise UsageError(msg)
+        self._load_again()
+
+    def _load_again(self) -> None:
         old = self.loop
         self.loop = AgentLoop(old.app, old.session.id, old.deps, emit=old.emit, config=old.config)
+
+    @contextlib.contextmanager
+    def leased(self, purpose: str) -> Iterator[None]:
+        """Hold the session's lease (one writer per session) for what runs inside.
+
+        Raises ``SessionBusyError`` at once if another process or handle holds it. Whatever
+        another writer recorded since this handle loaded the session is loaded first, so the
+        next event follows it instead of colliding with it. Re-entrant within the handle.
+        """
+        if self._lease is not None:
+            yield
+            return
+        self._lease = self.loop.app.leases.acquire(self.id, purpose)
+        try:
+            if self.loop.app.last_version(self.loop.session.id) != self.loop.session.version:
+                self._load_again()
+            yield
+        finally:
+            lease, self._lease = self._lease, None
+            lease.release()
 
     # ------------------------------------------------------------------ turns
 
@@ -144,7 +178,7 @@ class SessionHandle:
 
     def resume(self, *, answerer: PermissionAnswerer | None = None) -> AsyncIterator[up.Update]:
         """Continue an interrupted turn (after a crash) without a new message."""
-        return self._updates(self.loop.resume, answerer)
+        return self._updates(lambda: self.loop.resume(), answerer)
 
     async def _updates(
         self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None
@@ -152,6 +186,16 @@ class SessionHandle:
         if self._task is not None:
             msg = f"session {self.id} is already running a turn"
             raise UsageError(msg)
+        # The turn (and its task) is closed before the lease is released, even when the
+        # caller stops reading early.
+        with self.leased("turn"):
+            async with contextlib.aclosing(self._turn(start, answerer)) as turn:
+                async for update in turn:
+                    yield update
+
+    async def _turn(
+        self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None
+    ) -> AsyncGenerator[up.Update, None]:
         queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
         self.loop.emit = queue.put_nowait
         self.loop.deps.answerer = answerer or self._ask_client
@@ -232,7 +276,11 @@ class SessionHandle:
         rules, current = self.loop.state.permissions_in_force()
         if _same_rules(records, rules) and default == current:
             return False
-        self.loop.change_permissions(records, default)
+        with self.leased("permission change"):
+            rules, current = self.loop.state.permissions_in_force()
+            if _same_rules(records, rules) and default == current:
+                return False  # another writer recorded the same change meanwhile
+            self.loop.change_permissions(records, default)
         return True
 
     def _apply_pending_permissions(self) -> None:

@@ -8,16 +8,18 @@ opens the blob and view stores on the same backend.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coder_es.errors import UsageError
+from coder_es.errors import DAMAGED_STORE_ADVICE, StoreError, UsageError
 from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
 
 if TYPE_CHECKING:
     from coder_es.store.blobs import BlobStore
+    from coder_es.store.lease import LeaseStore
     from coder_es.store.views import ViewStore
 
 # The blob and view stores are imported when opened: the configuration is read by every
@@ -99,10 +101,12 @@ class StoreConfig:
     def exists(self) -> bool:
         """Whether there is a store to open: the file backends' files exist (a database server
         or memory always counts). Read-only commands check this instead of creating one."""
+        # Anything at the data file's place counts: a damaged one (a directory, say) is named
+        # by the opening, not taken for a missing store.
         if self.backend == "lmdb":
-            return (self.lmdb_dir / "data.mdb").is_file()
+            return os.path.lexists(self.lmdb_dir / "data.mdb")
         if self.backend == "sqlite":
-            return self.sqlite_file.is_file()
+            return os.path.lexists(self.sqlite_file)
         return True
 
     def prepare(self) -> None:
@@ -112,6 +116,12 @@ class StoreConfig:
                 self.path.mkdir(parents=True, exist_ok=True)
                 if self.backend == "lmdb":
                     self.lmdb_dir.mkdir(exist_ok=True)
+                elif self.sqlite_file.is_dir():
+                    msg = (
+                        f"the SQLite store file {self.sqlite_file} is a directory, not a file; "
+                        f"{DAMAGED_STORE_ADVICE}"
+                    )
+                    raise StoreError(msg)
                 # Like a virtualenv, the store ignores itself so it never shows in `git status`.
                 ignore = self.path / ".gitignore"
                 if not ignore.exists():
@@ -149,6 +159,16 @@ class StoreConfig:
         from coder_es.store.views import MemoryViewStore
 
         return MemoryViewStore()
+
+    def open_lease_store(self) -> LeaseStore:
+        """The sessions' leases (one writer per session), on this backend."""
+        from coder_es.store import lease
+
+        if self.backend in ("lmdb", "sqlite"):
+            return lease.FileLeaseStore(self.path / lease.LEASE_DIRNAME)
+        if self.backend == "postgres":
+            return lease.PostgresLeaseStore(self.postgres_conninfo(), self.postgres_schema())
+        return lease.MemoryLeaseStore()
 
     def open_blob_store(self) -> BlobStore:
         if self.backend == "lmdb":

@@ -51,6 +51,8 @@ process's growth shows up here as MDB_MAP_RESIZED and is adopted the same way.
 from __future__ import annotations
 
 import os
+import stat
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -61,7 +63,7 @@ from typing import Any, TypeVar
 import lmdb
 from eventsourcing.persistence import OperationalError
 
-from coder_es.errors import StoreError
+from coder_es.errors import DAMAGED_STORE_ADVICE, StoreError
 from coder_es.store.lmdb_codec import TOPICS_DB, TopicTable
 
 FORMAT_KEY = b"format"
@@ -494,7 +496,7 @@ def _store_error(action: str, path: str, e: BaseException) -> LMDBStoreError:
     reason = getattr(e, "reason", None) or str(e)
     hint = ""
     if isinstance(e, lmdb.InvalidError | lmdb.CorruptedError | lmdb.PageNotFoundError):
-        hint = " (the store is damaged or is not an LMDB store)"
+        hint = f" (the store is damaged or is not an LMDB store: {DAMAGED_STORE_ADVICE})"
     elif isinstance(e, lmdb.VersionMismatchError):
         hint = " (written by an incompatible LMDB version)"
     elif isinstance(e, lmdb.DiskError) or "No space left" in reason:
@@ -502,6 +504,67 @@ def _store_error(action: str, path: str, e: BaseException) -> LMDBStoreError:
     elif "closed" in reason:
         hint = " (the store was closed)"
     return LMDBStoreError(f"cannot {action} the LMDB store at {path}: {reason}{hint}")
+
+
+# LMDB's meta page (lmdb's mdb.c, 64-bit): page header (16 bytes), then MDB_meta: magic, version,
+# address, mapsize, two MDB_db records of 48 bytes (the first one's md_pad is the page size),
+# last page number, transaction id.
+_META = struct.Struct("<IIQQ48s48sQQ")
+_MAGIC = 0xBEEFC0DE
+_PAGE_HEADER = 16
+
+
+def check_data_file(data_file: str) -> None:
+    """Refuse an LMDB data file that LMDB would map and then crash on with SIGBUS.
+
+    LMDB maps the file and trusts its meta pages: a file cut shorter than the last page the
+    newest meta page names is read past its end (SIGBUS, exit 135, no message). This reads the
+    two meta pages first and compares. An absent or empty file is a new store (LMDB creates it).
+    """
+    try:
+        st = os.stat(data_file)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise LMDBStoreError(f"cannot read the LMDB store file {data_file}: {e.strerror}") from e
+    if stat.S_ISDIR(st.st_mode):
+        msg = f"the LMDB store file {data_file} is a directory, not a file; {DAMAGED_STORE_ADVICE}"
+        raise LMDBStoreError(msg)
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or struct.calcsize("P") != 8:
+        return
+    metas: list[tuple[Any, ...]] = []
+    try:
+        with open(data_file, "rb") as f:
+            first = f.read(_PAGE_HEADER + _META.size)[_PAGE_HEADER:]
+            if len(first) == _META.size:
+                metas.append(_META.unpack(first))
+                psize = _page_size(metas[0])
+                if metas[0][0] == _MAGIC and 512 <= psize <= 1 << 16:
+                    f.seek(psize + _PAGE_HEADER)
+                    second = f.read(_META.size)
+                    if len(second) == _META.size:
+                        metas.append(_META.unpack(second))
+    except OSError as e:
+        raise LMDBStoreError(f"cannot read the LMDB store file {data_file}: {e.strerror}") from e
+    valid = [m for m in metas if m[0] == _MAGIC]
+    if not valid:
+        msg = (
+            f"the LMDB store file {data_file} is damaged or not an LMDB file (no valid meta "
+            f"page; {st.st_size} bytes); {DAMAGED_STORE_ADVICE}"
+        )
+        raise LMDBStoreError(msg)
+    newest = max(valid, key=lambda m: m[7])
+    needed = (newest[6] + 1) * _page_size(valid[0])
+    if st.st_size < needed:
+        msg = (
+            f"the LMDB store file {data_file} is truncated: it holds {st.st_size} bytes but its "
+            f"last commit needs {needed}; {DAMAGED_STORE_ADVICE}"
+        )
+        raise LMDBStoreError(msg)
+
+
+def _page_size(meta: tuple[Any, ...]) -> int:
+    return int(struct.unpack_from("<I", meta[4])[0])
 
 
 def _open_environment(settings: LMDBSettings) -> Any:
@@ -521,6 +584,7 @@ def _open_environment(settings: LMDBSettings) -> Any:
             f"{DATA_FILE}; point LMDB_PATH at an empty or existing store directory"
         )
         raise LMDBStoreError(msg)
+    check_data_file(os.path.join(path, DATA_FILE))
     try:
         env = lmdb.open(
             path,

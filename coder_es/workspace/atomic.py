@@ -1,13 +1,22 @@
 """Atomic, compare-and-swap file replacement.
 
-A write goes to a temporary file in the same directory (fsynced, with the old file's mode) and is
-renamed over the target only if the target still holds the content the merge was computed
+A write goes to a temporary file (fsynced, with the old file's mode) and is renamed over the
+target only if the target still holds the content the merge was computed
 against. The check and the rename happen under an advisory ``flock`` of the current file, so two
 writers that both use this protocol (two agents, or an editor integration) can never lose each
 other's update; a writer that does not lock can only slip into the microseconds between the check
 and the rename. When the check fails nothing is written and the caller merges again; a caller
 that keeps losing that race takes the lock *before* reading (``file_lock``) so that it makes
 progress even against a writer that changes the file continuously.
+
+Where temporary files live. A process killed between creating its temporary file and the rename
+(kill -9, a power cut) leaves the file behind, so they never go into the user's tree when that
+can be helped: they go to the workspace's scratch directory ``.coder-es/tmp/`` (``scratch_dir``),
+named after the writing process, and ``clean_scratch`` (run when a workspace is opened) removes
+those whose process is gone. The rename must stay on one file system to be atomic, so a target
+on another file system than the scratch directory (a mount inside the workspace) gets its
+temporary file beside it, as before, and the file's path is noted in the scratch directory's
+journal first, so the next ``clean_scratch`` removes it too.
 """
 
 from __future__ import annotations
@@ -66,18 +75,24 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def compare_and_swap(
-    path: Path, data: bytes | None, *, expected: bytes | None, locked: bool = False
+    path: Path,
+    data: bytes | None,
+    *,
+    expected: bytes | None,
+    locked: bool = False,
+    scratch: Path | None = None,
 ) -> bool:
     """Make ``path`` hold ``data`` (None: delete it) iff it holds ``expected`` (None: absent).
 
     Returns False, leaving the disk untouched, when the file no longer holds ``expected``.
     ``locked``: the caller already holds ``file_lock(path)`` (locking again would wait on it).
+    ``scratch``: the workspace's scratch directory for the temporary file (``scratch_dir``).
     """
     if data is None:
         return _delete_if(path, expected, locked)
     parent = path.parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".{path.name}.{secrets.token_hex(6)}.coder-es-tmp"
+    tmp = _temporary(path, scratch)
     mode: int | None = None
     with contextlib.suppress(FileNotFoundError):
         mode = os.stat(path).st_mode & 0o7777
@@ -110,6 +125,93 @@ def compare_and_swap(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+SCRATCH_PARTS = (".coder-es", "tmp")
+JOURNAL = "elsewhere"
+"""In the scratch directory: temporary files written beside their target (another file system)."""
+_TMP_SUFFIX = ".coder-es-tmp"
+
+
+def scratch_dir(workspace: Path) -> Path:
+    """Where the writes into ``workspace`` keep their temporary files."""
+    return workspace.joinpath(*SCRATCH_PARTS)
+
+
+def _temporary(path: Path, scratch: Path | None) -> Path:
+    name = f"{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+    if scratch is not None:
+        try:
+            # Empty between writes, it never shows in `git status` (git lists no empty dirs).
+            scratch.mkdir(parents=True, exist_ok=True)
+            if os.stat(scratch).st_dev == os.stat(path.parent).st_dev:
+                return scratch / name
+            tmp = path.parent / f".{path.name}.{name}"
+            # Noted before it exists, so that a kill at any point leaves it findable.
+            with open(scratch / JOURNAL, "a", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(os.fsdecode(tmp) + "\n")
+            return tmp
+        except OSError:
+            pass  # no usable scratch directory: beside the file, as a last resort
+    return path.parent / f".{path.name}.{name}"
+
+
+def clean_scratch(workspace: Path) -> int:
+    """Remove the temporary files that killed writers left (their process is gone). Cheap when
+    there are none: one directory listing. Returns how many were removed."""
+    scratch = scratch_dir(workspace)
+    try:
+        names = os.listdir(scratch)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        if name.endswith(_TMP_SUFFIX) and _writer_gone(name):
+            with contextlib.suppress(OSError):
+                os.unlink(scratch / name)
+                removed += 1
+    if JOURNAL in names:
+        removed += _clean_journal(scratch / JOURNAL)
+    return removed
+
+
+def _clean_journal(journal: Path) -> int:
+    removed = 0
+    try:
+        with open(journal, "r+", encoding="utf-8", errors="surrogateescape") as f:
+            if fcntl is not None:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            keep = []
+            for line in f.read().splitlines():
+                if not line.endswith(_TMP_SUFFIX):
+                    continue
+                if not _writer_gone(os.path.basename(line)):
+                    keep.append(line)
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(line)
+                    removed += 1
+            f.seek(0)
+            f.truncate()
+            f.write("".join(k + "\n" for k in keep))
+    except OSError:
+        pass
+    return removed
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the process that named a temporary file ``...<pid>.<token>.coder-es-tmp`` is gone."""
+    parts = name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+    pid = parts[-2] if len(parts) >= 2 else ""
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    return False
 
 
 def _delete_if(path: Path, expected: bytes | None, locked: bool) -> bool:

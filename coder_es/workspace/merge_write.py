@@ -49,11 +49,13 @@ def merge_onto_disk(
     policy: ConflictPolicy,
     ours_label: str,
     theirs_label: str,
+    scratch: Path | None = None,
 ) -> DiskMerge:
     """Bring ``path`` to ``proposed`` merged with any change made on disk since ``base_hash``.
 
     Raises ``WriteConflictError`` (naming ``name``) when every attempt lost the race, and
     ``BlobNotFoundError`` when a real merge is needed but the base is not in the store.
+    ``scratch``: where temporary files go (``coder_es.workspace.atomic.scratch_dir``).
     """
     for attempt in range(MAX_ATTEMPTS):
         locked = attempt > 0
@@ -64,7 +66,9 @@ def merge_onto_disk(
                 base, disk, proposed, ours_label=ours_label, theirs_label=theirs_label
             )
             target = _target(merge, disk, policy)
-            if target == disk or compare_and_swap(path, target, expected=disk, locked=locked):
+            if target == disk or compare_and_swap(
+                path, target, expected=disk, locked=locked, scratch=scratch
+            ):
                 return DiskMerge(disk, merge, target)
     raise WriteConflictError(name, MAX_ATTEMPTS)
 

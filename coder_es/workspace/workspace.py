@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 from coder_es.domain.session import Session
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import read_current
+from coder_es.workspace.atomic import clean_scratch, read_current, scratch_dir
 from coder_es.workspace.contents import ContentMerge
 from coder_es.workspace.errors import InvalidPathError
 from coder_es.workspace.ignore import IgnoreMatcher
@@ -139,6 +139,9 @@ class Workspace:
         self.conflict_policy: ConflictPolicy = conflict_policy
         self._views: dict[str, str | None] = dict(views or {})
         self._ignore = IgnoreMatcher(self.root)
+        # Temporary files of atomic writes go here; those a killed writer left are removed now.
+        self.scratch = scratch_dir(self.root)
+        clean_scratch(self.root)
 
     # ------------------------------------------------------------------ views
 
@@ -382,6 +385,7 @@ class Workspace:
             policy=policy or self.conflict_policy,
             ours_label=OURS_LABEL,
             theirs_label=THEIRS_LABEL,
+            scratch=self.scratch,
         )
         disk, merge, target = step.disk, step.merge, step.written
         disk_hash = self._put(disk, like=base_hash)

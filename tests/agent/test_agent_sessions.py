@@ -303,3 +303,26 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_calls_on_branches_rewound_away_do_not_count_as_repeats(h: Harness) -> None:
+    # Issue 18.2: three rewind + retry cycles of an identical bash call were refused as
+    # "made 3 times in a row"; only the calls on the current path count.
+    from coder_es.branching import Branching
+
+    same = tool("bash", command="ls")
+    handle = h.start([turn(same), turn(text("done"))])
+    collect(handle, "list the files", yes=False)
+    sid = handle.id
+    user_node = str(h.of(sid, "UserMessageAdded")[0].originator_version)
+    for _ in range(3):
+        Branching(h.app, h.root).rewind(sid, user_node)
+        retry = h.reopen(sid, [turn(same), turn(text("done"))])
+        collect(retry, None, yes=False)
+    decided = h.of(sid, "PermissionDecided")
+    allowed = ("allow", "preset:build:allow *")
+    assert [(d.decision, d.matched_rule) for d in decided] == [allowed] * 4
+    # On one path the guard still asks (a non-interactive run rejects the ask).
+    looping = h.reopen(sid, [turn(same), turn(same), turn(same), turn(text("stuck"))])
+    collect(looping, "again", yes=False)
+    assert h.of(sid, "PermissionDecided")[-1].matched_rule == "doom_loop"

@@ -225,3 +225,30 @@ def recorded_persistent(persistent_store_config: StoreConfig) -> Iterator[Record
     """The demo session on each backend a later command-line call can read back."""
     with recording(persistent_store_config) as r:
         yield r
+
+
+def damage_lmdb_values(lmdb_dir: Path, marker: bytes, forged: bytes, *, limit: int = 0) -> int:
+    """Replace ``marker`` by ``forged`` in the stored values of every database of an LMDB store
+    (at most ``limit`` values when given): the way someone editing the file would. Returns how
+    many values changed."""
+    import lmdb
+
+    changed = 0
+    env = lmdb.open(str(lmdb_dir), max_dbs=64, readonly=False, lock=True)
+    try:
+        names: list[bytes | None] = [None]
+        with env.begin() as txn:
+            names += [key for key, _ in txn.cursor()]
+        for name in names:
+            try:
+                db = env.open_db(name, create=False) if name is not None else None
+            except lmdb.Error:
+                continue
+            with env.begin(write=True, db=db) as txn:
+                for key, value in list(txn.cursor()):
+                    if marker in value and (not limit or changed < limit):
+                        txn.put(key, value.replace(marker, forged))
+                        changed += 1
+    finally:
+        env.close()
+    return changed

@@ -13,7 +13,7 @@ from coder_es.audit.anchor import read_anchor
 from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_session, verify_store
 from coder_es.store.config import StoreConfig
-from tests.audit.conftest import record_demo
+from tests.audit.conftest import damage_lmdb_values, record_demo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -206,15 +206,14 @@ def test_store_wide_verify_notices_a_session_deleted_whole(
         report = verify_store(app)
     finally:
         app.close()
-    assert kinds(report) == {(1, "deleted")}
-    assert "every event of the session is gone" in report.problems[0].detail
+    # The session is named, and the witness outside the store counts what the store lost.
+    assert kinds(report) == {(1, "deleted"), (None, "lost")}
+    assert "the store lost 1 session(s)" in report.problems[0].detail
+    assert "every event of the session is gone" in report.problems[1].detail
 
 
 def test_lmdb_value_tampering_is_detected(tmp_path: Path) -> None:
-    try:
-        import lmdb
-    except ImportError:
-        pytest.skip("the lmdb package is not installed")
+    pytest.importorskip("lmdb")
     config = StoreConfig(backend="lmdb", path=tmp_path / "store")
     try:
         app = CoderApp(config)
@@ -225,25 +224,7 @@ def test_lmdb_value_tampering_is_detected(tmp_path: Path) -> None:
         assert verify_session(app, sid).ok
     finally:
         app.close()
-    marker, forged = b"fix the add function", b"fix the sub function"
-    changed = 0
-    env = lmdb.open(str(config.lmdb_dir), max_dbs=64, readonly=False, lock=True)
-    try:
-        names: list[bytes | None] = [None]
-        with env.begin() as txn:
-            names += [key for key, _ in txn.cursor()]
-        for name in names:
-            try:
-                db = env.open_db(name, create=False) if name is not None else None
-            except lmdb.Error:
-                continue
-            with env.begin(write=True, db=db) as txn:
-                for key, value in list(txn.cursor()):
-                    if marker in value:
-                        txn.put(key, value.replace(marker, forged))
-                        changed += 1
-    finally:
-        env.close()
+    changed = damage_lmdb_values(config.lmdb_dir, b"fix the add function", b"fix the sub function")
     if not changed:
         pytest.skip("the LMDB backend stores event state encoded (the test cannot find it)")
     report = _verify(config, sid)

@@ -89,7 +89,8 @@ def test_a_retried_job_resumes_instead_of_sending_its_prompt_again(
 def test_two_workers_on_one_session_conflict_without_losing_or_repeating_anything(
     tmp_path: Path, pg_schema: str
 ) -> None:
-    """The queue lock is bypassed on purpose: optimistic concurrency is the last defence."""
+    """The queue lock is bypassed on purpose: the session's lease makes one worker wait for the
+    other (issue 18.1), and optimistic concurrency stays the last defence behind it."""
     config = _config(tmp_path, pg_schema)
     script = write_script(tmp_path / "s.json", 3, delay_ms=30)
     ws = workspace(tmp_path, "w")
@@ -108,7 +109,6 @@ def test_two_workers_on_one_session_conflict_without_losing_or_repeating_anythin
                 await b.queue.close()
 
         reports = run(race())
-        assert sum(r.conflicts for r in reports) >= 1  # type: ignore[attr-defined]
         assert [r.sent for r in reports].count(True) == 1  # type: ignore[attr-defined]
         kinds = _kinds(a, job.session_id)
         assert kinds.count("UserMessageAdded") == 1

@@ -167,7 +167,13 @@ def test_file_mode_is_kept_and_no_temp_files_remain(ws: Workspace, root: Path) -
     ws.read("run.sh")
     assert ws.edit("run.sh", "hi", "hello").ok
     assert stat.S_IMODE(script.stat().st_mode) == 0o751
-    assert sorted(os.listdir(root)) == ["run.sh"]
+    # Temporary files go to the (then empty) scratch directory, never beside the user's files.
+    assert sorted(os.listdir(root)) == [".coder-es", "run.sh"]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
+        ".coder-es",
+        ".coder-es/tmp",
+        "run.sh",
+    ]
 
 
 def test_writing_through_a_symlink_replaces_the_target_not_the_link(
