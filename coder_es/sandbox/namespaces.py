@@ -1,0 +1,182 @@
+"""Running one shell command in its own user, mount and PID namespaces (Linux).
+
+The util-linux ``unshare`` binary creates the namespaces; a small POSIX ``sh`` script (``INIT``)
+runs as PID 1 in the new PID namespace and sets the mounts up before starting the command:
+
+- a fresh ``/proc`` (so the command sees only its own processes, and no ``/proc/<pid>/cwd`` of a
+  process outside leads to the real workspace);
+- write mode: an overlay mounted over the workspace path itself (lower = the workspace, upper =
+  a directory of this transaction), so the command sees the usual paths and every write it makes
+  lands in the upper directory;
+- read-only mode: every mount remounted read-only (the workspace included), with a private
+  ``/tmp`` and ``/dev/shm``: a write fails in the kernel whatever the command line looks like;
+- the store directory and the user's protected directories covered by an empty read-only tmpfs
+  in every mode;
+- optionally a new network namespace (only loopback, brought up).
+
+The command itself then runs in a *nested* user and mount namespace: mounts inherited from a
+namespace owned by another user namespace are locked by the kernel, so the command (root in its
+own namespace) can neither unmount the tmpfs that hides the store nor remount anything
+read-write.
+
+When the command's shell exits, PID 1 lists the processes still running (background jobs,
+daemons), writes them to the report file, kills them and exits; the kernel kills whatever is left
+when PID 1 dies. ``--kill-child`` (unshare) and ``setpriv --pdeathsig`` (coder-es' own child)
+make the namespace die with coder-es, even on ``kill -9``.
+
+The report file (opened by PID 1 before the store is hidden) has one line per fact:
+``setup <step>`` (the sandbox could not be set up: exit status ``SETUP_FAILED``) and
+``ready`` (the command is about to start: without it, the command never ran) and
+``left <pid> <command line>`` (a process the command left running).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SETUP_FAILED = 125
+
+# PID 1 of the command's namespace. Arguments: report, workspace, cwd, upper, work, ro (0|1),
+# net (0|1: 0 = a new network namespace), the number of hidden paths, the hidden paths, "--",
+# and the command's argv.
+INIT = r"""
+set -u
+report=$1 ws=$2 cwd=$3 up=$4 wk=$5 ro=$6 net=$7 n=$8
+shift 8
+exec 3>>"$report"
+fail() { echo "setup $1" >&3; exit 125; }
+mount -t proc proc /proc || fail proc
+if [ "$ro" = 1 ]; then
+  for m in $(awk '{print $5}' /proc/self/mountinfo); do
+    m=$(printf '%b' "$m")
+    mount -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
+  done
+  mount -t tmpfs -o mode=1777 tmp /tmp || fail tmp
+  if [ -d /dev/shm ]; then mount -t tmpfs -o mode=1777 shm /dev/shm || fail shm; fi
+else
+  mount -t overlay overlay -o "lowerdir=$ws,upperdir=$up,workdir=$wk,userxattr" "$ws" \
+    || fail overlay
+fi
+while [ "$n" -gt 0 ]; do
+  if [ -d "$1" ]; then
+    mount -t tmpfs -o ro,size=4k,mode=755 hidden "$1" || fail "hide $1"
+  elif [ -e "$1" ]; then
+    mount --bind -o ro /dev/null "$1" || fail "hide $1"
+  fi
+  shift; n=$((n - 1))
+done
+shift
+if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
+cd "$cwd" || fail cwd
+echo ready >&3
+unshare --user --map-root-user --mount -- "$@" &
+wait $!
+status=$?
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = 1 ] && continue
+  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+  [ -n "$c" ] && echo "left $p $c" >&3
+done
+kill -9 -1 2>/dev/null
+exit $status
+"""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Where and how one command runs."""
+
+    workspace: Path
+    cwd: Path
+    report: Path
+    upper: Path | None  # None: read-only mode (no overlay)
+    work: Path | None
+    hidden: tuple[Path, ...] = ()
+    network: bool = True
+
+    @property
+    def read_only(self) -> bool:
+        return self.upper is None
+
+
+@dataclass(frozen=True)
+class Report:
+    """What PID 1 reported: a failed setup step, and the processes the command left running."""
+
+    ready: bool
+    setup_failure: str | None
+    leftovers: tuple[str, ...]
+
+
+def tools_missing() -> str | None:
+    """Why the namespace sandbox cannot run here (a missing program), or None."""
+    for program in ("unshare", "setpriv", "mount", "awk", "tr"):
+        if shutil.which(program) is None:
+            return f"the {program} program is not installed"
+    return None
+
+
+def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
+    """The argv that runs ``argv`` inside the sandbox described by ``spec``."""
+    outer = [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+    ]
+    if not spec.network:
+        outer.append("--net")
+    hidden = [str(h) for h in spec.hidden if not _contains(h, spec.workspace)]
+    return [
+        *outer,
+        "--",
+        "/bin/sh",
+        "-c",
+        INIT,
+        "coder-es-sandbox",
+        str(spec.report),
+        str(spec.workspace),
+        str(spec.cwd),
+        str(spec.upper or ""),
+        str(spec.work or ""),
+        "1" if spec.read_only else "0",
+        "1" if spec.network else "0",
+        str(len(hidden)),
+        *hidden,
+        "--",
+        *argv,
+    ]
+
+
+def read_report(path: Path) -> Report:
+    try:
+        raw = path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return Report(False, None, ())
+    ready = False
+    setup = None
+    left: list[str] = []
+    for line in raw.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "ready":
+            ready = True
+        elif kind == "setup":
+            setup = rest
+        elif kind == "left":
+            left.append(rest.strip())
+    return Report(ready, setup, tuple(left))
+
+
+def _contains(outer: Path, inner: Path) -> bool:
+    # Hiding a directory that holds the workspace would hide the workspace itself.
+    return outer == inner or outer in inner.parents
