@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from coder_es import __version__
@@ -13,6 +14,7 @@ from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
+from coder_es.sandbox import SandboxSettings, availability
 
 
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
@@ -133,6 +135,11 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     # Not a problem: the user may never want to trust it. Listed so nobody wonders why a
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
+    found = availability(
+        SandboxSettings(mode="off" if ctx.settings.sandbox.mode == "off" else "auto"),
+        Path(ctx.workspace),
+    )
+    report["shell_sandbox"] = {"mode": found.mode, "why": found.reason}
     report["problems"] = problems
     report["notes"] = notes
     report["healthy"] = not problems

@@ -60,7 +60,7 @@ _probed: dict[int, Availability] = {}  # a cache: per file system (st_dev) of th
 
 def availability(settings: SandboxSettings, workspace: Path) -> Availability:
     if settings.mode == "off":
-        return Availability(False, f"turned off ({ENV_SWITCH}=off or [sandbox] mode = \"off\")")
+        return Availability(False, f'turned off ({ENV_SWITCH}=off or [sandbox] mode = "off")')
     if not sys.platform.startswith("linux"):
         return Availability(False, f"namespaces are Linux-only (this is {sys.platform})")
     missing = tools_missing()

@@ -185,8 +185,9 @@ class Planner:
             if any(_under(e.path, s) for s in skipped):
                 continue
             if self._is_protected(e.path):
-                self.notes.append(f"{_shown(e.path)}: in the store or a protected directory; "
-                                  "not applied")
+                self.notes.append(
+                    f"{_shown(e.path)}: in the store or a protected directory; not applied"
+                )
                 skipped.append(e.path)
                 continue
             self._entry(e)
@@ -253,8 +254,12 @@ class Planner:
             self.rmdirs.append(rel)
         elif stat_mod.S_ISREG(st.st_mode):
             self.deletes.append(
-                {"op": "delete", "path": rel, "base": self._base(rel, st),
-                 "record": self._recorded(rel)}
+                {
+                    "op": "delete",
+                    "path": rel,
+                    "base": self._base(rel, st),
+                    "record": self._recorded(rel),
+                }
             )
         else:
             self.deletes.append({"op": "unlink", "path": rel})
@@ -295,9 +300,7 @@ def apply_steps(steps: Iterable[dict[str, Any]], workspace: Path, blobs: BlobSto
         op, rel = step["op"], step["path"]
         path = workspace / rel
         try:
-            if op == "file":
-                _apply_file(step, path, blobs, out)
-            elif op == "delete":
+            if op == "file" or op == "delete":
                 _apply_file(step, path, blobs, out)
             elif op == "unlink":
                 with contextlib.suppress(FileNotFoundError):
@@ -346,8 +349,14 @@ def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome
         return
     try:
         step_result = merge_onto_disk(
-            path, base, proposed, blobs, name=rel, policy="refuse",
-            ours_label="command", theirs_label="disk",
+            path,
+            base,
+            proposed,
+            blobs,
+            name=rel,
+            policy="refuse",
+            ours_label="command",
+            theirs_label="disk",
         )
     except CoderESError:
         # The base is not in the store (an ignored file changed again since the plan): the
