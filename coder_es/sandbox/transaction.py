@@ -50,6 +50,7 @@ from typing import Any
 from coder_es.errors import CoderESError
 from coder_es.sandbox.upper import UpperEntry, walk_upper
 from coder_es.store.blobs import BlobStore
+from coder_es.workspace.atomic import move_into_place
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.merge_write import merge_onto_disk
 
@@ -219,8 +220,13 @@ class Planner:
                 if st is not None:
                     self._remove(e.path, st)
                 base = None
-            step = {"op": "file", "path": e.path, "source": e.source, "base": base}
-            self.creates.append({**step, "mode": e.mode, "record": self._recorded(e.path)})
+            data = _read(Path(e.source)) or b""
+            recorded = self._recorded(e.path)
+            # Stored before anything is applied: a full disk fails here, with nothing changed.
+            like = None if base == UNKNOWN else base
+            ours = self.blobs.put(data, like=like) if recorded else _hash(data)
+            step = {"op": "file", "path": e.path, "source": e.source, "base": base, "ours": ours}
+            self.creates.append({**step, "mode": e.mode, "record": recorded})
         elif e.kind == "symlink":
             if st is not None and not stat_mod.S_ISLNK(st.st_mode):
                 self._remove(e.path, st)
@@ -334,21 +340,33 @@ def apply_steps(steps: Iterable[dict[str, Any]], workspace: Path, blobs: BlobSto
 
 
 def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome) -> None:
-    rel, base = step["path"], step["base"]
-    proposed = _read(Path(step["source"])) if step["op"] == "file" else None
-    if step["op"] == "file" and proposed is None:
-        return  # already moved into place by an earlier run of this journal
-    recorded = bool(step.get("record"))
+    rel, base, recorded = step["path"], step["base"], bool(step.get("record"))
+    source = Path(step["source"]) if step["op"] == "file" else None
+    if source is not None and not os.path.lexists(source):
+        return  # moved into place by an earlier run of this journal
+    ours = step.get("ours")
+    disk = _read(path)
+    disk_hash = _hash(disk)
+    if source is not None and disk_hash == ours:
+        _chmod(path, step["mode"])  # the content is there already (perhaps a mode change)
+        return
     if base == UNKNOWN:
-        disk = _read(path)
-        if disk == proposed:
+        if disk is None and source is None:
             return
-        kept = blobs.put(proposed) if proposed is not None else None
-        disk_hash = _hash(disk)
+        kept = blobs.put(_read(source) or b"") if source is not None else None
+        disk_hash = _put(blobs, disk, recorded)
         out.applied.append(Applied(rel, disk_hash, disk_hash, "conflict", kept, recorded))
         return
+    if source is not None and disk_hash == base:
+        # The common case: nobody else touched the file. Rename the command's file into place
+        # (no copy, no extra space), still only if the disk holds what was checked.
+        os.chmod(source, step["mode"])
+        if move_into_place(path, source, expected=disk):
+            out.applied.append(Applied(rel, base, ours, "direct", ours, recorded))
+            return
+    proposed = _read(source) if source is not None else None
     try:
-        step_result = merge_onto_disk(
+        merged = merge_onto_disk(
             path,
             base,
             proposed,
@@ -361,26 +379,28 @@ def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome
     except CoderESError:
         # The base is not in the store (an ignored file changed again since the plan): the
         # user's version stays.
-        disk = _read(path)
-        kept = blobs.put(proposed) if proposed is not None else None
-        out.applied.append(Applied(rel, _hash(disk), _hash(disk), "conflict", kept, recorded))
-        return
-    disk, merge, written = step_result.disk, step_result.merge, step_result.written
-    if merge.kind == "conflict":
+        merged = None
+    if merged is None or merged.merge.kind == "conflict":
+        disk = _read(path) if merged is None else merged.disk
         kept = blobs.put(proposed) if proposed is not None else None
         disk_hash = _put(blobs, disk, recorded)
         out.applied.append(Applied(rel, disk_hash, disk_hash, "conflict", kept, recorded))
         return
-    if written is not None and step["op"] == "file":
-        with contextlib.suppress(OSError):
-            if stat_mod.S_IMODE(os.stat(path).st_mode) != step["mode"]:
-                os.chmod(path, step["mode"])
+    disk, written = merged.disk, merged.written
+    if source is not None:
+        _chmod(path, step["mode"])
     if written == disk:
         return
     before = _put(blobs, disk, recorded)
     after = _put(blobs, written, recorded)
     outcome = "direct" if before == base else "merged"
-    out.applied.append(Applied(rel, before, after, outcome, _hash(proposed), recorded))
+    out.applied.append(Applied(rel, before, after, outcome, ours, recorded))
+
+
+def _chmod(path: Path, mode: int) -> None:
+    with contextlib.suppress(OSError):
+        if stat_mod.S_IMODE(os.stat(path).st_mode) != mode:
+            os.chmod(path, mode)
 
 
 # ---------------------------------------------------------------------- recovery

@@ -232,7 +232,7 @@ class BashTool(Tool[BashInput]):
             await asyncio.to_thread(tx.close)
         changes = tuple(
             FileChange(a.path, a.before, a.after, a.outcome, a.proposed)
-            for a in outcome.applied
+            for a in sorted(outcome.applied, key=lambda a: a.path)
             if a.recorded
         )
         workspace.note_changes(c for c in changes if c.outcome != "conflict")

@@ -112,6 +112,28 @@ def compare_and_swap(
             os.unlink(tmp)
 
 
+def move_into_place(path: Path, source: Path, *, expected: bytes | None) -> bool:
+    """Rename the file ``source`` (same file system) to ``path`` iff ``path`` holds ``expected``
+    (None: absent), without copying its content. False, with nothing moved, when it does not
+    (or the rename crosses file systems: the caller writes a copy instead)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if expected is None:
+            os.link(source, path)  # fails if the name exists: nothing is overwritten
+            os.unlink(source)
+        else:
+            with _locked_if_holds(path, expected, False) as holds:
+                if not holds:
+                    return False
+                os.replace(source, path)
+    except (FileExistsError, OSError) as e:
+        if isinstance(e, FileExistsError) or e.errno in (errno.EXDEV, errno.EPERM):
+            return False
+        raise
+    _fsync_dir(path.parent)
+    return True
+
+
 def _delete_if(path: Path, expected: bytes | None, locked: bool) -> bool:
     if expected is None:
         return not os.path.lexists(path)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from coder_es.sandbox import SandboxSettings, availability
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.tools.base import ToolContext
 from coder_es.workspace.workspace import Workspace
@@ -56,13 +57,31 @@ def repo(tmp_path: Path) -> Path:
     )
 
 
+def shell_settings(mode: str, root: Path) -> SandboxSettings:
+    """Settings for one of the two ways bash runs; skips where the sandbox cannot run."""
+    settings = SandboxSettings(mode="off" if mode == "fallback" else "auto")
+    if mode == "sandbox":
+        found = availability(settings, root)
+        if not found.active:
+            pytest.skip(f"the namespace sandbox is unavailable here: {found.reason}")
+    return settings
+
+
+@pytest.fixture(params=["sandbox", "fallback"])
+def shell_mode(request: pytest.FixtureRequest) -> str:
+    """Both ways shell commands run: in the namespace sandbox, and the stat-index fallback."""
+    return str(request.param)
+
+
 @pytest.fixture
-def make_ctx(repo: Path) -> Callable[..., ToolContext]:
+def make_ctx(repo: Path, shell_mode: str) -> Callable[..., ToolContext]:
     sink = RecordingSink()
     ws = Workspace(repo, MemoryBlobStore(), sink)
     cache: dict[str, Any] = {}
+    settings = shell_settings(shell_mode, ws.root)
 
     def make(tool_use_id: str = "t1", **kwargs: Any) -> ToolContext:
+        kwargs.setdefault("sandbox", settings)
         return ToolContext(
             root=ws.root, tool_use_id=tool_use_id, sink=sink, workspace=ws, cache=cache, **kwargs
         )

@@ -57,24 +57,51 @@ def test_bash_reports_the_files_a_command_changed(make_ctx: Make, repo: Path) ->
     assert again.files_changed == ()
 
 
-def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, repo: Path) -> None:
+def running(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker`` (pids differ inside a PID
+    namespace, so tests look processes up by what they run)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def wait_gone(marker: str, within_s: float = 5) -> bool:
+    deadline = time.monotonic() + within_s
+    while running(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, tmp_path: Path) -> None:
     started = time.monotonic()
-    res = run(
-        "bash", {"command": "sleep 30 & echo $! > child.pid; wait", "timeout_ms": 300}, make_ctx()
-    )
+    marker = f"sleep 30.{os.getpid()}1"
+    res = run("bash", {"command": f"{marker} & wait", "timeout_ms": 300}, make_ctx())
     assert time.monotonic() - started < 10
     assert res.is_error and "timed out after 300 ms" in res.output
-    assert not alive(int((repo / "child.pid").read_text()))
+    assert wait_gone(marker)
 
 
-def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> None:
+def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path) -> None:
     ctx = make_ctx()
     executor = LocalExecutor(default_registry())
+    marker = f"sleep 30.{os.getpid()}2"
+    flag = tmp_path / "started"
 
     async def scenario() -> None:
-        call = ToolCall("t1", "bash", {"command": "sleep 30 & echo $! > child.pid; wait"})
-        task = asyncio.create_task(executor.execute(call, ctx))
-        while not (repo / "child.pid").exists():
+        command = f"{marker} & touch {flag}; wait"
+        task = asyncio.create_task(executor.execute(ToolCall("t1", "bash", {"command": command}), ctx))
+        while not flag.exists():
             await asyncio.sleep(0.02)
         task.cancel()
         try:
@@ -86,7 +113,7 @@ def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> 
 
     asyncio.run(scenario())
     assert ctx.cancelled.is_set()
-    assert not alive(int((repo / "child.pid").read_text()))
+    assert wait_gone(marker)
 
 
 def test_grep_respects_gitignore_and_options(make_ctx: Make) -> None:
