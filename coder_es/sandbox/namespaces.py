@@ -24,7 +24,9 @@ daemons), writes them to the report file, kills them and exits; the kernel kills
 when PID 1 dies. ``--kill-child`` (unshare) and ``setpriv --pdeathsig`` (coder-es' own child)
 make the namespace die with coder-es, even on ``kill -9``.
 
-The report file (opened by PID 1 before the store is hidden) has one line per fact:
+The report is a pipe (its write end is PID 1's stdin, moved to fd 3 and closed for the command,
+whose stdin is ``/dev/null``; a file would keep the file system busy for a read-only remount)
+with one line per fact:
 ``setup <step>`` (the sandbox could not be set up: exit status ``SETUP_FAILED``) and
 ``ready`` (the command is about to start: without it, the command never ran) and
 ``left <pid> <command line>`` (a process the command left running).
@@ -32,6 +34,7 @@ The report file (opened by PID 1 before the store is hidden) has one line per fa
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,32 +42,42 @@ from pathlib import Path
 
 SETUP_FAILED = 125
 
-# PID 1 of the command's namespace. Arguments: report, workspace, cwd, upper, work, ro (0|1),
-# net (0|1: 0 = a new network namespace), the number of hidden paths, the hidden paths, "--",
-# and the command's argv.
+# PID 1 of the command's namespace (stdin: the report pipe). Arguments: workspace, cwd, upper,
+# work, ro (0|1), net (0|1: 0 = a new network namespace), the number of hidden paths, the hidden
+# paths, "--", and the command's argv.
 INIT = r"""
 set -u
-report=$1 ws=$2 cwd=$3 up=$4 wk=$5 ro=$6 net=$7 n=$8
-shift 8
-exec 3>>"$report"
+ws=$1 cwd=$2 up=$3 wk=$4 ro=$5 net=$6 n=$7
+shift 7
+exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
-mount -t proc proc /proc || fail proc
+mount -n -t proc proc /proc || fail proc
 if [ "$ro" = 1 ]; then
   for m in $(awk '{print $5}' /proc/self/mountinfo); do
     m=$(printf '%b' "$m")
-    mount -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
+    case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
+    mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
   done
-  mount -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-  if [ -d /dev/shm ]; then mount -t tmpfs -o mode=1777 shm /dev/shm || fail shm; fi
+  mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
+  keep=/dev/shm/.coder-es-workspace
+  case "$ws/" in /tmp/*)
+    # The private /tmp would hide a workspace under /tmp: carry it over, read-only.
+    mkdir "$keep" && mount -n --bind "$ws" "$keep" && mount -n -o remount,bind,ro "$keep" \
+      || fail "keep $ws" ;;
+  esac
+  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
+  case "$ws/" in /tmp/*)
+    mkdir -p "$ws" && mount -n --move "$keep" "$ws" && rmdir "$keep" || fail "keep $ws" ;;
+  esac
 else
-  mount -t overlay overlay -o "lowerdir=$ws,upperdir=$up,workdir=$wk,userxattr" "$ws" \
+  mount -n -t overlay overlay -o "lowerdir=$ws,upperdir=$up,workdir=$wk,userxattr" "$ws" \
     || fail overlay
 fi
 while [ "$n" -gt 0 ]; do
   if [ -d "$1" ]; then
-    mount -t tmpfs -o ro,size=4k,mode=755 hidden "$1" || fail "hide $1"
+    mount -n -t tmpfs -o ro,size=4k,mode=755 hidden "$1" || fail "hide $1"
   elif [ -e "$1" ]; then
-    mount --bind -o ro /dev/null "$1" || fail "hide $1"
+    mount -n --bind -o ro /dev/null "$1" || fail "hide $1"
   fi
   shift; n=$((n - 1))
 done
@@ -72,7 +85,7 @@ shift
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
 echo ready >&3
-unshare --user --map-root-user --mount -- "$@" &
+unshare --user --map-root-user --mount -- "$@" 3>&- &
 wait $!
 status=$?
 for d in /proc/[0-9]*; do
@@ -92,7 +105,6 @@ class SandboxSpec:
 
     workspace: Path
     cwd: Path
-    report: Path
     upper: Path | None  # None: read-only mode (no overlay)
     work: Path | None
     hidden: tuple[Path, ...] = ()
@@ -144,7 +156,6 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "-c",
         INIT,
         "coder-es-sandbox",
-        str(spec.report),
         str(spec.workspace),
         str(spec.cwd),
         str(spec.upper or ""),
@@ -158,11 +169,15 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
 
 
-def read_report(path: Path) -> Report:
+def read_report(fd: int) -> Report:
+    """Read the report pipe to its end (PID 1 exits) and close it."""
+    chunks = []
     try:
-        raw = path.read_bytes().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return Report(False, None, ())
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks).decode("utf-8", "replace")
     ready = False
     setup = None
     left: list[str] = []

@@ -80,18 +80,23 @@ def availability(settings: SandboxSettings, workspace: Path) -> Availability:
 
 def _probe(workspace: Path) -> Availability:
     tx = Transaction.begin(workspace)
+    read_end, write_end = os.pipe()
     try:
-        spec = SandboxSpec(workspace, workspace, tx.report, tx.upper, tx.work)
+        spec = SandboxSpec(workspace, workspace, tx.upper, tx.work)
         try:
             done = subprocess.run(
                 wrap(spec, ["sh", "-c", "echo probe > .coder-es-probe"]),
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_S,
                 check=False,
+                stdin=write_end,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
+            os.close(read_end)
             return Availability(False, f"the sandbox probe failed: {e}")
-        report = read_report(tx.report)
+        finally:
+            os.close(write_end)
+        report = read_report(read_end)
         wrote = (tx.upper / ".coder-es-probe").exists()
         if done.returncode == 0 and report.ready and wrote:
             return Availability(True, "user, mount and PID namespaces with an overlay work here")

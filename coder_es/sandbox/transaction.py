@@ -95,7 +95,6 @@ class Transaction:
         self.path = path
         self.upper = path / "upper"
         self.work = path / "work"
-        self.report = path / "report"
         self._lock_fd: int | None = None
         self.started_ns = 0
 

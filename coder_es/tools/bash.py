@@ -110,14 +110,16 @@ class _Ran:
     timed_out: bool
 
 
-async def _run_process(argv: list[str], cwd: Path, timeout_ms: int, ctx: ToolContext) -> _Ran:
+async def _run_process(
+    argv: list[str], cwd: Path, timeout_ms: int, ctx: ToolContext, stdin: int | None = None
+) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
     env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
     spawning = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -206,19 +208,25 @@ class BashTool(Tool[BashInput]):
         root: Path = workspace.root
         hidden = _hidden_paths(root, settings)
         tx = await asyncio.to_thread(Transaction.begin, root)
+        read_end, write_end = os.pipe()
+        reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
         try:
             read_only = settings.read_only
             spec = SandboxSpec(
                 workspace=root,
                 cwd=Path(ctx.root),
-                report=tx.report,
                 upper=None if read_only else tx.upper,
                 work=None if read_only else tx.work,
                 hidden=hidden,
                 network=settings.network,
             )
-            ran = await _run_process(wrap(spec, [*_shell(), command]), root, timeout_ms, ctx)
-            report = read_report(tx.report)
+            try:
+                argv = wrap(spec, [*_shell(), command])
+                # PID 1 reads nothing: its stdin is the report pipe's write end.
+                ran = await _run_process(argv, root, timeout_ms, ctx, stdin=write_end)
+            finally:
+                os.close(write_end)
+            report = await reading
             if not report.ready:
                 why = report.setup_failure or ran.err.text().strip() or "unknown reason"
                 return ToolResult(

@@ -100,7 +100,9 @@ def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path)
 
     async def scenario() -> None:
         command = f"{marker} & touch {flag}; wait"
-        task = asyncio.create_task(executor.execute(ToolCall("t1", "bash", {"command": command}), ctx))
+        task = asyncio.create_task(
+            executor.execute(ToolCall("t1", "bash", {"command": command}), ctx)
+        )
         while not flag.exists():
             await asyncio.sleep(0.02)
         task.cancel()
