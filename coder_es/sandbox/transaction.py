@@ -63,6 +63,15 @@ def tx_root(workspace: Path) -> Path:
     return workspace / STORE_DIRNAME / TX_DIRNAME
 
 
+class CommitError(CoderESError):
+    """The command's changes could not be journaled (a full disk): none of them was applied."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            f"the command's changes could not be applied ({why}); the workspace is unchanged"
+        )
+
+
 @dataclass(frozen=True)
 class Applied:
     """The outcome of one file step, in the ``files_changed`` form when ``recorded``."""
@@ -138,11 +147,14 @@ class Transaction:
         """Journal the plan, then apply it."""
         journal = self.path / "journal.json"
         tmp = self.path / "journal.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"steps": plan.steps, "notes": plan.notes}, f, ensure_ascii=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, journal)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"steps": plan.steps, "notes": plan.notes}, f, ensure_ascii=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, journal)
+        except OSError as e:
+            raise CommitError(e.strerror or str(e)) from e
         outcome = apply_steps(plan.steps, workspace, blobs)
         outcome.notes[:0] = plan.notes
         return outcome

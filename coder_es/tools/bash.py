@@ -28,7 +28,7 @@ from typing import Any
 
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
-from coder_es.sandbox.transaction import Outcome
+from coder_es.sandbox.transaction import CommitError, Outcome
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.schema import doc
 from coder_es.userdirs import protected_user_dirs
@@ -235,7 +235,13 @@ class BashTool(Tool[BashInput]):
                 )
             outcome = Outcome()
             if not read_only:
-                outcome = await asyncio.to_thread(self._commit, tx, workspace, hidden)
+                try:
+                    outcome = await asyncio.to_thread(self._commit, tx, workspace, hidden)
+                except (CommitError, OSError) as e:
+                    # Planning stores blobs and the journal before anything is applied.
+                    failed = e if isinstance(e, CommitError) else CommitError(str(e))
+                    parts = [*_output(ran, timeout_ms), f"[error: {failed}]"]
+                    return ToolResult("\n".join(parts), is_error=True)
         finally:
             await asyncio.to_thread(tx.close)
         changes = tuple(
