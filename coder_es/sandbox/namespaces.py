@@ -42,16 +42,16 @@ from pathlib import Path
 
 SETUP_FAILED = 125
 
-# PID 1 of the command's namespace (stdin: the report pipe). Arguments: workspace, cwd, upper,
-# work, ro (0|1), net (0|1: 0 = a new network namespace), the number of hidden paths, the hidden
-# paths, "--", and the command's argv.
+# PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
+# Arguments: workspace, cwd, ro (0|1), net (0|1: 0 = a new network namespace), the fstab of the
+# mounts to make (the overlay and the hidden paths; util-linux mounts them all in one process),
+# "--", and the command's argv.
 INIT = r"""
 set -u
-ws=$1 cwd=$2 up=$3 wk=$4 ro=$5 net=$6 n=$7
-shift 7
+ws=$1 cwd=$2 ro=$3 net=$4 mounts=$5
+shift 6
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
-mount -n -t proc proc /proc || fail proc
 if [ "$ro" = 1 ]; then
   for m in $(awk '{print $5}' /proc/self/mountinfo); do
     m=$(printf '%b' "$m")
@@ -69,19 +69,8 @@ if [ "$ro" = 1 ]; then
   case "$ws/" in /tmp/*)
     mkdir -p "$ws" && mount -n --move "$keep" "$ws" && rmdir "$keep" || fail "keep $ws" ;;
   esac
-else
-  mount -n -t overlay overlay -o "lowerdir=$ws,upperdir=$up,workdir=$wk,userxattr" "$ws" \
-    || fail overlay
 fi
-while [ "$n" -gt 0 ]; do
-  if [ -d "$1" ]; then
-    mount -n -t tmpfs -o ro,size=4k,mode=755 hidden "$1" || fail "hide $1"
-  elif [ -e "$1" ]; then
-    mount -n --bind -o ro /dev/null "$1" || fail "hide $1"
-  fi
-  shift; n=$((n - 1))
-done
-shift
+mount -n -a -T "$mounts" || fail mounts
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
 echo ready >&3
@@ -107,6 +96,7 @@ class SandboxSpec:
     cwd: Path
     upper: Path | None  # None: read-only mode (no overlay)
     work: Path | None
+    fstab: Path  # where to write the mounts (a file of the transaction)
     hidden: tuple[Path, ...] = ()
     network: bool = True
 
@@ -132,8 +122,15 @@ def tools_missing() -> str | None:
     return None
 
 
+def unsupported(path: Path) -> str | None:
+    """Why the overlay cannot be mounted at ``path`` (overlayfs options split on , and :)."""
+    if "," in str(path) or ":" in str(path):
+        return f"the path {path} holds a ',' or ':', which overlayfs options cannot carry"
+    return None
+
+
 def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
-    """The argv that runs ``argv`` inside the sandbox described by ``spec``."""
+    """The argv that runs ``argv`` inside the sandbox described by ``spec`` (writes its fstab)."""
     outer = [
         "setpriv",
         "--pdeathsig",
@@ -145,10 +142,11 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "--pid",
         "--fork",
         "--kill-child",
+        "--mount-proc",
     ]
     if not spec.network:
         outer.append("--net")
-    hidden = [str(h) for h in spec.hidden if not _contains(h, spec.workspace)]
+    spec.fstab.write_text("".join(_fstab_lines(spec)), encoding="utf-8", errors="surrogateescape")
     return [
         *outer,
         "--",
@@ -158,15 +156,34 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "coder-es-sandbox",
         str(spec.workspace),
         str(spec.cwd),
-        str(spec.upper or ""),
-        str(spec.work or ""),
         "1" if spec.read_only else "0",
         "1" if spec.network else "0",
-        str(len(hidden)),
-        *hidden,
+        str(spec.fstab),
         "--",
         *argv,
     ]
+
+
+def _fstab_lines(spec: SandboxSpec) -> list[str]:
+    lines = []
+    if spec.upper is not None and spec.work is not None:
+        options = f"lowerdir={spec.workspace},upperdir={spec.upper},workdir={spec.work},userxattr"
+        lines.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+    for path in spec.hidden:
+        if _contains(path, spec.workspace):
+            continue  # hiding a directory that holds the workspace would hide the workspace
+        if path.is_dir():
+            lines.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
+        elif path.exists():
+            lines.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
+    return lines
+
+
+def _escape(value: object) -> str:
+    text = str(value)
+    for raw, escaped in (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012")):
+        text = text.replace(raw, escaped)
+    return text
 
 
 def read_report(fd: int) -> Report:
@@ -193,5 +210,4 @@ def read_report(fd: int) -> Report:
 
 
 def _contains(outer: Path, inner: Path) -> bool:
-    # Hiding a directory that holds the workspace would hide the workspace itself.
     return outer == inner or outer in inner.parents

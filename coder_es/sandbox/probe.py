@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from coder_es.sandbox.namespaces import SandboxSpec, read_report, tools_missing, wrap
+from coder_es.sandbox.namespaces import (
+    SandboxSpec,
+    read_report,
+    tools_missing,
+    unsupported,
+    wrap,
+)
 from coder_es.sandbox.transaction import Transaction, tx_root
 
 ENV_SWITCH = "CODER_ES_SANDBOX"
@@ -63,7 +69,7 @@ def availability(settings: SandboxSettings, workspace: Path) -> Availability:
         return Availability(False, f'turned off ({ENV_SWITCH}=off or [sandbox] mode = "off")')
     if not sys.platform.startswith("linux"):
         return Availability(False, f"namespaces are Linux-only (this is {sys.platform})")
-    missing = tools_missing()
+    missing = tools_missing() or unsupported(workspace)
     if missing:
         return Availability(False, missing)
     try:
@@ -82,7 +88,7 @@ def _probe(workspace: Path) -> Availability:
     tx = Transaction.begin(workspace)
     read_end, write_end = os.pipe()
     try:
-        spec = SandboxSpec(workspace, workspace, tx.upper, tx.work)
+        spec = SandboxSpec(workspace, workspace, tx.upper, tx.work, tx.path / "mounts.fstab")
         try:
             done = subprocess.run(
                 wrap(spec, ["sh", "-c", "echo probe > .coder-es-probe"]),

@@ -217,6 +217,7 @@ class BashTool(Tool[BashInput]):
                 cwd=Path(ctx.root),
                 upper=None if read_only else tx.upper,
                 work=None if read_only else tx.work,
+                fstab=tx.path / "mounts.fstab",
                 hidden=hidden,
                 network=settings.network,
             )

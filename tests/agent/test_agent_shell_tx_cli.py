@@ -42,6 +42,10 @@ def env() -> dict[str, str]:
     return out
 
 
+def text_turn() -> dict[str, Any]:
+    return turn(text("done"))
+
+
 def script(path: Path, *turns: dict[str, Any]) -> str:
     path.write_text(json.dumps({"turns": list(turns)}))
     return str(path)
@@ -56,7 +60,7 @@ def run_cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_commands_aimed_at_the_store_leave_it_intact(repo: Path, tmp_path: Path) -> None:
     attack = (
         "rm -rf .coder-es; ls -A .coder-es; "
-        "for f in $(find \"$PWD\" \"$HOME\" -name '*.mdb' 2>/dev/null); do echo junk > $f; done; "
+        'for f in $(find "$PWD" "$HOME" -name \'*.mdb\' 2>/dev/null); do echo junk > $f; done; '
         "echo junk > .coder-es/lmdb/data.mdb"
     )
     first = run_cli(
@@ -80,7 +84,9 @@ def test_commands_aimed_at_the_store_leave_it_intact(repo: Path, tmp_path: Path)
         session,
         "--yes",
         "--script",
-        script(tmp_path / "b.json", turn(tool("bash", command="echo ok > ok.txt")), turn(text("k"))),
+        script(
+            tmp_path / "b.json", turn(tool("bash", command="echo ok > ok.txt")), turn(text("k"))
+        ),
     )
     assert again.returncode == 0, again.stderr
     assert (repo / "ok.txt").read_text() == "ok\n"
@@ -101,7 +107,9 @@ def test_kill_9_during_commands_leaves_untouched_or_complete(repo: Path, tmp_pat
                 "--yes",
                 "--json",
                 "--script",
-                script(tmp_path / f"s{i}.json", turn(tool("bash", command=command)), turn(text("."))),
+                script(
+                    tmp_path / f"s{i}.json", turn(tool("bash", command=command)), turn(text("."))
+                ),
             ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -8,22 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_helpers import RecordingSink, shell_settings
 
-from coder_es.sandbox import SandboxSettings, availability
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.tools.base import ToolContext
 from coder_es.workspace.workspace import Workspace
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def observe_file(self, **kwargs: Any) -> None:
-        self.events.append(("observe_file", kwargs))
-
-    def apply_edit(self, **kwargs: Any) -> None:
-        self.events.append(("apply_edit", kwargs))
 
 
 def git_repo(path: Path, files: dict[str, str]) -> Path:
@@ -55,16 +44,6 @@ def repo(tmp_path: Path) -> Path:
             "debug.log": "hello from the log\n",
         },
     )
-
-
-def shell_settings(mode: str, root: Path) -> SandboxSettings:
-    """Settings for one of the two ways bash runs; skips where the sandbox cannot run."""
-    settings = SandboxSettings(mode="off" if mode == "fallback" else "auto")
-    if mode == "sandbox":
-        found = availability(settings, root)
-        if not found.active:
-            pytest.skip(f"the namespace sandbox is unavailable here: {found.reason}")
-    return settings
 
 
 @pytest.fixture(params=["sandbox", "fallback"])

@@ -11,12 +11,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import shell_settings
+from shell_helpers import RecordingSink, shell_settings
 from test_tool_shell_search import Make, run, wait_gone
 
 from coder_es.sandbox import SandboxSettings
 from coder_es.sandbox.transaction import tx_root
+from coder_es.store.blobs import MemoryBlobStore
+from coder_es.tools.base import ToolContext
 from coder_es.userdirs import protected_user_dirs
+from coder_es.workspace.workspace import Workspace
 
 
 def tree_digest(root: Path) -> str:
@@ -184,12 +187,6 @@ def test_a_full_disk_leaves_the_workspace_whole(repo: Path, tmp_path: Path) -> N
     try:
         ws = small / "ws"
         shutil.copytree(repo, ws, ignore=shutil.ignore_patterns(".git"))
-        from coder_es.store.blobs import MemoryBlobStore
-        from coder_es.tools.base import ToolContext
-        from coder_es.workspace.workspace import Workspace
-
-        from conftest import RecordingSink
-
         settings = shell_settings("sandbox", ws)
         workspace = Workspace(ws, MemoryBlobStore(), RecordingSink())
         ctx = ToolContext(ws, "t1", RecordingSink(), workspace, sandbox=settings)
