@@ -50,7 +50,7 @@ from typing import Any
 from coder_es.errors import CoderESError
 from coder_es.sandbox.upper import UpperEntry, walk_upper
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import move_into_place
+from coder_es.workspace.atomic import move_into_place, sync_dirs
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.merge_write import merge_onto_disk
 
@@ -95,6 +95,7 @@ class Applied:
 class Outcome:
     applied: list[Applied] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    moved_into: list[Path] = field(default_factory=list)  # directories to fsync once
 
 
 class Transaction:
@@ -347,6 +348,7 @@ def apply_steps(steps: Iterable[dict[str, Any]], workspace: Path, blobs: BlobSto
                 os.replace(tmp, path)
         except (OSError, CoderESError) as e:
             out.notes.append(f"{_shown(rel)}: not applied ({e})")
+    sync_dirs(out.moved_into)
     return out
 
 
@@ -374,6 +376,7 @@ def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome
         os.chmod(source, step["mode"])
         if move_into_place(path, source, expected=disk):
             out.applied.append(Applied(rel, base, ours, "direct", ours, recorded))
+            out.moved_into.append(path.parent)
             return
     proposed = _read(source) if source is not None else None
     try:
