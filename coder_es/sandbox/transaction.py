@@ -42,6 +42,7 @@ import os
 import secrets
 import shutil
 import stat as stat_mod
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.merge_write import merge_onto_disk
 
 TX_DIRNAME = "tx"
+STALE_UNLOCKED_S = 60
 UNKNOWN = "?"  # a base nobody knows: the file is a conflict unless both sides agree
 STORE_DIRNAME = ".coder-es"
 
@@ -82,13 +84,6 @@ class Applied:
     outcome: str  # "direct" | "merged" | "conflict"
     proposed: str | None
     recorded: bool
-
-    def as_change(self) -> dict[str, Any]:
-        change: dict[str, Any] = {"path": self.path, "before": self.before, "after": self.after}
-        change["outcome"] = self.outcome
-        if self.outcome == "conflict":
-            change["proposed"] = self.proposed
-        return change
 
 
 @dataclass
@@ -436,7 +431,10 @@ def recover(workspace: Path, blobs: BlobStore) -> list[str]:
         try:
             fd = os.open(path / "lock", os.O_RDWR)
         except FileNotFoundError:
-            _remove_tree(path)  # a crash before the lock existed: nothing ran
+            # Being created right now, or a crash before the lock existed (nothing ran).
+            with contextlib.suppress(OSError):
+                if time.time() - os.lstat(path).st_mtime > STALE_UNLOCKED_S:
+                    _remove_tree(path)
             continue
         except OSError:
             continue

@@ -139,3 +139,20 @@ def test_kill_9_during_commands_leaves_untouched_or_complete(repo: Path, tmp_pat
         outcomes.add(0 if written is None else len(written))
         assert os.listdir(tx_root(repo)) == []
     assert outcomes  # which outcome a kill meets depends on the timing; both are allowed
+
+
+def test_doctor_names_the_shell_mode_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    root = git_repo(tmp_path / "plain", {"a.txt": "a\n"})
+    monkeypatch.setenv("CODER_ES_BACKEND", "sqlite")
+    expected = availability(SandboxSettings(), root)
+    assert main(["--workspace", str(root), "doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["shell_sandbox"]
+    assert report == {"mode": expected.mode, "why": expected.reason}
+    monkeypatch.setenv("CODER_ES_SANDBOX", "off")
+    assert main(["--workspace", str(root), "doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["shell_sandbox"]
+    assert report["mode"] == "stat-index fallback" and "turned off" in report["why"]
