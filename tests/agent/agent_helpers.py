@@ -153,35 +153,3 @@ def plan_commands_are_read_only(root: Path) -> bool:
     from coder_es.sandbox import SandboxSettings, availability
 
     return availability(SandboxSettings(), root).active
-
-
-def running(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker`` (pids inside a PID namespace differ
-    from the host's, so processes are looked up by what they run)."""
-    import os
-
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            with open(f"/proc/{name}/stat") as f:
-                zombie = f.read().rsplit(")", 1)[-1].split()[0] == "Z"
-        except OSError:
-            continue
-        if marker in cmdline and not zombie:
-            found.append(int(name))
-    return found
-
-
-def gone(marker: str, within_s: float = 5) -> bool:
-    import time
-
-    deadline = time.monotonic() + within_s
-    while running(marker):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from agent_helpers import ON_EVERY_BACKEND, Harness, collect, gone, text, tool, turn
+from agent_helpers import ON_EVERY_BACKEND, Harness, collect, text, tool, turn
 from backends import cli_store_env
+from processes import gone
 
 from coder_es.agent.decider import INTERRUPTED_BY_CRASH
 from coder_es.agent.request import expand_request

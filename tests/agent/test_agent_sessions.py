@@ -15,12 +15,12 @@ from agent_helpers import (
     ON_EVERY_BACKEND,
     Harness,
     collect,
-    gone,
     plan_commands_are_read_only,
     text,
     tool,
     turn,
 )
+from processes import gone
 
 from coder_es.agent.decider import INTERRUPTED_BY_CANCEL
 from coder_es.agent.request import expand_request
@@ -306,14 +306,3 @@ def test_cancelling_mid_tool_kills_the_command_and_leaves_the_session_resumable(
     sent = h.providers[-1].requests[0].messages
     assert sent[-1]["content"][0]["content"] == INTERRUPTED_BY_CANCEL
     assert sent[-1]["content"][-1] == {"type": "text", "text": "carry on"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from processes import gone
+
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, default_registry
 
@@ -18,19 +20,6 @@ Make = Callable[..., ToolContext]
 def run(tool_name: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     executor = LocalExecutor(default_registry())
     return asyncio.run(executor.execute(ToolCall(ctx.tool_use_id, tool_name, args), ctx))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_bash_captures_both_streams_and_the_exit_code(make_ctx: Make) -> None:
@@ -57,39 +46,13 @@ def test_bash_reports_the_files_a_command_changed(make_ctx: Make, repo: Path) ->
     assert again.files_changed == ()
 
 
-def running(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker`` (pids differ inside a PID
-    namespace, so tests look processes up by what they run)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if marker in cmdline and alive(int(name)):
-            found.append(int(name))
-    return found
-
-
-def wait_gone(marker: str, within_s: float = 5) -> bool:
-    deadline = time.monotonic() + within_s
-    while running(marker):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, tmp_path: Path) -> None:
     started = time.monotonic()
     marker = f"sleep 30.{os.getpid()}1"
     res = run("bash", {"command": f"{marker} & wait", "timeout_ms": 300}, make_ctx())
     assert time.monotonic() - started < 10
     assert res.is_error and "timed out after 300 ms" in res.output
-    assert wait_gone(marker)
+    assert gone(marker)
 
 
 def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path) -> None:
@@ -115,7 +78,7 @@ def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path)
 
     asyncio.run(scenario())
     assert ctx.cancelled.is_set()
-    assert wait_gone(marker)
+    assert gone(marker)
 
 
 def test_grep_respects_gitignore_and_options(make_ctx: Make) -> None:

@@ -11,8 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from processes import gone
 from shell_helpers import RecordingSink, shell_settings
-from test_tool_shell_search import Make, run, wait_gone
+from test_tool_shell_search import Make, run
 
 from coder_es.sandbox import SandboxSettings
 from coder_es.sandbox.transaction import tx_root
@@ -122,7 +123,7 @@ def test_background_processes_are_killed_and_reported(sandboxed: Make) -> None:
     assert res.is_error
     assert "left processes running" in res.output and marker in res.output
     assert "they were killed" in res.output
-    assert wait_gone(marker)
+    assert gone(marker)
 
 
 def test_deleting_the_workspace_root_deletes_its_files_and_keeps_the_store(
