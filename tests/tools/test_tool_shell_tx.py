@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from processes import gone
@@ -40,10 +41,17 @@ def tree_digest(root: Path) -> str:
 
 
 @pytest.fixture
-def sandboxed(make_ctx: Make, shell_mode: str) -> Make:
-    if shell_mode != "sandbox":
-        pytest.skip("a sandbox-only behaviour")
-    return make_ctx
+def sandboxed(repo: Path) -> Make:
+    """Tool contexts that run bash in the namespace sandbox (skipped where it cannot run)."""
+    sink = RecordingSink()
+    ws = Workspace(repo, MemoryBlobStore(), sink)
+    settings = shell_settings("sandbox", ws.root)
+
+    def make(**kwargs: Any) -> ToolContext:
+        kwargs.setdefault("sandbox", settings)
+        return ToolContext(ws.root, "t1", sink, ws, **kwargs)
+
+    return make
 
 
 READ_ONLY_ATTEMPTS = [
@@ -89,7 +97,7 @@ def test_read_only_commands_cannot_change_the_workspace(sandboxed: Make, repo: P
 
 
 def test_the_store_and_the_users_directories_are_out_of_reach(
-    make_ctx: Make, repo: Path, tmp_path: Path
+    sandboxed: Make, repo: Path, tmp_path: Path
 ) -> None:
     store = tmp_path / "elsewhere-store"
     store.mkdir()
@@ -101,9 +109,7 @@ def test_the_store_and_the_users_directories_are_out_of_reach(
     (key_dir / "secret.key").write_bytes(b"key")
     for read_only in (False, True):
         settings = SandboxSettings(read_only=read_only, hidden=(store,))
-        ctx = make_ctx(sandbox=settings)
-        if ctx.sandbox.mode == "off":
-            pytest.skip("only the sandbox can hide the store")
+        ctx = sandboxed(sandbox=settings)
         command = (
             f"rm -rf .coder-es/* {store}/* {key_dir}/*; echo junk > .coder-es/data.mdb; "
             f"echo junk > {store}/data.mdb; echo junk > {key_dir}/secret.key; "
@@ -204,3 +210,21 @@ def test_a_full_disk_leaves_the_workspace_whole(repo: Path, tmp_path: Path) -> N
         assert not [p for p in ws.rglob("*coder-es-tmp*")]
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_without_network_only_loopback_of_its_own_is_reachable(sandboxed: Make) -> None:
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)"
+    probe = f'python3 -c "{connect}"'
+    try:
+        reachable = run("bash", {"command": probe}, sandboxed())
+        assert not reachable.is_error, reachable.output
+        cut_off = run("bash", {"command": probe}, sandboxed(sandbox=SandboxSettings(network=False)))
+        assert cut_off.is_error and "Connection refused" in cut_off.output
+    finally:
+        server.close()
