@@ -102,6 +102,7 @@ class Transaction:
         self.work = path / "work"
         self._lock_fd: int | None = None
         self.started_ns = 0
+        self._unfinished = False  # journaled, not yet wholly applied: recovery must finish it
 
     @classmethod
     def begin(cls, workspace: Path) -> Transaction:
@@ -119,8 +120,10 @@ class Transaction:
         return tx
 
     def close(self) -> None:
-        """Remove the directory (the transaction is committed or dropped)."""
-        _remove_tree(self.path)
+        """Remove the directory (the transaction is committed or dropped); one whose apply
+        failed midway is left, unlocked, for ``recover`` to finish."""
+        if not self._unfinished:
+            _remove_tree(self.path)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -151,7 +154,9 @@ class Transaction:
             os.replace(tmp, journal)
         except OSError as e:
             raise CommitError(e.strerror or str(e)) from e
+        self._unfinished = True
         outcome = apply_steps(plan.steps, workspace, blobs)
+        self._unfinished = False
         outcome.notes[:0] = plan.notes
         return outcome
 

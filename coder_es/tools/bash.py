@@ -210,6 +210,7 @@ class BashTool(Tool[BashInput]):
         tx = await asyncio.to_thread(Transaction.begin, root)
         read_end, write_end = os.pipe()
         reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
+        committing: asyncio.Future[Outcome] | None = None
         try:
             read_only = settings.read_only
             spec = SandboxSpec(
@@ -236,14 +237,22 @@ class BashTool(Tool[BashInput]):
                 )
             outcome = Outcome()
             if not read_only:
+                committing = asyncio.ensure_future(
+                    asyncio.to_thread(self._commit, tx, workspace, hidden)
+                )
                 try:
-                    outcome = await asyncio.to_thread(self._commit, tx, workspace, hidden)
+                    outcome = await asyncio.shield(committing)
                 except (CommitError, OSError) as e:
                     # Planning stores blobs and the journal before anything is applied.
                     failed = e if isinstance(e, CommitError) else CommitError(str(e))
                     parts = [*_output(ran, timeout_ms), f"[error: {failed}]"]
                     return ToolResult("\n".join(parts), is_error=True)
         finally:
+            if committing is not None and not committing.done():
+                # Cancelled while applying: the apply finishes (it is all or nothing) before the
+                # transaction is closed; the call is then recorded as interrupted.
+                with contextlib.suppress(Exception):
+                    await committing
             await asyncio.to_thread(tx.close)
         changes = tuple(
             FileChange(a.path, a.before, a.after, a.outcome, a.proposed)

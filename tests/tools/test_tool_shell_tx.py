@@ -228,3 +228,45 @@ def test_without_network_only_loopback_of_its_own_is_reachable(sandboxed: Make) 
         assert cut_off.is_error and "Connection refused" in cut_off.output
     finally:
         server.close()
+
+
+def test_a_crash_midway_through_applying_is_finished_by_recovery(
+    sandboxed: Make, repo: Path, tmp_path: Path
+) -> None:
+    """Deterministic version of the kill -9 loop: the journal is written, half of the steps are
+    applied, the process "dies" (its lock goes); the next start completes the rest."""
+    import json
+
+    from coder_es.sandbox import recover
+    from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
+    from coder_es.sandbox.transaction import Transaction, apply_steps
+
+    blobs = MemoryBlobStore()
+    tx = Transaction.begin(repo)
+    read_end, write_end = os.pipe()
+    spec = SandboxSpec(repo, repo, tx.upper, tx.work, tx.path / "mounts.fstab")
+    command = "for n in 1 2 3 4 5 6; do echo $n > made$n.txt; done; rm src/util.py"
+    subprocess.run(wrap(spec, ["sh", "-c", command]), stdin=write_end, check=True)
+    os.close(write_end)
+    assert read_report(read_end).ready
+    plan = tx.plan(repo, {}, blobs)
+    (tx.path / "journal.json").write_text(json.dumps({"steps": plan.steps}))
+    apply_steps(plan.steps[:3], repo, blobs)  # then the process dies
+    fd = tx._lock_fd
+    assert fd is not None
+    os.close(fd)
+    tx._lock_fd = None
+    assert recover(repo, blobs) == [f"{tx.path.name}: completed"]
+    assert not (repo / "src/util.py").exists()
+    assert [(repo / f"made{n}.txt").read_text() for n in range(1, 7)] == [
+        f"{n}\n" for n in range(1, 7)
+    ]
+    assert not os.listdir(tx_root(repo))
+    # A transaction that never journaled is dropped: the workspace is untouched.
+    before = tree_digest(repo)
+    dropped = Transaction.begin(repo)
+    (dropped.upper / "never.txt").write_text("x")
+    os.close(dropped._lock_fd or -1)
+    dropped._lock_fd = None
+    assert recover(repo, blobs) == [f"{dropped.path.name}: dropped"]
+    assert tree_digest(repo) == before and not os.listdir(tx_root(repo))
