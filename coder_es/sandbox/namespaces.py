@@ -3,8 +3,8 @@
 The util-linux ``unshare`` binary creates the namespaces; a small POSIX ``sh`` script (``INIT``)
 runs as PID 1 in the new PID namespace and sets the mounts up before starting the command:
 
-- a fresh ``/proc`` (so the command sees only its own processes, and no ``/proc/<pid>/cwd`` of a
-  process outside leads to the real workspace);
+- a fresh ``/proc`` (mounted by ``unshare --mount-proc``: the command sees only its own
+  processes, and no ``/proc/<pid>/cwd`` of a process outside leads to the real workspace);
 - write mode: an overlay mounted over the workspace path itself (lower = the workspace, upper =
   a directory of this transaction), so the command sees the usual paths and every write it makes
   lands in the upper directory;
@@ -20,7 +20,7 @@ own namespace) can neither unmount the tmpfs that hides the store nor remount an
 read-write.
 
 When the command's shell exits, PID 1 lists the processes still running (background jobs,
-daemons), writes them to the report file, kills them and exits; the kernel kills whatever is left
+daemons), writes them to the report pipe, kills them and exits; the kernel kills whatever is left
 when PID 1 dies. ``--kill-child`` (unshare) and ``setpriv --pdeathsig`` (coder-es' own child)
 make the namespace die with coder-es, even on ``kill -9``.
 
