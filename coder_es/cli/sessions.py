@@ -14,7 +14,6 @@ from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
-from coder_es.sandbox import SandboxSettings, availability
 
 
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
@@ -135,11 +134,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     # Not a problem: the user may never want to trust it. Listed so nobody wonders why a
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
-    found = availability(
-        SandboxSettings(mode="off" if ctx.settings.sandbox.mode == "off" else "auto"),
-        Path(ctx.workspace),
-    )
-    report["shell_sandbox"] = {"mode": found.mode, "why": found.reason}
+    report["shell_sandbox"] = _shell_sandbox(ctx)
     report["problems"] = problems
     report["notes"] = notes
     report["healthy"] = not problems
@@ -168,3 +163,20 @@ def _plain(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_plain(v) for v in value) or "-"
     return str(value)
+
+
+def _shell_sandbox(ctx: Context) -> dict[str, str]:
+    """How bash runs here and why. The probe runs next to the store when there is one; doctor
+    creates no store, so elsewhere it runs in a temporary directory."""
+    import tempfile
+
+    from coder_es.sandbox import SandboxSettings, availability
+
+    settings = SandboxSettings(mode="off" if ctx.settings.sandbox.mode == "off" else "auto")
+    workspace = Path(ctx.workspace)
+    if (workspace / ".coder-es").is_dir():
+        found = availability(settings, workspace)
+    else:
+        with tempfile.TemporaryDirectory(prefix="coder-es-probe-") as scratch:
+            found = availability(settings, Path(scratch))
+    return {"mode": found.mode, "why": found.reason}
