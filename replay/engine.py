@@ -420,7 +420,9 @@ class ReplayEngine:
         if done.get("output_blob"):
             output = self.cassette.blob(done["output_blob"]).decode("utf-8", "surrogateescape")
         changes = tuple(
-            FileChange(str(c["path"]), c.get("before"), c.get("after"))
+            FileChange(
+                str(c["path"]), c.get("before"), c.get("after"), c.get("outcome"), c.get("proposed")
+            )
             for c in done.get("files_changed") or []
         )
         return ToolResult(output, bool(done.get("is_error")), changes)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ from coder_es.permissions.policy import Evaluation, PermissionAnswer
 from coder_es.providers import types as pt
 from coder_es.providers.base import Provider, ResponseAssembler
 from coder_es.providers.errors import ContextTooLongError, ProviderError
+from coder_es.sandbox import SandboxSettings
+from coder_es.sandbox import recover as recover_transactions
 from coder_es.service import updates as up
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.output import DEFAULT_LIMIT, cap_output
@@ -141,6 +144,8 @@ class LoopDeps:
     answerer: PermissionAnswerer
     decision: d.DecisionContext
     clock: Clock = field(default_factory=SystemClock)
+    sandbox: SandboxSettings | None = None
+    """How shell commands run; None: from the environment (``CODER_ES_SANDBOX``)."""
 
 
 class AgentLoop:
@@ -183,6 +188,9 @@ class AgentLoop:
         self.tool_cache: dict[str, Any] = {}
         self._running: set[asyncio.Task[Any]] = set()
         self.cancel_reason = "cancelled by the user"
+        # Shell transactions a crashed process left: finished or dropped before anything runs.
+        with contextlib.suppress(OSError):
+            recover_transactions(self.workspace.root, app.blobs)
 
     # ------------------------------------------------------------------ events
 
@@ -584,7 +592,18 @@ class AgentLoop:
             progress=progress,
             outside_ok=outside,
             cache=self.tool_cache,
+            sandbox=self._sandbox(),
         )
+
+    def _sandbox(self) -> SandboxSettings:
+        """The session's sandbox settings: read-only when the policy in force says so, and the
+        store directory out of every command's reach."""
+        base = self.deps.sandbox or SandboxSettings.from_environ()
+        hidden = base.hidden
+        if self.app.config.backend in ("lmdb", "sqlite"):
+            hidden = (*hidden, self.app.config.path.resolve())
+        read_only = base.read_only or self.deps.decision.policy.shell_read_only
+        return dataclasses.replace(base, read_only=read_only, hidden=hidden)
 
     async def _execute(self, call: ToolCall) -> _Ran:
         clock = self.deps.clock

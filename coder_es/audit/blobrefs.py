@@ -25,7 +25,8 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
         if _is_digest(f.get("output_blob")):
             yield f["output_blob"], "tool output"
         for change in f.get("files_changed") or []:
-            for key in ("before", "after"):
+            # "proposed": a command's version that met a conflict, kept in the store.
+            for key in ("before", "after", "proposed"):
                 if isinstance(change, dict) and _is_digest(change.get(key)):
                     yield change[key], f"{change.get('path')} ({key})"
     elif kind == "ModelResponded":

@@ -38,6 +38,7 @@ from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
+from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
 
@@ -128,7 +129,16 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     )
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    service = AgentService(ctx.app, ctx.workspace)
+    sandbox = ctx.settings.sandbox
+    service = AgentService(
+        ctx.app,
+        ctx.workspace,
+        sandbox=SandboxSettings(
+            mode="off" if sandbox.mode == "off" else "auto",
+            network=sandbox.network,
+            read_only=sandbox.read_only,
+        ),
+    )
     if resuming:
         return await service.open_session(args.session, options)
     return await service.create_session(options)

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from coder_es import __version__
@@ -133,6 +134,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     # Not a problem: the user may never want to trust it. Listed so nobody wonders why a
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
+    report["shell_sandbox"] = _shell_sandbox(ctx)
     report["problems"] = problems
     report["notes"] = notes
     report["healthy"] = not problems
@@ -161,3 +163,20 @@ def _plain(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_plain(v) for v in value) or "-"
     return str(value)
+
+
+def _shell_sandbox(ctx: Context) -> dict[str, str]:
+    """How bash runs here and why. The probe runs next to the store when there is one; doctor
+    creates no store, so elsewhere it runs in a temporary directory."""
+    import tempfile
+
+    from coder_es.sandbox import SandboxSettings, availability
+
+    settings = SandboxSettings(mode="off" if ctx.settings.sandbox.mode == "off" else "auto")
+    workspace = Path(ctx.workspace)
+    if (workspace / ".coder-es").is_dir():
+        found = availability(settings, workspace)
+    else:
+        with tempfile.TemporaryDirectory(prefix="coder-es-probe-") as scratch:
+            found = availability(settings, Path(scratch))
+    return {"mode": found.mode, "why": found.reason}

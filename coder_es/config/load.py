@@ -47,6 +47,7 @@ from coder_es.config.values import (
     ProviderConfig,
     RedactionConfig,
     RuleConfig,
+    SandboxConfig,
     ServeConfig,
     StoreSettings,
 )
@@ -68,6 +69,7 @@ ENV_SETTINGS: tuple[tuple[str, Key], ...] = (
     ("CODER_ES_BACKEND", ("store", "backend")),
     ("CODER_ES_DURABLE", ("store", "durable")),
     ("CODER_ES_SERVE_TOKEN", ("serve", "token")),
+    ("CODER_ES_SANDBOX", ("sandbox", "mode")),
 )
 
 
@@ -364,6 +366,11 @@ def build(
                 ("serve", "max_sessions_per_connection"),
                 ServeConfig.max_sessions_per_connection,
             ),
+        ),
+        sandbox=SandboxConfig(
+            mode=_get(merged, ("sandbox", "mode"), SandboxConfig.mode),
+            network=_get(merged, ("sandbox", "network"), SandboxConfig.network),
+            read_only=_get(merged, ("sandbox", "read_only"), SandboxConfig.read_only),
         ),
         store=StoreSettings(
             backend=_get(merged, ("store", "backend"), StoreSettings.backend),

@@ -310,6 +310,17 @@ SCHEMA = Table(
                 "rules": Rules("tool calls the server allows or denies itself"),
             }
         ),
+        "sandbox": Table(
+            {
+                "mode": Leaf(
+                    Choice(("auto", "off"), "sandbox mode"),
+                    "auto: shell commands run as transactions in namespaces where the system "
+                    "allows it; off: the stat-index fallback",
+                ),
+                "network": Leaf(Boolean(), "false: shell commands run without network"),
+                "read_only": Leaf(Boolean(), "true: shell commands run on a read-only file system"),
+            }
+        ),
         "store": Table(
             {
                 "backend": Leaf(Choice(BACKENDS, "backend"), "the event store backend"),

@@ -131,6 +131,15 @@ class ServeConfig:
 
 
 @dataclass(frozen=True)
+class SandboxConfig:
+    """``[sandbox]``: how shell commands run (``coder_es.sandbox``)."""
+
+    mode: str = "auto"
+    network: bool = True
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     backend: str = "lmdb"
     path: Path = Path(".coder-es")
@@ -159,6 +168,7 @@ class Config:
     permissions: PermissionsConfig = PermissionsConfig()
     redaction: RedactionConfig = RedactionConfig()
     serve: ServeConfig = ServeConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     store: StoreSettings = StoreSettings()
     files: tuple[Path, ...] = ()
     """The config files that were read, lowest precedence first."""

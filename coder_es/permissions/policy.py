@@ -84,6 +84,12 @@ class Policy:
         return cls(preset=get_preset(agent), user_rules=tuple(user_rules), default=default)
 
     @property
+    def shell_read_only(self) -> bool:
+        """Whether shell commands must run on a read-only file system (the ``plan`` and
+        ``explore`` presets); the sandbox enforces it, whatever the command line says."""
+        return self.preset.read_only_shell
+
+    @property
     def tools(self) -> tuple[str, ...]:
         """The tools offered to the model: the preset's, plus any a user rule allows or asks for
         (``--allow write`` with the ``plan`` agent offers ``write``)."""

@@ -52,6 +52,9 @@ class Preset:
     name: str
     tools: tuple[str, ...]
     rules: tuple[Rule, ...]
+    read_only_shell: bool = False
+    """Shell commands run on a read-only file system (kernel-enforced by ``coder_es.sandbox``;
+    the rules above only decide whether to ask)."""
 
 
 def _rules(name: str, spec: list[tuple[str, str | None, str]]) -> tuple[Rule, ...]:
@@ -77,6 +80,7 @@ PRESETS: dict[str, Preset] = {
                 *(("bash", p, "allow") for p in SAFE_COMMANDS),
             ],
         ),
+        read_only_shell=True,
     ),
     "explore": Preset(
         "explore",
@@ -90,6 +94,7 @@ PRESETS: dict[str, Preset] = {
                 ("bash", None, "deny"),
             ],
         ),
+        read_only_shell=True,
     ),
 }
 

@@ -56,6 +56,7 @@ from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Poli
 from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
 from coder_es.providers.factory import build_provider
+from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.store.lease import Lease
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
@@ -306,8 +307,10 @@ class AgentService:
         executor: ToolExecutor | None = None,
         clock: Clock | None = None,
         config: LoopConfig | None = None,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         self.app = app
+        self.sandbox = sandbox
         self.workspace = Path(workspace).resolve()
         self.provider_factory = provider_factory or default_provider_factory()
         self.tools = tools or default_registry()
@@ -329,6 +332,7 @@ class AgentService:
             answerer=auto_answerer(False),
             decision=DecisionContext(self.tools, policy, options.max_steps),
             clock=self.clock,
+            sandbox=self.sandbox,
         )
         config = LoopConfig(
             max_steps=options.max_steps,

@@ -39,14 +39,26 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class FileChange:
-    """A file a tool changed: content hashes before and after (None: absent)."""
+    """A file a tool changed: content hashes before and after (None: absent).
+
+    A shell command run as a transaction also says how its change met the disk: ``outcome``
+    "direct", "merged" (with a concurrent edit) or "conflict" (not applied: ``before`` and
+    ``after`` are the disk's version, ``proposed`` the command's, kept in the blob store).
+    """
 
     path: str
     before: str | None
     after: str | None
+    outcome: str | None = None
+    proposed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after}
+        out: dict[str, Any] = {"path": self.path, "before": self.before, "after": self.after}
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        if self.outcome == "conflict":
+            out["proposed"] = self.proposed
+        return out
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,8 @@ class ToolContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     # Per-session caches shared by the calls of one loop (bash keeps its stat index here).
     cache: dict[str, Any] = field(default_factory=dict)
+    # How shell commands run (coder_es.sandbox.SandboxSettings); None: from the environment.
+    sandbox: Any = None
 
 
 class Tool(ABC, Generic[InputT]):

@@ -1,10 +1,18 @@
-"""``bash``: run a shell command in the workspace, in its own process group.
+"""``bash``: run a shell command in the workspace, as a transaction where the kernel allows it.
 
-The command runs with ``bash -c`` (``sh -c`` where bash is missing) in a new session, so a timeout
-or a cancellation kills the whole process group (the command and everything it started), not just
-the shell. stdout and stderr are captured separately, each capped in memory (the middle of a huge
-output is dropped, its size noted). Files the command created, modified or deleted are detected
-with the workspace's stat index (scanned before and after) and returned as ``files_changed``.
+The command runs with ``bash -c`` (``sh -c`` where bash is missing). stdout and stderr are
+captured separately, each capped in memory (the middle of a huge output is dropped, its size
+noted).
+
+Where user, mount and PID namespaces with overlayfs work (``coder_es.sandbox``), the command runs
+in its own namespaces with the workspace as an overlay: its exact changes are merged into the
+workspace when it ends (a user's concurrent edit is merged, never reverted), processes it leaves
+behind are killed and reported, the store and the user's coder-es directories are out of its
+reach, and a read-only agent runs it on a read-only file system.
+
+Elsewhere (the fallback) it runs in a new session so that a timeout or a cancellation kills its
+process group, and the files it changed are found with the workspace's stat index, scanned before
+and after: a change anyone else makes while the command runs is attributed to the command.
 """
 
 from __future__ import annotations
@@ -14,14 +22,17 @@ import contextlib
 import os
 import shutil
 import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coder_es.sandbox import SandboxSettings, Transaction, availability
+from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
+from coder_es.sandbox.transaction import CommitError, Outcome
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
+from coder_es.userdirs import protected_user_dirs
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -92,11 +103,76 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(proc.wait(), 5)
 
 
+@dataclass
+class _Ran:
+    out: _Capture
+    err: _Capture
+    returncode: int | None
+    timed_out: bool
+
+
+async def _run_process(
+    argv: list[str], cwd: Path, timeout_ms: int, ctx: ToolContext, stdin: int | None = None
+) -> _Ran:
+    """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
+    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
+    spawning = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+    )
+    try:
+        proc = await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        # The shell may already run while asyncio is still connecting its pipes: let the
+        # spawn finish, then stop the whole process group (its children included).
+        ctx.cancelled.set()
+        with contextlib.suppress(Exception):
+            await _stop(await spawning)
+        raise
+    out, err = _Capture(), _Capture()
+
+    async def pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            capture.add(chunk)
+            ctx.progress(chunk.decode("utf-8", "replace"))
+
+    pumps = asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err))
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(pumps), timeout_ms / 1000)
+        await proc.wait()
+    except TimeoutError:
+        timed_out = True
+        await _stop(proc)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(pumps, 2)
+    except asyncio.CancelledError:
+        ctx.cancelled.set()
+        await _stop(proc)
+        pumps.cancel()
+        raise
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid, signal.SIGKILL)
+    return _Ran(out, err, proc.returncode, timed_out)
+
+
 class BashTool(Tool[BashInput]):
     name = "bash"
     description = (
         "Run a shell command in the workspace directory (bash -c). Returns stdout, stderr and the "
-        "exit code. Long-running commands are killed at the timeout."
+        "exit code. Long-running commands are killed at the timeout. For commands that finish "
+        "(builds, tests, git, scripts), not for servers or daemons: processes still running when "
+        "the command's shell exits are killed and reported as an error."
     )
     input_type = BashInput
 
@@ -117,88 +193,171 @@ class BashTool(Tool[BashInput]):
         if not args.command.strip():
             return ToolResult("empty command", is_error=True)
         timeout_ms = min(args.timeout_ms or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
-        index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
-        env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
-        started = time.monotonic()
-        spawning = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                *_shell(),
-                args.command,
-                cwd=str(ctx.root),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                env=env,
+        settings = ctx.sandbox or SandboxSettings.from_environ()
+        if ctx.workspace is not None:
+            found = await asyncio.to_thread(availability, settings, ctx.workspace.root)
+            if found.active:
+                return await self._run_sandboxed(args.command, timeout_ms, settings, ctx)
+        return await self._run_with_index(args.command, timeout_ms, ctx)
+
+    # ------------------------------------------------------------------ the sandbox
+
+    async def _run_sandboxed(
+        self, command: str, timeout_ms: int, settings: SandboxSettings, ctx: ToolContext
+    ) -> ToolResult:
+        workspace = ctx.workspace
+        root: Path = workspace.root
+        hidden = _hidden_paths(root, settings)
+        tx = await asyncio.to_thread(Transaction.begin, root)
+        read_end, write_end = os.pipe()
+        reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
+        committing: asyncio.Future[Outcome] | None = None
+        try:
+            read_only = settings.read_only
+            spec = SandboxSpec(
+                workspace=root,
+                cwd=Path(ctx.root),
+                upper=None if read_only else tx.upper,
+                work=None if read_only else tx.work,
+                fstab=tx.path / "mounts.fstab",
+                hidden=hidden,
+                network=settings.network,
             )
-        )
-        try:
-            proc = await asyncio.shield(spawning)
-        except asyncio.CancelledError:
-            # The shell may already run while asyncio is still connecting its pipes: let the
-            # spawn finish, then stop the whole process group (its children included).
-            ctx.cancelled.set()
-            with contextlib.suppress(Exception):
-                await _stop(await spawning)
-            raise
-        out, err = _Capture(), _Capture()
-
-        async def pump(stream: asyncio.StreamReader | None, capture: _Capture, label: str) -> None:
-            if stream is None:
-                return
-            while chunk := await stream.read(65536):
-                capture.add(chunk)
-                ctx.progress(chunk.decode("utf-8", "replace"))
-
-        pumps = asyncio.gather(pump(proc.stdout, out, "stdout"), pump(proc.stderr, err, "stderr"))
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.shield(pumps), timeout_ms / 1000)
-            await proc.wait()
-        except TimeoutError:
-            timed_out = True
-            await _stop(proc)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pumps, 2)
-        except asyncio.CancelledError:
-            ctx.cancelled.set()
-            await _stop(proc)
-            pumps.cancel()
-            raise
+            try:
+                argv = wrap(spec, [*_shell(), command])
+                # PID 1 reads nothing: its stdin is the report pipe's write end.
+                ran = await _run_process(argv, root, timeout_ms, ctx, stdin=write_end)
+            finally:
+                os.close(write_end)
+            report = await reading
+            if not report.ready:
+                why = report.setup_failure or ran.err.text().strip() or "unknown reason"
+                return ToolResult(
+                    f"the command did not run: its sandbox could not be set up ({why})",
+                    is_error=True,
+                )
+            outcome = Outcome()
+            if not read_only:
+                committing = asyncio.ensure_future(
+                    asyncio.to_thread(self._commit, tx, workspace, hidden)
+                )
+                try:
+                    outcome = await asyncio.shield(committing)
+                except (CommitError, OSError) as e:
+                    # Planning stores blobs and the journal before anything is applied.
+                    failed = e if isinstance(e, CommitError) else CommitError(str(e))
+                    parts = [*_output(ran, timeout_ms), f"[error: {failed}]"]
+                    return ToolResult("\n".join(parts), is_error=True)
         finally:
-            if proc.returncode is None:
-                _kill_group(proc.pid, signal.SIGKILL)
-        elapsed_ms = int((time.monotonic() - started) * 1000)
+            if committing is not None and not committing.done():
+                # Cancelled while applying: the apply finishes (it is all or nothing) before the
+                # transaction is closed; the call is then recorded as interrupted.
+                with contextlib.suppress(Exception):
+                    await committing
+            await asyncio.to_thread(tx.close)
+        changes = tuple(
+            FileChange(a.path, a.before, a.after, a.outcome, a.proposed)
+            for a in sorted(outcome.applied, key=lambda a: a.path)
+            if a.recorded
+        )
+        workspace.note_changes(c for c in changes if c.outcome != "conflict")
+        parts = _output(ran, timeout_ms)
+        if changes:
+            parts.append(_listing(changes))
+        conflicts = [a for a in outcome.applied if a.outcome == "conflict"]
+        for a in conflicts:
+            parts.append(
+                f"[conflict: {a.path} was changed by someone else while the command ran, in a way "
+                "that cannot be merged with the command's change: their version stays on disk; "
+                f"the command's version is kept in the store as blob {a.proposed}. Read the file "
+                "and redo the change on top of it.]"
+            )
+        parts.extend(f"[note: {n}]" for n in outcome.notes)
+        if report.leftovers:
+            shown = "; ".join(report.leftovers[:10])
+            more = f" and {len(report.leftovers) - 10} more" if len(report.leftovers) > 10 else ""
+            parts.append(
+                f"[error: the command left processes running ({shown}{more}); they were killed. "
+                "bash is for commands that finish; a server or daemon cannot be kept running]"
+            )
+        if read_only:
+            parts.append("[read-only: this agent's commands run on a read-only file system]")
+        return ToolResult(
+            "\n".join(parts),
+            is_error=ran.timed_out or ran.returncode != 0 or bool(report.leftovers),
+            files_changed=changes,
+        )
+
+    @staticmethod
+    def _commit(tx: Transaction, workspace: Any, hidden: tuple[Path, ...]) -> Outcome:
+        plan = tx.plan(workspace.root, workspace.views, workspace.blobs, protected=hidden)
+        return tx.commit(plan, workspace.root, workspace.blobs)
+
+    # ------------------------------------------------------------------ the fallback
+
+    async def _run_with_index(self, command: str, timeout_ms: int, ctx: ToolContext) -> ToolResult:
+        index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
+        ran = await _run_process([*_shell(), command], Path(ctx.root), timeout_ms, ctx)
         changes: tuple[FileChange, ...] = ()
         if index is not None:
             found = await asyncio.to_thread(index.rescan)
             changes = tuple(FileChange(c.path, c.before, c.after) for c in found)
             ctx.workspace.note_changes(found)
-        parts = []
-        stdout, stderr = out.text(), err.text()
-        if stdout:
-            parts.append(stdout.rstrip("\n"))
-        if stderr:
-            parts.append("[stderr]\n" + stderr.rstrip("\n"))
-        if timed_out:
-            parts.append(f"[timed out after {timeout_ms} ms; the process group was killed]")
-        else:
-            parts.append(f"[exit code {proc.returncode}]")
+        parts = _output(ran, timeout_ms)
         if changes:
-            listing = ", ".join(f"{c.path} ({_kind(c)})" for c in changes[:20])
-            more = f" and {len(changes) - 20} more" if len(changes) > 20 else ""
-            parts.append(f"[files changed: {listing}{more}]")
-        del elapsed_ms
+            parts.append(_listing(changes))
         return ToolResult(
             "\n".join(parts),
-            is_error=timed_out or proc.returncode != 0,
+            is_error=ran.timed_out or ran.returncode != 0,
             files_changed=changes,
         )
 
 
+def _hidden_paths(root: Path, settings: SandboxSettings) -> tuple[Path, ...]:
+    """The store and the user's coder-es directories, created if missing (a path that does not
+    exist cannot be covered, and a command could create it)."""
+    paths = [root / ".coder-es", *settings.hidden, *protected_user_dirs()]
+    out: list[Path] = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if not path.exists():
+                path.mkdir(parents=True, mode=0o700)
+        real = Path(os.path.realpath(path))
+        if real not in out:
+            out.append(real)
+    return tuple(out)
+
+
+def _output(ran: _Ran, timeout_ms: int) -> list[str]:
+    parts = []
+    stdout, stderr = ran.out.text(), ran.err.text()
+    if stdout:
+        parts.append(stdout.rstrip("\n"))
+    if stderr:
+        parts.append("[stderr]\n" + stderr.rstrip("\n"))
+    if ran.timed_out:
+        parts.append(f"[timed out after {timeout_ms} ms; everything it started was killed]")
+    else:
+        parts.append(f"[exit code {ran.returncode}]")
+    return parts
+
+
+def _listing(changes: tuple[FileChange, ...]) -> str:
+    listing = ", ".join(f"{_shown(c.path)} ({_kind(c)})" for c in changes[:20])
+    more = f" and {len(changes) - 20} more" if len(changes) > 20 else ""
+    return f"[files changed: {listing}{more}]"
+
+
+def _shown(path: str) -> str:
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _kind(change: FileChange) -> str:
+    if change.outcome == "conflict":
+        return "conflict: not applied"
+    merged = ", merged with a concurrent edit" if change.outcome == "merged" else ""
     if change.before is None:
-        return "created"
+        return "created" + merged
     if change.after is None:
-        return "deleted"
-    return "modified"
+        return "deleted" + merged
+    return "modified" + merged

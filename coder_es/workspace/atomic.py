@@ -26,7 +26,7 @@ import errno
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from coder_es.workspace.errors import InvalidPathError
@@ -212,6 +212,36 @@ def _writer_gone(name: str) -> bool:
     except PermissionError:
         pass  # alive, another user's
     return False
+
+
+def move_into_place(path: Path, source: Path, *, expected: bytes | None) -> bool:
+    """Rename the file ``source`` (same file system) to ``path`` iff ``path`` holds ``expected``
+    (None: absent), without copying its content. False, with nothing moved, when it does not
+    (or the rename crosses file systems: the caller writes a copy instead).
+
+    The directory is not fsynced: a caller moving many files syncs each directory once
+    (``sync_dirs``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if expected is None:
+            os.link(source, path)  # fails if the name exists: nothing is overwritten
+            os.unlink(source)
+        else:
+            with _locked_if_holds(path, expected, False) as holds:
+                if not holds:
+                    return False
+                os.replace(source, path)
+    except (FileExistsError, OSError) as e:
+        if isinstance(e, FileExistsError) or e.errno in (errno.EXDEV, errno.EPERM):
+            return False
+        raise
+    return True
+
+
+def sync_dirs(paths: Iterable[Path]) -> None:
+    """Make renames in these directories durable (one fsync per directory)."""
+    for path in set(paths):
+        _fsync_dir(path)
 
 
 def _delete_if(path: Path, expected: bytes | None, locked: bool) -> bool:

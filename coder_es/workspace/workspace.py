@@ -32,7 +32,7 @@ from coder_es.workspace.merge import ConflictRegion, split_lines
 from coder_es.workspace.merge_write import ConflictPolicy, merge_onto_disk
 from coder_es.workspace.protected import check_writable
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
-from coder_es.workspace.stat_index import FileChange, StatIndex
+from coder_es.workspace.stat_index import StatIndex
 from coder_es.workspace.text import adopt_style, decode_text
 
 Outcome = Literal["direct", "merged", "conflict", "conflict_markers", "error"]
@@ -168,17 +168,18 @@ class Workspace:
                     views[event.path] = event.result
             elif isinstance(event, Session.ToolCallCompleted):
                 for change in event.files_changed:
-                    views[str(change["path"])] = change.get("after")
+                    if change.get("outcome") != "conflict":
+                        views[str(change["path"])] = change.get("after")
         return views
 
-    def note_changes(self, changes: Iterable[FileChange | Mapping[str, Any]]) -> None:
+    def note_changes(self, changes: Iterable[Any]) -> None:
         """Files changed by a shell command, as recorded in ``ToolCallCompleted.files_changed``:
         the agent's view of each becomes its new content. Call it after recording them."""
         for change in changes:
-            if isinstance(change, FileChange):
-                self._views[change.path] = change.after
-            else:
+            if isinstance(change, Mapping):
                 self._views[str(change["path"])] = change.get("after")
+            else:
+                self._views[change.path] = change.after
 
     # ------------------------------------------------------------------ paths and listing
 

@@ -145,3 +145,11 @@ def make_harness(
 
 ON_EVERY_BACKEND = pytest.mark.parametrize("h", BACKENDS, indirect=True)
 """Run a test taking the ``h`` fixture once per store backend instead of on SQLite only."""
+
+
+def plan_commands_are_read_only(root: Path) -> bool:
+    """Whether the plan agent's shell commands run on a read-only file system here (the
+    namespace sandbox works), so that even an allowed command cannot write."""
+    from coder_es.sandbox import SandboxSettings, availability
+
+    return availability(SandboxSettings(), root).active

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from coder_es.cli.main import main
+from coder_es.sandbox import SandboxSettings, availability
 from coder_es.userdirs import user_config_dir
 
 GRANT_ALL = """\
@@ -93,8 +94,10 @@ def test_a_cloned_config_grants_nothing_until_trusted(
     assert "not trusted" in shown and "ignored until trusted" in shown
     assert "now applies" in trust(ws, capsys)
     allowed, err = attempt()
-    assert allowed == [("bash", "allow", True), ("read", "allow", True)]
-    assert not (ws / "victim.txt").exists() and "not applied" not in err
+    # Allowed now; where the shell sandbox runs, the plan agent's commands still cannot write.
+    read_only = availability(SandboxSettings(), ws).active
+    assert allowed == [("bash", "allow", not read_only), ("read", "allow", True)]
+    assert (ws / "victim.txt").exists() == read_only and "not applied" not in err
 
     config.write_text(GRANT_ALL + '\n[permissions.rules.bash]\n"curl *" = "allow"\n')
     assert "changed since you trusted it" in trust(ws, capsys, "--show")

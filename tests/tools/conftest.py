@@ -8,21 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_helpers import RecordingSink, shell_settings
 
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.tools.base import ToolContext
 from coder_es.workspace.workspace import Workspace
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def observe_file(self, **kwargs: Any) -> None:
-        self.events.append(("observe_file", kwargs))
-
-    def apply_edit(self, **kwargs: Any) -> None:
-        self.events.append(("apply_edit", kwargs))
 
 
 def git_repo(path: Path, files: dict[str, str]) -> Path:
@@ -56,13 +46,21 @@ def repo(tmp_path: Path) -> Path:
     )
 
 
+@pytest.fixture(params=["sandbox", "fallback"])
+def shell_mode(request: pytest.FixtureRequest) -> str:
+    """Both ways shell commands run: in the namespace sandbox, and the stat-index fallback."""
+    return str(request.param)
+
+
 @pytest.fixture
-def make_ctx(repo: Path) -> Callable[..., ToolContext]:
+def make_ctx(repo: Path, shell_mode: str) -> Callable[..., ToolContext]:
     sink = RecordingSink()
     ws = Workspace(repo, MemoryBlobStore(), sink)
     cache: dict[str, Any] = {}
+    settings = shell_settings(shell_mode, ws.root)
 
     def make(tool_use_id: str = "t1", **kwargs: Any) -> ToolContext:
+        kwargs.setdefault("sandbox", settings)
         return ToolContext(
             root=ws.root, tool_use_id=tool_use_id, sink=sink, workspace=ws, cache=cache, **kwargs
         )

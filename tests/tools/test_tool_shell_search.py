@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from processes import gone
+
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, default_registry
 
@@ -18,19 +20,6 @@ Make = Callable[..., ToolContext]
 def run(tool_name: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     executor = LocalExecutor(default_registry())
     return asyncio.run(executor.execute(ToolCall(ctx.tool_use_id, tool_name, args), ctx))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_bash_captures_both_streams_and_the_exit_code(make_ctx: Make) -> None:
@@ -57,24 +46,27 @@ def test_bash_reports_the_files_a_command_changed(make_ctx: Make, repo: Path) ->
     assert again.files_changed == ()
 
 
-def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, repo: Path) -> None:
+def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, tmp_path: Path) -> None:
     started = time.monotonic()
-    res = run(
-        "bash", {"command": "sleep 30 & echo $! > child.pid; wait", "timeout_ms": 300}, make_ctx()
-    )
+    marker = f"sleep 30.{os.getpid()}1"
+    res = run("bash", {"command": f"{marker} & wait", "timeout_ms": 300}, make_ctx())
     assert time.monotonic() - started < 10
     assert res.is_error and "timed out after 300 ms" in res.output
-    assert not alive(int((repo / "child.pid").read_text()))
+    assert gone(marker)
 
 
-def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> None:
+def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path) -> None:
     ctx = make_ctx()
     executor = LocalExecutor(default_registry())
+    marker = f"sleep 30.{os.getpid()}2"
+    flag = tmp_path / "started"
 
     async def scenario() -> None:
-        call = ToolCall("t1", "bash", {"command": "sleep 30 & echo $! > child.pid; wait"})
-        task = asyncio.create_task(executor.execute(call, ctx))
-        while not (repo / "child.pid").exists():
+        command = f"{marker} & touch {flag}; wait"
+        task = asyncio.create_task(
+            executor.execute(ToolCall("t1", "bash", {"command": command}), ctx)
+        )
+        while not flag.exists():
             await asyncio.sleep(0.02)
         task.cancel()
         try:
@@ -86,7 +78,7 @@ def test_cancelling_bash_kills_its_process_group(make_ctx: Make, repo: Path) -> 
 
     asyncio.run(scenario())
     assert ctx.cancelled.is_set()
-    assert not alive(int((repo / "child.pid").read_text()))
+    assert gone(marker)
 
 
 def test_grep_respects_gitignore_and_options(make_ctx: Make) -> None:

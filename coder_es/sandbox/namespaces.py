@@ -1,0 +1,216 @@
+"""Running one shell command in its own user, mount and PID namespaces (Linux).
+
+The util-linux ``unshare`` binary creates the namespaces; a small POSIX ``sh`` script (``INIT``)
+runs as PID 1 in the new PID namespace and sets the mounts up before starting the command:
+
+- a fresh ``/proc`` (mounted by ``unshare --mount-proc``: the command sees only its own
+  processes, and no ``/proc/<pid>/cwd`` of a process outside leads to the real workspace);
+- write mode: an overlay mounted over the workspace path itself (lower = the workspace, upper =
+  a directory of this transaction), so the command sees the usual paths and every write it makes
+  lands in the upper directory;
+- read-only mode: every mount remounted read-only (the workspace included), with a private
+  ``/tmp`` and ``/dev/shm``: a write fails in the kernel whatever the command line looks like;
+- the store directory and the user's protected directories covered by an empty read-only tmpfs
+  in every mode;
+- optionally a new network namespace (only loopback, brought up).
+
+The command itself then runs in a *nested* user and mount namespace: mounts inherited from a
+namespace owned by another user namespace are locked by the kernel, so the command (root in its
+own namespace) can neither unmount the tmpfs that hides the store nor remount anything
+read-write.
+
+When the command's shell exits, PID 1 lists the processes still running (background jobs,
+daemons), writes them to the report pipe, kills them and exits; the kernel kills whatever is left
+when PID 1 dies. ``--kill-child`` (unshare) and ``setpriv --pdeathsig`` (coder-es' own child)
+make the namespace die with coder-es, even on ``kill -9``.
+
+The report is a pipe (its write end is PID 1's stdin, moved to fd 3 and closed for the command,
+whose stdin is ``/dev/null``; a file would keep the file system busy for a read-only remount)
+with one line per fact:
+``setup <step>`` (the sandbox could not be set up: exit status ``SETUP_FAILED``) and
+``ready`` (the command is about to start: without it, the command never ran) and
+``left <pid> <command line>`` (a process the command left running).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SETUP_FAILED = 125
+
+# PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
+# Arguments: workspace, cwd, ro (0|1), net (0|1: 0 = a new network namespace), the fstab of the
+# mounts to make (the overlay and the hidden paths; util-linux mounts them all in one process),
+# "--", and the command's argv.
+INIT = r"""
+set -u
+ws=$1 cwd=$2 ro=$3 net=$4 mounts=$5
+shift 6
+exec 3>&0 0</dev/null
+fail() { echo "setup $1" >&3; exit 125; }
+if [ "$ro" = 1 ]; then
+  for m in $(awk '{print $5}' /proc/self/mountinfo); do
+    m=$(printf '%b' "$m")
+    case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
+    mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
+  done
+  mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
+  keep=/dev/shm/.coder-es-workspace
+  case "$ws/" in /tmp/*)
+    # The private /tmp would hide a workspace under /tmp: carry it over, read-only.
+    mkdir "$keep" && mount -n --bind "$ws" "$keep" && mount -n -o remount,bind,ro "$keep" \
+      || fail "keep $ws" ;;
+  esac
+  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
+  case "$ws/" in /tmp/*)
+    mkdir -p "$ws" && mount -n --move "$keep" "$ws" && rmdir "$keep" || fail "keep $ws" ;;
+  esac
+fi
+mount -n -a -T "$mounts" || fail mounts
+if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
+cd "$cwd" || fail cwd
+echo ready >&3
+unshare --user --map-root-user --mount -- "$@" 3>&- &
+wait $!
+status=$?
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = 1 ] && continue
+  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+  [ -n "$c" ] && echo "left $p $c" >&3
+done
+kill -9 -1 2>/dev/null
+exit $status
+"""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Where and how one command runs."""
+
+    workspace: Path
+    cwd: Path
+    upper: Path | None  # None: read-only mode (no overlay)
+    work: Path | None
+    fstab: Path  # where to write the mounts (a file of the transaction)
+    hidden: tuple[Path, ...] = ()
+    network: bool = True
+
+    @property
+    def read_only(self) -> bool:
+        return self.upper is None
+
+
+@dataclass(frozen=True)
+class Report:
+    """What PID 1 reported: a failed setup step, and the processes the command left running."""
+
+    ready: bool
+    setup_failure: str | None
+    leftovers: tuple[str, ...]
+
+
+def tools_missing() -> str | None:
+    """Why the namespace sandbox cannot run here (a missing program), or None."""
+    for program in ("unshare", "setpriv", "mount", "awk", "tr"):
+        if shutil.which(program) is None:
+            return f"the {program} program is not installed"
+    return None
+
+
+def unsupported(path: Path) -> str | None:
+    """Why the overlay cannot be mounted at ``path`` (overlayfs options split on , and :)."""
+    if "," in str(path) or ":" in str(path):
+        return f"the path {path} holds a ',' or ':', which overlayfs options cannot carry"
+    return None
+
+
+def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
+    """The argv that runs ``argv`` inside the sandbox described by ``spec`` (writes its fstab)."""
+    outer = [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+    ]
+    if not spec.network:
+        outer.append("--net")
+    spec.fstab.write_text("".join(_fstab_lines(spec)), encoding="utf-8", errors="surrogateescape")
+    return [
+        *outer,
+        "--",
+        "/bin/sh",
+        "-c",
+        INIT,
+        "coder-es-sandbox",
+        str(spec.workspace),
+        str(spec.cwd),
+        "1" if spec.read_only else "0",
+        "1" if spec.network else "0",
+        str(spec.fstab),
+        "--",
+        *argv,
+    ]
+
+
+def _fstab_lines(spec: SandboxSpec) -> list[str]:
+    lines = []
+    if spec.upper is not None and spec.work is not None:
+        # volatile: the upper layer is never synced (copy-ups would fsync every file); after a
+        # crash an unfinished transaction is dropped anyway.
+        layers = f"lowerdir={spec.workspace},upperdir={spec.upper},workdir={spec.work}"
+        options = f"{layers},userxattr,volatile"
+        lines.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+    for path in spec.hidden:
+        if _contains(path, spec.workspace):
+            continue  # hiding a directory that holds the workspace would hide the workspace
+        if path.is_dir():
+            lines.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
+        elif path.exists():
+            lines.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
+    return lines
+
+
+def _escape(value: object) -> str:
+    text = str(value)
+    for raw, escaped in (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def read_report(fd: int) -> Report:
+    """Read the report pipe to its end (PID 1 exits) and close it."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    ready = False
+    setup = None
+    left: list[str] = []
+    for line in raw.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "ready":
+            ready = True
+        elif kind == "setup":
+            setup = rest
+        elif kind == "left":
+            left.append(rest.strip())
+    return Report(ready, setup, tuple(left))
+
+
+def _contains(outer: Path, inner: Path) -> bool:
+    return outer == inner or outer in inner.parents
