@@ -5,23 +5,22 @@ Every command is recorded in the session: the head moves with ``HeadMoved`` (rea
 (per path: outcome and the hashes involved). Nothing is deleted, so every move can be undone by
 moving back.
 
-File restoration is the workspace's merge-and-write step per path
-(``coder_es.workspace.merge_write.merge_onto_disk``, without the agent's ``EditApplied`` events):
-base = what the session last knew the disk held, theirs = the disk now, ours = the target node's
-content. A file the user has not touched since the session last saw it is simply replaced; a
-user's edit that does not overlap the change survives; an overlapping one leaves the file exactly
-as the user has it and is reported as a conflict (``MoveResult.conflicts``). A conflicted file
-stays the user's: later restorations merge it from the base that conflict used (so the user's
-resolution is merged, not taken for the session's content), and no node's state is redefined by
-a move (``projections.files``). Only the paths that
-differ between where the workspace is and the target are looked at, so the cost grows with what
-changed, not with the size of the workspace or of the history.
+File restoration is ``coder_es.workspace.restore.restore_files``: per path the workspace's
+three-way merge (without the agent's ``EditApplied`` events), base = what the session last knew
+the disk held, theirs = the disk now, ours = the target node's content, run in batches so that
+thousands of files cost about what ``git checkout`` costs. A file the user has not touched since
+the session last saw it is simply replaced; a user's edit that does not overlap the change
+survives; an overlapping one leaves the file exactly as the user has it and is reported as a
+conflict (``MoveResult.conflicts``). A conflicted file stays the user's: later restorations merge
+it from the base that conflict used (so the user's resolution is merged, not taken for the
+session's content), and no node's state is redefined by a move (``projections.files``). Only the
+paths that differ between where the workspace is and the target are looked at, so the cost grows
+with what changed, not with the size of the workspace or of the history.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,25 +31,19 @@ from eventsourcing.persistence import IntegrityError
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
-from coder_es.errors import BlobNotFoundError, CoderESError, UsageError
+from coder_es.errors import CoderESError, UsageError
 from coder_es.records import summarize
-from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import clean_scratch, read_current, scratch_dir
-from coder_es.workspace.errors import WriteConflictError
+from coder_es.workspace.atomic import clean_scratch, scratch_dir
+from coder_es.workspace.restore import (
+    UNCHANGED,
+    FileRestoration,
+    Progress,
+    restore_files,
+)
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
 from projections.files import FileDiff, FileStates, track_files
 from projections.tree import ConversationTree, events_at, track_tree
-
-# What a restoration did to one path.
-UNCHANGED = "unchanged"  # the disk already held the target content
-RESTORED = "restored"  # the disk held what the session knew: replaced by the target
-MERGED = "merged"  # the user's edit and the target merged cleanly
-CONFLICT = "conflict"  # the user's edit overlaps: the file is left as the user has it
-ERROR = "error"  # the file could not be read or written: left as it is
-
-Progress = Callable[[int, int], None]
-"""Called with (files restored so far, files to restore)."""
 
 
 class RestoreError(CoderESError):
@@ -59,34 +52,6 @@ class RestoreError(CoderESError):
 
 class ConcurrentChangeError(CoderESError):
     """Another writer appended to the session while a command ran; the command recorded nothing."""
-
-
-@dataclass(frozen=True)
-class FileRestoration:
-    path: str
-    outcome: str
-    base: str | None
-    disk: str | None
-    target: str | None
-    result: str | None
-    detail: str = ""
-
-    @property
-    def problem(self) -> bool:
-        return self.outcome in (CONFLICT, ERROR)
-
-    def to_json(self) -> dict[str, Any]:
-        record = {
-            "path": self.path,
-            "outcome": self.outcome,
-            "base": self.base,
-            "disk": self.disk,
-            "target": self.target,
-            "result": self.result,
-        }
-        if self.detail:
-            record["detail"] = self.detail
-        return record
 
 
 @dataclass(frozen=True)
@@ -437,59 +402,6 @@ class Branching:
         clean_scratch(sandbox.root)
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
-        out = []
-        for path, base, want in plan:
-            out.append(self.restore_file(sandbox, path, base, want, blobs))
-            if progress is not None:
-                progress(len(out), len(plan))
-        return out
-
-    def restore_file(
-        self,
-        sandbox: Sandbox,
-        path: str,
-        base: str | None,
-        target: str | None,
-        blobs: BlobStore,
-    ) -> FileRestoration:
-        """Bring one file to ``target`` through the three-way merge (see the module docstring)."""
-        # Imported here: `tree` and `diff` use this module without ever merging (start-up time).
-        from coder_es.workspace.merge_write import digest, merge_onto_disk
-
-        try:
-            # Paths were recorded by the session: an outside one was allowed when it was written.
-            where = sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs
-            want = None if target is None else blobs.get(target)
-            try:
-                step = merge_onto_disk(
-                    where,
-                    base,
-                    want,
-                    blobs,
-                    name=path,
-                    policy="refuse",
-                    ours_label="session",
-                    theirs_label="disk",
-                    scratch=scratch_dir(sandbox.root),
-                )
-            except (WriteConflictError, BlobNotFoundError) as e:
-                now = digest(read_current(where))
-                why = (
-                    "the file kept changing during the restoration"
-                    if isinstance(e, WriteConflictError)
-                    else "the session's copy of this file is not in the store: cannot merge"
-                )
-                return FileRestoration(path, CONFLICT, base, now, target, now, why)
-            disk_hash = digest(step.disk)
-            kind = step.merge.kind
-            if kind == "theirs":
-                return FileRestoration(path, UNCHANGED, base, disk_hash, target, disk_hash)
-            if kind == "conflict":
-                why = f"overlapping edit ({step.merge.reason or 'text'})"
-                return FileRestoration(path, CONFLICT, base, disk_hash, target, disk_hash, why)
-            written = step.written
-            result = None if written is None else blobs.put(written, like=target)
-            outcome = RESTORED if kind == "ours" else MERGED
-            return FileRestoration(path, outcome, base, disk_hash, target, result)
-        except (OSError, CoderESError) as e:
-            return FileRestoration(path, ERROR, base, None, target, None, str(e))
+        return restore_files(
+            sandbox, plan, blobs, progress=progress, scratch=scratch_dir(sandbox.root)
+        )

@@ -243,9 +243,11 @@ class FileStates:
     def _move_head(self, new: int) -> None:
         self._flush_pending()
         old = self.head
-        for path in self._changed_between(old, new):
-            old_value = self._local_value(old, path)
-            new_value = self._local_value(new, path)
+        changed = self._changed_between(old, new)
+        old_values, new_values = self._local_values(old, changed), self._local_values(new, changed)
+        for path in changed:
+            old_value = old_values.get(path, MISSING)
+            new_value = new_values.get(path, MISSING)
             if path not in self.known and old_value is not MISSING:
                 self.known[path] = old_value
             if path in self.known and new_value is not MISSING and self.known[path] != new_value:
@@ -302,6 +304,36 @@ class FileStates:
             if node == 0:
                 return MISSING
             node = self.parent[node]
+
+    def _local_values(self, node: int, paths: Iterable[str]) -> dict[str, Hash]:
+        """``_local_value`` of many paths in one walk up the tree (paths never touched on
+        root->node are left out): the cost follows the depth plus the paths, not their product."""
+        remaining = set(paths)
+        found: dict[str, Hash] = {}
+        while remaining:
+            changes = self.entries.get(node)
+            if changes:
+                hits = (
+                    [p for p in changes if p in remaining]
+                    if len(changes) < len(remaining)
+                    else [p for p in remaining if p in changes]
+                )
+                for path in hits:
+                    found[path] = changes[path]
+                remaining.difference_update(hits)
+            if node == 0:
+                break
+            node = self.parent[node]
+        return found
+
+    def _values(self, node: int, paths: Iterable[str]) -> dict[str, Any]:
+        """``_value`` of each of ``paths`` (MISSING: never touched), in one walk."""
+        paths = list(paths)
+        found: dict[str, Any] = self._local_values(node, paths)
+        for path in paths:
+            if path not in found:
+                found[path] = MISSING if self.inherit is None else self.inherit.value(path)
+        return found
 
     def _value(self, node: int, path: str) -> Any:
         value = self._local_value(node, path)
@@ -367,9 +399,11 @@ class FileStates:
     def diff(self, a: NodeId | None, b: NodeId | None) -> list[FileDiff]:
         """Paths whose content differs between two nodes; cost grows with the nodes between."""
         x, y = self._require(a), self._require(b)
+        changed = sorted(self._changed_between(x, y))
+        values_a, values_b = self._values(x, changed), self._values(y, changed)
         out = []
-        for path in sorted(self._changed_between(x, y)):
-            va, vb = self._value(x, path), self._value(y, path)
+        for path in changed:
+            va, vb = values_a[path], values_b[path]
             if va != vb and va is not MISSING and vb is not MISSING:
                 out.append(FileDiff(path, va, vb))
         return out
@@ -388,8 +422,9 @@ class FileStates:
         candidates.update(dict.fromkeys(sorted(self.bases)))
         candidates.update(dict.fromkeys(self.pending))
         plan = []
+        wants = self._values(num, candidates)
         for path in candidates:
-            want = self._value(num, path)
+            want = wants[path]
             if want is MISSING:
                 continue  # never touched on the way to the target: leave it as it is
             disk = self.known[path] if path in self.known else self.current(path)

@@ -27,12 +27,12 @@ import hashlib
 import struct
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from difflib import SequenceMatcher
 from typing import Protocol
 from uuid import UUID
 
-from coder_es.errors import BlobNotFoundError, StoreError
+from coder_es.errors import BlobNotFoundError, CoderESError, StoreError
 
 FULL = b"Z"
 DELTA = b"D"
@@ -84,6 +84,21 @@ class BlobStore(ABC):
     def _digests(self) -> Iterator[str]:
         """Every stored key (for verification and export)."""
 
+    def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:
+        """The stored records of those ``digests`` that exist. Backends override this with one
+        transaction or query for all of them."""
+        found = {}
+        for digest in digests:
+            record = self._read(digest)
+            if record is not None:
+                found[digest] = record
+        return found
+
+    def _write_many(self, records: Mapping[str, bytes]) -> None:
+        """``_write_if_absent`` for each; backends override this with one transaction."""
+        for digest, record in records.items():
+            self._write_if_absent(digest, record)
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release backend resources."""
 
@@ -125,6 +140,52 @@ class BlobStore(ABC):
             msg = f"blob {digest} is corrupt: its content no longer matches its hash"
             raise StoreError(msg)
         return data
+
+    def get_many(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The content of each of ``digests`` that is stored and readable, read in a few
+        batches (one per level of delta chains) rather than one read per blob. One that cannot
+        be read (missing, corrupt, sealed and forgotten) is left out: ``get`` says why."""
+        wanted = set(digests)
+        records = self._read_many(wanted)
+        asked = set(wanted)
+        while True:
+            bases = {r[2:34].hex() for r in records.values() if r[:1] == DELTA} - asked
+            if not bases:
+                break
+            asked |= bases
+            records.update(self._read_many(bases))
+        decoded: dict[str, bytes] = {}
+        out = {}
+        for digest in wanted & records.keys():
+            try:
+                data = self._decode(digest, records[digest], records, decoded)
+            except CoderESError:
+                continue
+            if digest_of(data) == digest:
+                out[digest] = data
+        return out
+
+    def put_many(self, items: Iterable[tuple[bytes, str | None]]) -> list[str]:
+        """``put(data, like=like)`` for each item, in one write; returns the digests in order.
+        Content to seal goes through ``put`` one at a time (it is rare)."""
+        items = list(items)
+        digests = [digest_of(data) for data, _like in items]
+        present = self._read_many(set(digests))
+        records: dict[str, bytes] = {}
+        for digest, (data, like) in zip(digests, items, strict=True):
+            existing = present.get(digest)
+            if digest in records or (existing is not None and existing[:1] != SEALED):
+                continue
+            if existing is not None or (self.sealing is not None and self.sealing.has_secret(data)):
+                self.put(data, like=like)
+                continue
+            record = None
+            if like is not None and like != digest and len(data) >= self.min_delta_size:
+                record = self._delta_record(data, like)
+            records[digest] = record if record is not None else FULL + zlib.compress(data, 6)
+        if records:
+            self._write_many(records)
+        return digests
 
     def has(self, digest: str) -> bool:
         return self._read(digest) is not None
@@ -200,26 +261,44 @@ class BlobStore(ABC):
             return None
         return DELTA + bytes([depth]) + bytes.fromhex(like) + ops
 
-    def _decode(self, digest: str, record: bytes) -> bytes:
+    def _decode(
+        self,
+        digest: str,
+        record: bytes,
+        records: Mapping[str, bytes] | None = None,
+        decoded: dict[str, bytes] | None = None,
+    ) -> bytes:
+        """The content of ``record``; delta bases come from ``records`` when given (a batch
+        read), and decoded contents are remembered in ``decoded`` (shared bases decode once)."""
+        if decoded is not None and digest in decoded:
+            return decoded[digest]
         kind = record[:1]
+        data: bytes | None = None
         try:
             if kind == FULL:
-                return zlib.decompress(record[1:])
-            if kind == DELTA:
+                data = zlib.decompress(record[1:])
+            elif kind == DELTA:
                 base_digest = record[2:34].hex()
-                base = self._decode(base_digest, self._record(base_digest))
-                return _apply_delta(base, zlib.decompress(record[34:]))
-            if kind == SEALED:
+                base_record = records.get(base_digest) if records is not None else None
+                if base_record is None:
+                    base_record = self._record(base_digest)
+                base = self._decode(base_digest, base_record, records, decoded)
+                data = _apply_delta(base, zlib.decompress(record[34:]))
+            elif kind == SEALED:
                 if self.sealing is None:
                     msg = f"blob {digest} is sealed and this store has no sealing key"
                     raise StoreError(msg)
                 scopes = list(dict.fromkeys([self.scope, UUID(bytes=record[1:17])]))
-                return self.sealing.open_blob(scopes, digest)
+                data = self.sealing.open_blob(scopes, digest)
         except (zlib.error, struct.error, IndexError) as e:
             msg = f"blob {digest} is corrupt: {e}"
             raise StoreError(msg) from e
-        msg = f"blob {digest} has an unknown record kind {kind!r}"
-        raise StoreError(msg)
+        if data is None:
+            msg = f"blob {digest} has an unknown record kind {kind!r}"
+            raise StoreError(msg)
+        if decoded is not None:
+            decoded[digest] = data
+        return data
 
 
 def _encode_delta(base: bytes, data: bytes) -> bytes:
@@ -289,6 +368,12 @@ class ScopedBlobStore(BlobStore):
 
     def _write_if_absent(self, digest: str, record: bytes) -> None:
         self.inner._write_if_absent(digest, record)
+
+    def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:
+        return self.inner._read_many(digests)
+
+    def _write_many(self, records: Mapping[str, bytes]) -> None:
+        self.inner._write_many(records)
 
     def _digests(self) -> Iterator[str]:
         return self.inner._digests()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 from operator import lt as _lt
@@ -561,6 +561,28 @@ class LMDBBlobStore(BlobStore):
             lambda txn: txn.put(key, record, overwrite=False, db=db),
             durable=self.settings.durable,
         )
+
+    def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:
+        keys = {d: k for d in digests if (k := _digest_key(d)) is not None}
+        with self.store.read() as txn:
+            found = {d: txn.get(k, db=self._db) for d, k in keys.items()}
+        return {d: bytes(r) for d, r in found.items() if r is not None}
+
+    def _write_many(self, records: Mapping[str, bytes]) -> None:
+        items = []
+        for digest, record in records.items():
+            key = _digest_key(digest)
+            if key is None:
+                msg = f"blob key {digest!r} is not a sha256 hex digest"
+                raise LMDBStoreError(msg)
+            items.append((key, record))
+        db = self._db
+
+        def put_all(txn: Any) -> None:
+            for key, record in items:
+                txn.put(key, record, overwrite=False, db=db)
+
+        self.store.write(put_all, durable=self.settings.durable)
 
     def _digests(self) -> Any:
         with self.store.read() as txn:

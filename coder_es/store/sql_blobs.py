@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from coder_es.store.blobs import BlobStore
 from coder_es.store.sql_tables import open_postgres_table, open_sqlite_table
+
+# Digests per ``IN (...)`` query: below SQLite's default limit of bound parameters.
+BATCH = 500
 
 
 class SQLiteBlobStore(BlobStore):
@@ -33,6 +36,27 @@ class SQLiteBlobStore(BlobStore):
             self._conn.execute(
                 "INSERT OR IGNORE INTO coder_es_blobs (digest, record) VALUES (?, ?)",
                 (digest, record),
+            )
+            self._conn.commit()
+
+    def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:
+        keys = list(digests)
+        found: dict[str, bytes] = {}
+        with self._lock:
+            for start in range(0, len(keys), BATCH):
+                chunk = keys[start : start + BATCH]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT digest, record FROM coder_es_blobs WHERE digest IN ({marks})", chunk
+                ).fetchall()
+                found.update((d, bytes(r)) for d, r in rows)
+        return found
+
+    def _write_many(self, records: Mapping[str, bytes]) -> None:
+        with self._lock:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO coder_es_blobs (digest, record) VALUES (?, ?)",
+                records.items(),
             )
             self._conn.commit()
 
@@ -70,6 +94,22 @@ class PostgresBlobStore(BlobStore):
                 f"INSERT INTO {self._table} (digest, record) VALUES (%s, %s) "
                 "ON CONFLICT (digest) DO NOTHING",
                 (digest, record),
+            )
+
+    def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT digest, record FROM {self._table} WHERE digest = ANY(%s)",
+                (list(digests),),
+            ).fetchall()
+        return {d: bytes(r) for d, r in rows}
+
+    def _write_many(self, records: Mapping[str, bytes]) -> None:
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self._table} (digest, record) VALUES (%s, %s) "
+                "ON CONFLICT (digest) DO NOTHING",
+                list(records.items()),
             )
 
     def _digests(self) -> Iterator[str]:

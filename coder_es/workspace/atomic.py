@@ -9,6 +9,10 @@ and the rename. When the check fails nothing is written and the caller merges ag
 that keeps losing that race takes the lock *before* reading (``file_lock``) so that it makes
 progress even against a writer that changes the file continuously.
 
+``compare_and_swap`` is the three steps for one file, each flushed; a caller writing many files
+(a restoration) runs them itself: ``stage`` every file, one ``sync_filesystem``, ``install`` each
+(the same check and rename), one more ``sync_filesystem`` for the directory entries.
+
 Where temporary files live. A process killed between creating its temporary file and the rename
 (kill -9, a power cut) leaves the file behind, so they never go into the user's tree when that
 can be helped: they go to the workspace's scratch directory ``.coder-es/tmp/`` (``scratch_dir``),
@@ -22,12 +26,15 @@ journal first, so the next ``clean_scratch`` removes it too.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import secrets
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from coder_es.workspace.errors import InvalidPathError
 
@@ -37,6 +44,22 @@ except ImportError:  # pragma: no cover - not POSIX: the check and rename are me
     fcntl = None  # type: ignore[assignment]
 
 LOCK_TIMEOUT_S = 5.0
+
+
+def _find_syncfs() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int]
+    call.restype = ctypes.c_int
+    return call
+
+
+_syncfs = _find_syncfs()
 
 
 def read_current(path: Path) -> bytes | None:
@@ -89,9 +112,23 @@ def compare_and_swap(
     ``scratch``: the workspace's scratch directory for the temporary file (``scratch_dir``).
     """
     if data is None:
-        return _delete_if(path, expected, locked)
-    parent = path.parent
-    parent.mkdir(parents=True, exist_ok=True)
+        done = remove_if(path, expected, locked=locked)
+    else:
+        tmp = stage(path, data, sync=True, scratch=scratch)
+        done = install(path, tmp, expected=expected, locked=locked)
+    if done:
+        fsync_dir(path.parent)
+    return done
+
+
+def stage(path: Path, data: bytes, *, sync: bool, scratch: Path | None = None) -> Path:
+    """Write ``data`` to a new temporary file for ``path`` (``scratch``: see ``compare_and_swap``)
+    with the current file's mode, and return it; ``install`` puts it in place.
+
+    ``sync``: flush it to disk now (a caller staging many files flushes them all at once with
+    ``sync_filesystem`` instead).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(path, scratch)
     mode: int | None = None
     with contextlib.suppress(FileNotFoundError):
@@ -99,32 +136,54 @@ def compare_and_swap(
     # 0o666 lets the umask decide a new file's mode, as an editor creating it would.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        try:
-            if mode is not None:
-                os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+        if mode is not None:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
             os.fsync(fd)
-        finally:
-            os.close(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def install(path: Path, tmp: Path, *, expected: bytes | None, locked: bool = False) -> bool:
+    """Move the staged ``tmp`` to ``path`` iff ``path`` holds ``expected`` (None: absent).
+
+    ``tmp`` is gone afterwards either way. The directory entry is not flushed (``fsync_dir``).
+    """
+    try:
         if expected is None:
             try:
                 # link() fails if the name exists: creating a file cannot overwrite another one.
                 os.link(tmp, path)
             except FileExistsError:
                 return False
-            _fsync_dir(parent)
             return True
         with _locked_if_holds(path, expected, locked) as holds:
             if not holds:
                 return False
             os.replace(tmp, path)
-        _fsync_dir(parent)
         return True
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def remove_if(path: Path, expected: bytes | None, *, locked: bool = False) -> bool:
+    """Delete ``path`` iff it holds ``expected`` (None: absent, and nothing to do)."""
+    if expected is None:
+        return not os.path.lexists(path)
+    with _locked_if_holds(path, expected, locked) as holds:
+        if not holds:
+            return False
+        os.unlink(path)
+    return True
 
 
 SCRATCH_PARTS = (".coder-es", "tmp")
@@ -241,18 +300,7 @@ def move_into_place(path: Path, source: Path, *, expected: bytes | None) -> bool
 def sync_dirs(paths: Iterable[Path]) -> None:
     """Make renames in these directories durable (one fsync per directory)."""
     for path in set(paths):
-        _fsync_dir(path)
-
-
-def _delete_if(path: Path, expected: bytes | None, locked: bool) -> bool:
-    if expected is None:
-        return not os.path.lexists(path)
-    with _locked_if_holds(path, expected, locked) as holds:
-        if not holds:
-            return False
-        os.unlink(path)
-    _fsync_dir(path.parent)
-    return True
+        fsync_dir(path)
 
 
 @contextlib.contextmanager
@@ -301,7 +349,23 @@ def _read_fd(fd: int) -> bytes:
         offset += len(chunk)
 
 
-def _fsync_dir(path: Path) -> None:
+def sync_filesystem(path: Path) -> bool:
+    """Flush every pending write of the file system holding ``path`` (Linux ``syncfs``): one
+    flush for a whole batch of staged files instead of one per file. False where the call does
+    not exist (the caller then flushes file by file)."""
+    if _syncfs is None:
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs failed: {os.strerror(err)}", str(path))
+    finally:
+        os.close(fd)
+    return True
+
+
+def fsync_dir(path: Path) -> None:
     # The rename is only durable once the directory entry is; not every platform allows it.
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
