@@ -44,7 +44,9 @@ from coder_es.agent.decider import ABANDONED, rules_from_records
 from coder_es.agent.runner import LoopConfig
 from coder_es.application import CoderApp
 from coder_es.branching import Branching
+from coder_es.config.values import McpServerConfig
 from coder_es.domain.session import Session
+from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.records import event_fields, event_kind
 from coder_es.sealing import resolve_env_markers
@@ -92,6 +94,9 @@ class ReplayOptions:
     repositories: tuple[Path, ...] = ()
     """Live mode, for a session recorded in a git repository: where to look for its commit
     before the recorded repository (``coder_es.workspace.git_state``)."""
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+    """Live mode: the MCP servers to call (verify mode serves the recorded tools and results
+    and needs none); tools or results that differ from the recording are divergences."""
 
 
 class ReplayApp(CoderApp):
@@ -574,7 +579,15 @@ class ReplayEngine:
             executor=self,
             clock=_NoWaitClock(),
             config=self.options.config,
+            mcp_factory=self._mcp_source,
         )
+
+    def _mcp_source(self, _servers: object) -> McpSource:
+        if self.mode == "live":
+            from coder_es.mcp.manager import McpManager
+
+            return McpManager(self.options.mcp_servers)
+        return _RecordedMcp(self)
 
     async def _open(self) -> SessionHandle:
         if self.handle is None:
@@ -717,6 +730,29 @@ class ReplayEngine:
                 branching.rewind(self.sid, target, conversation=False, files=True)
             else:
                 branching.fork(self.sid, target, new_session=True)
+
+
+class _RecordedMcp:
+    """Verify mode's MCP servers: the tools the recording listed, where it listed them (the
+    results come from the recording through ``ReplayEngine.execute``)."""
+
+    def __init__(self, engine: ReplayEngine) -> None:
+        self.engine = engine
+
+    async def catalog(self, *, turn_start: bool = False) -> list[dict[str, Any]] | None:
+        recorded = self.engine.recorded
+        pos = len(self.engine.current())
+        if pos < len(recorded) and recorded[pos].kind == "McpToolsListed":
+            return [dict(s) for s in recorded[pos].fields["servers"]]
+        return None
+
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        return ToolResult(f"MCP server {server!r} is not called in a verify replay", True)
+
+    async def aclose(self) -> None:
+        return None
 
 
 class _NoWaitClock:

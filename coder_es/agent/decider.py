@@ -59,6 +59,17 @@ class DecisionContext:
     policy: Policy
     max_steps: int = 50
 
+    def offers(self, name: str) -> bool:
+        """Whether the model is offered this tool: the preset's and user rules' tools, and MCP
+        tools the preset or a rule lets through (``Policy.offers_mcp``)."""
+        if name in self.policy.tools:
+            return True
+        effect = getattr(self.tools.get(name), "effect", None)
+        return isinstance(effect, str) and self.policy.offers_mcp(name, effect)
+
+    def offered(self) -> tuple[str, ...]:
+        return tuple(n for n in self.tools.names() if self.offers(n))
+
     def with_permissions(self, rules: Iterable[dict[str, Any]], default: str) -> DecisionContext:
         """The same context under other user rules (a ``PermissionsChanged``); the agent preset
         stays, since it is chosen when the session is opened, not by the rules."""
@@ -138,8 +149,8 @@ def _call(c: CallState) -> ToolCall:
 def check_call(call: ToolCall, ctx: DecisionContext, root: Path) -> tuple[Any, Subject] | str:
     """(parsed arguments, permission subject), or the error the model gets for this call."""
     tool = ctx.tools.get(call.name)
-    if tool is None or call.name not in ctx.policy.tools:
-        offered = ", ".join(n for n in ctx.tools.names() if n in ctx.policy.tools)
+    if tool is None or not ctx.offers(call.name):
+        offered = ", ".join(ctx.offered())
         return f"Unknown tool {call.name!r}. Available tools: {offered}."
     try:
         args = tool.parse(call.input)

@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -43,6 +43,7 @@ from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
+from coder_es.mcp.tool import McpSource, with_mcp_tools
 from coder_es.permissions.policy import Evaluation, PermissionAnswer
 from coder_es.providers import types as pt
 from coder_es.providers.base import Provider, ResponseAssembler
@@ -146,6 +147,8 @@ class LoopDeps:
     clock: Clock = field(default_factory=SystemClock)
     sandbox: SandboxSettings | None = None
     """How shell commands run; None: from the environment (``CODER_ES_SANDBOX``)."""
+    mcp: McpSource | None = None
+    """The session's MCP servers (None: it has none)."""
 
 
 class AgentLoop:
@@ -164,6 +167,7 @@ class AgentLoop:
         self.emit: Emit = emit or (lambda _u: None)
         self.session: Session = app.get_session(session_id)
         self.state = LoopState()
+        self._turn_start = False
         self._builder: ContextBuilder | None = None
         self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
         self._settings: RequestSettings | None = None
@@ -199,16 +203,41 @@ class AgentLoop:
         self.context.apply(event)
         if isinstance(event, Session.PermissionsChanged):
             self._follow_permissions()
+        elif isinstance(event, Session.McpToolsListed):
+            self._follow_mcp_tools()
 
     def _follow_permissions(self) -> None:
         # Decisions after the event use its rules, whether it was just recorded or loaded.
         rules, default = self.state.permissions_in_force()
-        before = self.deps.decision.policy.tools
+        before = self.deps.decision.offered()
         self.deps.decision = self.deps.decision.with_permissions(rules, default)
-        if self.deps.decision.policy.tools != before:
+        if self.deps.decision.offered() != before:
             # A rule can offer a tool the preset does not (or stop offering it).
             self._settings = None
             self._builder = None
+
+    def _follow_mcp_tools(self) -> None:
+        # The tools offered follow the recorded catalog, so a replay offers what was offered.
+        tools = with_mcp_tools(self.deps.decision.tools, self.state.mcp_servers, self.deps.mcp)
+        self.deps.decision = replace(self.deps.decision, tools=tools)
+        self._settings = None
+        self._builder = None
+
+    async def _sync_mcp(self) -> None:
+        """Before a model call: record the MCP servers' tools if they changed (a server started,
+        failed, or sent tools/list_changed)."""
+        source = self.deps.mcp
+        if source is None:
+            return
+        turn_start, self._turn_start = self._turn_start, False
+        servers = await source.catalog(turn_start=turn_start)
+        if servers is None or servers == self.state.mcp_servers:
+            return
+        known = {s.get("name"): s.get("status") for s in self.state.mcp_servers}
+        self._trigger(partial(Session.list_mcp_tools, servers=servers))
+        for s in servers:
+            if s.get("status") == "failed" and known.get(s.get("name")) != "failed":
+                self.emit(up.Error("McpServerFailed", str(s.get("error")), False))
 
     def change_permissions(self, rules: list[dict[str, Any]], default: str) -> None:
         """Record new user rules for this session (between turns) and decide by them."""
@@ -254,6 +283,7 @@ class AgentLoop:
         if leftover is not None:
             self._close(leftover)
         node = self._trigger(lambda s: s.add_user_message(text))
+        self._turn_start = True
         self.flush()
         self.emit(up.UserMessage(node, text))
         return await self._drive()
@@ -264,6 +294,7 @@ class AgentLoop:
             # Asking to resume a cancelled turn is the user's decision to continue it.
             self._trigger(lambda s: s.resume_turn())
             self.flush()
+        self._turn_start = True
         recovery = d.recover(self.state, self.deps.decision)
         if recovery is not None:
             self._close(recovery)
@@ -285,6 +316,7 @@ class AgentLoop:
             if isinstance(action, d.Done):
                 return self._finish(action.reason)
             if isinstance(action, d.CallModel):
+                await self._sync_mcp()
                 error = await self._call_model(action.step)
                 if error is not None:
                     return self._finish("error", error)
@@ -344,11 +376,10 @@ class AgentLoop:
             from coder_es.agent.prompt import recorded_prompt
 
             st = self.state
-            preset_tools = self.deps.decision.policy.tools
             self._settings = RequestSettings(
                 model=st.model or self.deps.provider.model,
                 system=recorded_prompt(st.settings, self.blobs, st.workspace),
-                tools=self.deps.decision.tools.definitions(preset_tools),
+                tools=self.deps.decision.tools.definitions(self.deps.decision.offered()),
                 max_tokens=int(st.settings.get("max_tokens", self.config.max_tokens)),
             )
         return self._settings
@@ -593,6 +624,7 @@ class AgentLoop:
             outside_ok=outside,
             cache=self.tool_cache,
             sandbox=self._sandbox(),
+            tools=self.deps.decision.tools,
         )
 
     def _sandbox(self) -> SandboxSettings:

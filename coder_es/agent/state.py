@@ -73,6 +73,8 @@ class LoopState:
     permissions: dict[str, Any] | None = None
     # The node where the last StepLimitReached stopped a turn (so a resume does not repeat it).
     step_limit_at: NodeId | None = None
+    # The MCP servers and their tools, as the last McpToolsListed recorded them.
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -182,6 +184,9 @@ class LoopState:
     def _step_limit_reached(self, e: Session.StepLimitReached) -> None:
         self.step_limit_at = e.node
 
+    def _mcp_tools_listed(self, e: Session.McpToolsListed) -> None:
+        self.mcp_servers = [dict(s) for s in e.servers]
+
     def _cancelled(self, e: Session.TurnCancelled) -> None:
         if e.node is not None and e.node in self.nodes:
             self.nodes[e.node].cancelled = True
@@ -232,4 +237,5 @@ _HANDLERS: dict[type, Any] = {
     Session.TurnResumed: LoopState._resumed,
     Session.StepLimitReached: LoopState._step_limit_reached,
     Session.PermissionsChanged: LoopState._permissions_changed,
+    Session.McpToolsListed: LoopState._mcp_tools_listed,
 }

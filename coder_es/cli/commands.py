@@ -389,6 +389,16 @@ def _context_args(p: argparse.ArgumentParser) -> None:
     _json(p, "parts, nodes and the request as JSON")
 
 
+def _mcp_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
+    sub.required = True
+    listing = sub.add_parser("list", help="every configured server, its status and its tools")
+    _json(listing)
+    test = sub.add_parser("test", help="start one server, list its tools, say what is wrong")
+    test.add_argument("name", help="the server's name in [mcp_servers]")
+    _json(test)
+
+
 # ---------------------------------------------------------------------- the table
 
 _RUN = "run one agent turn non-interactively"
@@ -399,6 +409,11 @@ that loosen what the agent may do (allow rules, a looser default, providers and 
 servers, allowed origins) do not apply. `coder-es trust` records the file's sha256 in your user
 config directory (like `direnv allow`): editing the file needs trusting again."""
 _CHAT = "talk with the agent interactively"
+_MCP_DESCRIPTION = """\
+`coder-es mcp list` starts every enabled server of [mcp_servers], lists its tools as the model
+sees them (mcp__SERVER__TOOL, with what their annotations say they do) and stops it again.
+`coder-es mcp test NAME` does the same for one server, even a disabled one, and exits 1 when it
+does not start, showing the end of its stderr."""
 
 # In the order --help lists them.
 COMMANDS: tuple[Command, ...] = (
@@ -459,6 +474,8 @@ COMMANDS: tuple[Command, ...] = (
             needs_store=True),
     Command("trust", "coder_es.cli.trust_cmd:cmd_trust", _TRUST_HELP, _trust_args,
             description=_TRUST_DESCRIPTION),
+    Command("mcp", "coder_es.cli.mcp_cmd:cmd_mcp", "list and test the configured MCP servers",
+            _mcp_args, description=_MCP_DESCRIPTION),
 )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from coder_es.store.discover import Discovery, discover_workspace
 
 if TYPE_CHECKING:
     from coder_es.application import CoderApp
+    from coder_es.redaction import Redactor
 
 
 class NoStoreError(UsageError):
@@ -102,10 +103,8 @@ class Context:
             from coder_es.redaction import Redactor
 
             redaction = self.settings.redaction
-            self._app = CoderApp(
-                self.config,
-                redactor=Redactor.with_settings(redaction.env_vars, redaction.patterns),
-            )
+            redactor = Redactor.with_settings(redaction.env_vars, redaction.patterns)
+            self._app = CoderApp(self.config, redactor=with_mcp_secrets(redactor, self.settings))
         return self._app
 
     def close(self) -> None:
@@ -121,6 +120,22 @@ def _defaults(workspace: Path, overrides: Overrides) -> Config:
 
     flags = cli_layer(overrides)
     return build(merge([] if flags.problems else [flags]), workspace, {})
+
+
+def with_mcp_secrets(redactor: Redactor, settings: Config) -> Redactor:
+    """``redactor`` plus the values of the MCP servers' ``env`` and ``headers``: the servers get
+    them, the store and exports never do."""
+    import re
+
+    from coder_es.redaction import MIN_SECRET_LENGTH, Redactor
+
+    extra = [
+        ("mcp", name, re.escape(value))
+        for server in settings.mcp_servers.values()
+        for name, value in server.secrets()
+        if len(value) >= MIN_SECRET_LENGTH
+    ]
+    return Redactor.from_rules([*extra, *redactor.rules]) if extra else redactor
 
 
 def print_json(value: Any) -> None:

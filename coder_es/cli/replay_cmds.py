@@ -109,6 +109,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                 progress=progress(cassette.name, PROGRESS_MIN_EVENTS),
                 keep_workspace=args.keep_workspace,
                 repositories=(*map(Path, args.repo), ctx.workspace),
+                # Live mode calls the configured MCP servers; verify mode needs none.
+                mcp_servers=tuple(ctx.settings.mcp_servers.values()),
             )
             try:
                 report = replay_cassette(cassette, options)

@@ -138,6 +138,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
             network=sandbox.network,
             read_only=sandbox.read_only,
         ),
+        mcp_servers=ctx.settings.mcp_servers.values(),
     )
     if resuming:
         return await service.open_session(args.session, options)

@@ -70,6 +70,7 @@ from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
 from coder_es.config import Config
+from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
@@ -174,6 +175,24 @@ class _Buffers:
         )
 
 
+def acp_mcp_servers(servers: list[Any] | None) -> tuple[McpServerConfig, ...]:
+    """An ACP client's ``mcpServers`` (stdio, http, sse) as server configurations."""
+    out = []
+    for server in servers or []:
+        d = server.model_dump(mode="json", by_alias=True, exclude_none=True)
+        pairs = {p["name"]: p["value"] for p in d.get("env") or d.get("headers") or []}
+        if "command" in d:
+            out.append(
+                McpServerConfig(
+                    name=d["name"], command=d["command"], args=tuple(d.get("args") or ()), env=pairs
+                )
+            )
+        else:
+            kind = "sse" if d.get("type") == "sse" else "http"
+            out.append(McpServerConfig(name=d["name"], url=d["url"], headers=pairs, transport=kind))
+    return tuple(out)
+
+
 @dataclass
 class AcpSession:
     id: str
@@ -263,6 +282,7 @@ class CoderAcpAgent:
             provider_factory=service.provider_factory,
             tools=tools,
             executor=executor,
+            mcp_servers=service.mcp_servers,
         )
         return own, buffers
 
@@ -270,7 +290,7 @@ class CoderAcpAgent:
         self, service: AgentService, buffers: _Buffers, handle: SessionHandle, mcp: list[Any] | None
     ) -> AcpSession:
         buffers.session_id = handle.id
-        servers = [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in mcp or []]
+        servers = [c.describe() for c in acp_mcp_servers(mcp)]
         session = AcpSession(handle.id, service.workspace, service, handle, buffers, servers)
         old = self.sessions.get(handle.id)
         if old is not None:
@@ -310,11 +330,13 @@ class CoderAcpAgent:
     ) -> NewSessionResponse:
         async def work() -> NewSessionResponse:
             service, buffers = self._service(cwd)
-            servers = [
-                s.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for s in mcp_servers or []
-            ]
-            options = replace(self.runtime.options(), settings={"mcp_servers": servers})
+            configs = acp_mcp_servers(mcp_servers)
+            # Recorded without the values of env and headers (they may be secrets).
+            options = replace(
+                self.runtime.options(),
+                settings={"mcp_servers": [c.describe() for c in configs]},
+                mcp_servers=configs,
+            )
             handle = await service.create_session(options)
             session = self._register(service, buffers, handle, mcp_servers)
             self._spawn(self._advertise(session.id))
@@ -327,7 +349,8 @@ class CoderAcpAgent:
     ) -> LoadSessionResponse:
         async def work() -> LoadSessionResponse:
             service, buffers = self._service(cwd)
-            handle = await service.open_session(session_id, self.runtime.options())
+            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
+            handle = await service.open_session(session_id, options)
             session = self._register(service, buffers, handle, mcp_servers)
             await self._replay(session)
             self._spawn(self._advertise(session.id))
@@ -368,7 +391,8 @@ class CoderAcpAgent:
             result = branch_ops.fork(
                 self.runtime.app, service.workspace, session_id, None, new_session=True
             )
-            handle = await service.open_session(result.session, self.runtime.options())
+            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
+            handle = await service.open_session(result.session, options)
             session = self._register(service, buffers, handle, mcp_servers)
             self._spawn(self._advertise(session.id))
             return ForkSessionResponse(session_id=session.id, field_meta=self._meta(session))

@@ -120,7 +120,12 @@ class ClientRuntime:
             raise UsageError(msg)
         service = self._services.get(where)
         if service is None:
-            service = AgentService(self.app, where, provider_factory=self.provider_factory)
+            service = AgentService(
+                self.app,
+                where,
+                provider_factory=self.provider_factory,
+                mcp_servers=self.config.mcp_servers.values(),
+            )
             self._services[where] = service
         return service
 

@@ -42,6 +42,7 @@ from coder_es.config.untrusted import hold_back
 from coder_es.config.values import (
     Config,
     IgnoredSetting,
+    McpServerConfig,
     PermissionsConfig,
     PriceConfig,
     ProviderConfig,
@@ -321,6 +322,30 @@ def _rules(merged: Mapping[Key, Setting], prefix: Key) -> tuple[RuleConfig, ...]
     )
 
 
+def _mcp_servers(merged: Mapping[Key, Setting]) -> dict[str, McpServerConfig]:
+    rows: dict[str, dict[Key, Any]] = {}
+    for rest, setting in _under(merged, ("mcp_servers",)):
+        rows.setdefault(rest[0], {})[rest[1:]] = setting.value
+    servers = {}
+    for name, row in rows.items():
+        enabled_tools = row.get(("enabled_tools",))
+        servers[name] = McpServerConfig(
+            name=name,
+            command=row.get(("command",), ""),
+            args=tuple(row.get(("args",), ())),
+            env=MappingProxyType({k[1]: v for k, v in row.items() if k[0] == "env"}),
+            cwd=row.get(("cwd",)),
+            url=row.get(("url",), ""),
+            headers=MappingProxyType({k[1]: v for k, v in row.items() if k[0] == "headers"}),
+            enabled=row.get(("enabled",), True),
+            startup_timeout_s=row.get(("startup_timeout_s",), McpServerConfig.startup_timeout_s),
+            tool_timeout_s=row.get(("tool_timeout_s",), McpServerConfig.tool_timeout_s),
+            enabled_tools=None if enabled_tools is None else tuple(enabled_tools),
+            disabled_tools=tuple(row.get(("disabled_tools",), ())),
+        )
+    return servers
+
+
 def build(
     merged: Mapping[Key, Setting],
     workspace: Path,
@@ -378,6 +403,7 @@ def build(
             durable=_get(merged, ("store", "durable"), True),
             postgres=MappingProxyType(postgres),
         ),
+        mcp_servers=MappingProxyType(_mcp_servers(merged)),
         files=tuple(files),
         origins=MappingProxyType({format_path(k): s.origin for k, s in merged.items()}),
         trust=trust,
@@ -434,6 +460,22 @@ def cross_check(config: Config, failed: set[Key]) -> list[Problem]:
                     _origin_of(config, "model"),
                     "model",
                     f"model '{model}' unknown for provider '{name}'{hint}",
+                )
+            )
+    for name, server in config.mcp_servers.items():
+        if touches(("mcp_servers", name)):
+            continue
+        if bool(server.command) == bool(server.url):
+            origin = next(
+                (o for k, o in config.origins.items() if k.startswith(f"mcp_servers.{name}.")),
+                Origin("defaults", "default"),
+            )
+            what = "both 'command' and 'url'" if server.command else "neither 'command' nor 'url'"
+            problems.append(
+                Problem(
+                    origin,
+                    f"mcp_servers.{name}",
+                    f"has {what}: set 'command' (a stdio server) or 'url' (Streamable HTTP)",
                 )
             )
     serve = config.serve

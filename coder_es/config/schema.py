@@ -170,6 +170,31 @@ class EnvName(Kind):
         return value, None
 
 
+class AnyText(Kind):
+    """Any string, empty included (a program argument, an environment value)."""
+
+    expected = "a string"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        return value, None
+
+
+class ServerName(Kind):
+    """An MCP server's name: it becomes part of tool names (``mcp__NAME__TOOL``)."""
+
+    expected = "a server name (letters, digits, _ and -, no '__')"
+    _NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if not isinstance(value, str):
+            return self.wrong_type(value)
+        if not self._NAME.match(value) or "__" in value:
+            return None, f"expected {self.expected}, at most 40 characters, got '{value}'"
+        return value, None
+
+
 class Regex(Kind):
     expected = "a regular expression"
 
@@ -242,7 +267,18 @@ class Rules:
 Node = Leaf | Table | Entries | Rules
 
 ACTION = Choice(ACTIONS, "action")
-TOOL = Choice((*TOOLS, ANY_TOOL), "tool")
+
+
+class ToolName(Choice):
+    """A built-in tool, ``*``, or an MCP tool: ``mcp__SERVER__TOOL`` or ``mcp__SERVER__*``."""
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if isinstance(value, str) and re.fullmatch(r"mcp__[A-Za-z0-9_-]+__.+", value):
+            return value, None
+        return super().check(value)
+
+
+TOOL = ToolName((*TOOLS, ANY_TOOL), "tool")
 
 _NO_SECRET_IN_PROJECT = (
     "may only be set in the user config or the environment: a project config is shared with "
@@ -267,6 +303,22 @@ PROVIDER = Table(
         "api_key_env": Leaf(EnvName(), "the environment variable holding the API key"),
         "models": Leaf(ListOf(Text()), "extra model names to accept", additive=True),
         "prices": Entries(Text(), PRICE, "price overrides by model name (or name prefix)"),
+    }
+)
+
+MCP_SERVER = Table(
+    {
+        "command": Leaf(Text(), "the program of a stdio server"),
+        "args": Leaf(ListOf(AnyText()), "its arguments"),
+        "env": Entries(EnvName(), Leaf(AnyText(), "a value"), "variables added to its environment"),
+        "cwd": Leaf(Text(), "its working directory"),
+        "url": Leaf(Url(), "the endpoint of a Streamable HTTP server"),
+        "headers": Entries(Text(), Leaf(AnyText(), "a value"), "HTTP headers sent to it"),
+        "enabled": Leaf(Boolean(), "whether the server is used"),
+        "startup_timeout_s": Leaf(Number(), "seconds to start and list tools"),
+        "tool_timeout_s": Leaf(Number(), "seconds a tool call may take"),
+        "enabled_tools": Leaf(ListOf(Text()), "only these tools are offered"),
+        "disabled_tools": Leaf(ListOf(Text()), "these tools are not offered"),
     }
 )
 
@@ -321,6 +373,8 @@ SCHEMA = Table(
                 "read_only": Leaf(Boolean(), "true: shell commands run on a read-only file system"),
             }
         ),
+        # From a project config, held back until the workspace is trusted (config.untrusted).
+        "mcp_servers": Entries(ServerName(), MCP_SERVER, "MCP servers by name"),
         "store": Table(
             {
                 "backend": Leaf(Choice(BACKENDS, "backend"), "the event store backend"),

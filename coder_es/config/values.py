@@ -140,6 +140,55 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server: a program spoken to over stdio (``command``) or an HTTP endpoint
+    (``url``). ``env`` and ``headers`` may hold secrets: they are used, never recorded."""
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=_empty, repr=False)
+    cwd: str | None = None
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=_empty, repr=False)
+    transport: str = ""
+    """``stdio``, ``http`` (Streamable HTTP) or ``sse`` (only from ACP clients); "" derives it
+    from ``command`` / ``url``."""
+    enabled: bool = True
+    startup_timeout_s: float = 30.0
+    tool_timeout_s: float = 60.0
+    enabled_tools: tuple[str, ...] | None = None
+    disabled_tools: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.transport or ("stdio" if self.command else "http")
+
+    def offers(self, tool: str) -> bool:
+        """Whether the server's tool passes the ``enabled_tools`` / ``disabled_tools`` filters."""
+        if self.enabled_tools is not None and tool not in self.enabled_tools:
+            return False
+        return tool not in self.disabled_tools
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """(name, value) of every ``env`` and ``headers`` value, for the redactor: used by the
+        server, never stored (a server may echo them in its output or its stderr)."""
+        return [(f"mcp.{self.name}.env.{k}", v) for k, v in self.env.items()] + [
+            (f"mcp.{self.name}.headers.{k}", v) for k, v in self.headers.items()
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        """What may be recorded and shown: no value of ``env`` or ``headers``, only their names."""
+        out: dict[str, Any] = {"name": self.name, "transport": self.kind}
+        if self.kind == "stdio":
+            out |= {"command": self.command, "args": list(self.args), "cwd": self.cwd}
+            out["env"] = sorted(self.env)
+        else:
+            out |= {"url": self.url, "headers": sorted(self.headers)}
+        return out
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     backend: str = "lmdb"
     path: Path = Path(".coder-es")
@@ -170,6 +219,8 @@ class Config:
     serve: ServeConfig = ServeConfig()
     sandbox: SandboxConfig = SandboxConfig()
     store: StoreSettings = StoreSettings()
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=_empty)
+    """By name, in the order first configured; disabled ones included (``enabled``)."""
     files: tuple[Path, ...] = ()
     """The config files that were read, lowest precedence first."""
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)

@@ -218,6 +218,13 @@ class Session(Aggregate):
         node: NodeId | None
         steps: int
 
+    class McpToolsListed(Event):
+        """The MCP servers of the session and the tools each offered, as the model will be
+        offered them from here on (``coder_es.mcp.catalog``): recorded when a turn first needs
+        them and whenever a server's list changes, starts, fails or crashes."""
+
+        servers: list[dict[str, Any]]
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -506,6 +513,9 @@ class Session(Aggregate):
 
     def stop_at_step_limit(self, *, steps: int) -> None:
         self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)
+
+    def list_mcp_tools(self, *, servers: list[dict[str, Any]]) -> None:
+        self.trigger_event(self.McpToolsListed, servers=servers)
 
     # ------------------------------------------------------------------ queries
 

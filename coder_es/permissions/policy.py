@@ -19,7 +19,8 @@ matching deny rule and otherwise asks, whatever the allow rules say.
 4. the user's rules (``--allow``/``--deny``/ask), the last matching one: its action;
 5. a path outside the workspace that no user rule covered: **ask** (preset rules never cover
    outside paths; an explicit rule or answer with an absolute pattern is needed);
-6. the agent preset's rules, the last matching one: its action;
+6. the agent preset's rules, the last matching one: its action (for an MCP tool: the preset's
+   action for the tool's annotated effect, read-only, write or destructive);
 7. nothing matched: **ask**.
 
 For a path outside the workspace only rules and answers with an absolute pattern (``/tmp/**``)
@@ -100,6 +101,16 @@ class Policy:
             names = TOOL_NAMES if rule.tool == "*" else (rule.tool,)
             extra += [n for n in names if n not in self.preset.tools and n not in extra]
         return (*self.preset.tools, *extra)
+
+    def offers_mcp(self, tool: str, effect: str) -> bool:
+        """Whether an MCP tool with this annotated effect is offered: the preset does not deny
+        it, or a user rule allows or asks for it."""
+        if self.preset.mcp_action(effect) != "deny":
+            return True
+        return any(
+            r.action != "deny" and r.source != UNTRUSTED_SOURCE and r.covers_tool(tool)
+            for r in self.user_rules
+        )
 
     def to_settings(self) -> dict[str, Any]:
         """The rules in force, as recorded in a session's settings."""
@@ -217,6 +228,16 @@ class Policy:
             return user.action, user.describe(), f"{user.action} by {user.describe()}"
         if outside:
             return "ask", OUTSIDE_RULE, f"{text} is outside the workspace"
+        if kind == "mcp":
+            action = self.preset.mcp_action(subject.effect)
+            if action != "ask" or self.default == "ask":
+                named = f"preset:{self.preset.name}:{action} mcp {subject.effect}"
+                return (
+                    action,
+                    named,
+                    f"{action} by the {self.preset.name} preset: {subject.effect} tool",
+                )
+            return self.default, f"default:{self.default}", "no explicit rule decides this call"
         preset = _last_match(self.preset.rules, covers)
         if preset is not None and (preset.action != "ask" or self.default == "ask"):
             return preset.action, preset.describe(), f"{preset.action} by {preset.describe()}"

@@ -5,6 +5,9 @@
   other commands ask; writes and edits are denied.
 - ``explore``: reads and searches only; no shell, no writes.
 
+MCP tools (``mcp__SERVER__TOOL``) are judged by their annotations: ``build`` allows them but asks
+for destructive ones; ``plan`` and ``explore`` offer and allow only read-only ones.
+
 Rules are listed general first: within a preset the last matching rule wins.
 """
 
@@ -55,6 +58,16 @@ class Preset:
     read_only_shell: bool = False
     """Shell commands run on a read-only file system (kernel-enforced by ``coder_es.sandbox``;
     the rules above only decide whether to ask)."""
+    mcp: tuple[tuple[str, str], ...] = (
+        ("read_only", "allow"),
+        ("write", "deny"),
+        ("destructive", "deny"),
+    )
+    """MCP tools by their annotated effect (``readOnlyHint``, ``destructiveHint``) -> action;
+    read-only presets allow only read-only tools."""
+
+    def mcp_action(self, effect: str) -> str:
+        return dict(self.mcp).get(effect, "deny")
 
 
 def _rules(name: str, spec: list[tuple[str, str | None, str]]) -> tuple[Rule, ...]:
@@ -66,6 +79,7 @@ PRESETS: dict[str, Preset] = {
         "build",
         ("read", "grep", "find", "bash", "write", "edit"),
         _rules("build", [("*", None, "allow")]),
+        mcp=(("read_only", "allow"), ("write", "allow"), ("destructive", "ask")),
     ),
     "plan": Preset(
         "plan",

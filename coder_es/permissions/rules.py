@@ -2,7 +2,8 @@
 
 Rule syntax (CLI ``--allow RULE`` / ``--deny RULE``): ``TOOL`` or ``TOOL:PATTERN``.
 
-- ``TOOL`` is a tool name (``bash``, ``read``, ``write``, ``edit``, ``grep``, ``find``) or ``*``.
+- ``TOOL`` is a tool name (``bash``, ``read``, ``write``, ``edit``, ``grep``, ``find``), ``*``,
+  an MCP tool ``mcp__SERVER__TOOL`` or every tool of a server ``mcp__SERVER__*``.
 - Without a pattern the rule covers every call of the tool.
 - For ``bash`` the pattern matches each simple command the line runs, as ``shell_parse`` finds
   them with a real shell grammar (pipelines, lists, subshells, substitutions, control flow,
@@ -53,7 +54,12 @@ class Rule:
         return f"{self.source}:{self.action} {target}"
 
     def covers_tool(self, tool: str) -> bool:
-        return self.tool in ("*", tool)
+        if self.tool in ("*", tool):
+            return True
+        # ``mcp__NAME__*``: every tool of one MCP server.
+        return (
+            is_mcp_tool(self.tool) and self.tool.endswith("__*") and tool.startswith(self.tool[:-1])
+        )
 
     def matches(self, tool: str, kind: str, text: str) -> bool:
         """Whether this rule covers one subject (a command part, or a path) of ``tool``."""
@@ -64,6 +70,11 @@ class Rule:
         return glob_match(self.pattern, text, kind)
 
 
+def is_mcp_tool(name: str) -> bool:
+    """``mcp__SERVER__TOOL``: a tool an MCP server offers (``coder_es.mcp``)."""
+    return re.fullmatch(r"mcp__[A-Za-z0-9_-]+__.+", name) is not None
+
+
 def parse_rule(text: str, action: str, source: str = "user") -> Rule:
     """``TOOL`` or ``TOOL:PATTERN`` -> a rule (see the module docstring)."""
     raw = text.strip()
@@ -72,7 +83,7 @@ def parse_rule(text: str, action: str, source: str = "user") -> Rule:
     if not tool:
         msg = f"bad permission rule {text!r}: expected TOOL or TOOL:PATTERN (e.g. 'bash:git *')"
         raise RuleSyntaxError(msg)
-    if tool != "*" and tool not in TOOL_NAMES:
+    if tool != "*" and tool not in TOOL_NAMES and not is_mcp_tool(tool):
         msg = f"bad permission rule {text!r}: unknown tool {tool!r}; tools: {', '.join(TOOL_NAMES)}"
         raise RuleSyntaxError(msg)
     if sep and not pattern.strip():
@@ -151,6 +162,8 @@ def suggest_pattern(kind: str, text: str) -> str:
     Commands: the program and its subcommand (``git status *``), or the exact command when it has
     several parts. Paths: the file's directory and everything below it.
     """
+    if kind == "mcp":
+        return "*"
     if kind == "command":
         parts = split_command(text)
         if len(parts) != 1 or parts[0].opaque:

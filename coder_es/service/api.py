@@ -30,6 +30,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -51,7 +52,9 @@ from coder_es.agent.runner import (
     TurnOutcome,
 )
 from coder_es.application import CoderApp
+from coder_es.config.values import McpServerConfig
 from coder_es.errors import UsageError
+from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
@@ -78,6 +81,8 @@ class SessionOptions:
     """The action when no rule covers a call: allow, ask or deny (None: the session's, or ask)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Extra settings recorded in a new session's Started event (e.g. a client's MCP servers)."""
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+    """MCP servers for this session only, besides the service's (an ACP client's)."""
 
 
 def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFactory:
@@ -108,6 +113,7 @@ class SessionHandle:
 
     def __init__(self, loop: AgentLoop, provider: Provider, *, resumed: bool) -> None:
         self.loop = loop
+        self.mcp = loop.deps.mcp
         self.provider = provider
         self.resumed = resumed
         self._task: asyncio.Task[TurnOutcome] | None = None
@@ -292,6 +298,9 @@ class SessionHandle:
     async def close(self) -> None:
         self.cancel("session closed")
         await self.provider.aclose()
+        if self.mcp is not None:
+            # Stdio servers are stopped with the session (processes never outlive it).
+            await self.mcp.aclose()
 
 
 class AgentService:
@@ -308,6 +317,8 @@ class AgentService:
         clock: Clock | None = None,
         config: LoopConfig | None = None,
         sandbox: SandboxSettings | None = None,
+        mcp_servers: Iterable[McpServerConfig] = (),
+        mcp_factory: Callable[[Sequence[McpServerConfig]], McpSource | None] | None = None,
     ) -> None:
         self.app = app
         self.sandbox = sandbox
@@ -317,6 +328,8 @@ class AgentService:
         self.executor = executor or LocalExecutor(self.tools)
         self.clock = clock or SystemClock()
         self.config = config or LoopConfig()
+        self.mcp_servers = tuple(mcp_servers)
+        self.mcp_factory = mcp_factory or _mcp_manager
 
     def _handle(
         self,
@@ -333,6 +346,7 @@ class AgentService:
             decision=DecisionContext(self.tools, policy, options.max_steps),
             clock=self.clock,
             sandbox=self.sandbox,
+            mcp=self.mcp_factory((*self.mcp_servers, *options.mcp_servers)),
         )
         config = LoopConfig(
             max_steps=options.max_steps,
@@ -397,6 +411,13 @@ class AgentService:
             wanted = rule_records((*rules_from_records(records), *options.rules))
         handle._change_permissions(wanted, options.default_permission or default)
         return handle
+
+
+def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
+    # Started lazily: nothing runs until a turn asks for the tools.
+    from coder_es.mcp.manager import McpManager
+
+    return McpManager(servers) if servers else None
 
 
 def _key(record: dict[str, Any]) -> tuple[Any, ...]:

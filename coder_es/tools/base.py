@@ -78,7 +78,7 @@ class Subject:
     ``outside`` (those need an explicit rule).
     """
 
-    kind: str  # "command" | "path"
+    kind: str  # "command" | "path" | "mcp" (text: the tool's name)
     text: str
     outside: bool = False
     # Other (tool, subject) pairs the call amounts to, each checked by the rules of that tool:
@@ -88,6 +88,9 @@ class Subject:
     # The path is not known (a shell expansion, ``> $OUT``): ``text`` is its source text; only
     # pattern-less rules decide it, and a deny rule with a pattern makes it ask.
     opaque: bool = False
+    effect: str = ""
+    """For an MCP tool, what its annotations say it does: ``read_only``, ``write`` or
+    ``destructive`` (the agent presets decide by it)."""
 
 
 ProgressFn = Callable[[str], None]
@@ -110,6 +113,9 @@ class ToolContext:
     cache: dict[str, Any] = field(default_factory=dict)
     # How shell commands run (coder_es.sandbox.SandboxSettings); None: from the environment.
     sandbox: Any = None
+    # The loop's tools (coder_es.tools.registry.ToolRegistry): the built-in ones plus the MCP
+    # tools this session was offered; None: the executor's own.
+    tools: Any = None
 
 
 class Tool(ABC, Generic[InputT]):

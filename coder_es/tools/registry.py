@@ -64,7 +64,7 @@ class LocalExecutor:
         self.registry = registry
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        tool = self.registry.get(call.name)
+        tool = (ctx.tools or self.registry).get(call.name)
         if tool is None:
             return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +18,8 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 from client_helpers import REPO, child_env, cli, kinds, make_workspace, run, stored_events
+
+EDGE = REPO / "tests" / "mcp" / "edge_server.py"
 
 ASK_EDITS = '[permissions.rules]\nwrite = "ask"\nedit = "ask"\nbash = "ask"\n'
 
@@ -120,7 +123,9 @@ def test_prompt_streams_asks_permission_and_load_replays_history(tmp_path: Path)
             caps = init.agent_capabilities
             assert caps.load_session and caps.prompt_capabilities.embedded_context
             assert caps.session_capabilities.fork is not None
-            mcp = [{"name": "docs", "command": "docs-mcp", "args": ["--stdio"], "env": []}]
+            # A real MCP server (tests/mcp/edge_server.py), with a secret in its environment.
+            env = [{"name": "EDGE_TOKEN", "value": "s3cr3t-edge-token-value"}]
+            mcp = [{"name": "docs", "command": sys.executable, "args": [str(EDGE)], "env": env}]
             new = await conn.new_session(cwd=str(ws), mcp_servers=mcp)
             assert [s["name"] for s in new.field_meta["coderEs"]["mcpServers"]] == ["docs"]
             response = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
@@ -164,8 +169,14 @@ def test_prompt_streams_asks_permission_and_load_replays_history(tmp_path: Path)
     events = stored_events(ws, sid)
     decided = [e for e in events if type(e).__name__ == "PermissionDecided"]
     assert [(e.decision, e.scope, e.decided_by) for e in decided] == [("allow", "always", "client")]
-    # The client's MCP servers are part of the session's record.
+    # The client's MCP servers are part of the session's record, the env values are not.
     assert [s["name"] for s in events[0].settings["mcp_servers"]] == ["docs"]
+    assert events[0].settings["mcp_servers"][0]["env"] == ["EDGE_TOKEN"]
+    assert "s3cr3t-edge-token-value" not in repr([vars(e) for e in events])
+    # Its tools were offered to the model for that session.
+    [listed] = [e for e in events if type(e).__name__ == "McpToolsListed"]
+    assert listed.servers[0]["status"] == "ready"
+    assert "mcp__docs__echo" in [t["name"] for t in listed.servers[0]["tools"]]
 
 
 def test_edit_merges_with_unsaved_editor_buffer(tmp_path: Path) -> None:
