@@ -127,13 +127,15 @@ def with_mcp_secrets(redactor: Redactor, settings: Config) -> Redactor:
     them, the store and exports never do."""
     import re
 
-    from coder_es.redaction import MIN_SECRET_LENGTH, Redactor
+    from coder_es.redaction import Redactor
 
+    # Values the user put in env/headers are secrets by placement; short ones ("1", "true")
+    # would only redact ordinary words.
     extra = [
         ("mcp", name, re.escape(value))
         for server in settings.mcp_servers.values()
         for name, value in server.secrets()
-        if len(value) >= MIN_SECRET_LENGTH
+        if len(value) >= 8
     ]
     return Redactor.from_rules([*extra, *redactor.rules]) if extra else redactor
 
