@@ -390,13 +390,14 @@ def _context_args(p: argparse.ArgumentParser) -> None:
 
 
 def _mcp_args(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
-    sub.required = True
-    listing = sub.add_parser("list", help="every configured server, its status and its tools")
-    _json(listing)
-    test = sub.add_parser("test", help="start one server, list its tools, say what is wrong")
-    test.add_argument("name", help="the server's name in [mcp_servers]")
-    _json(test)
+    p.add_argument(
+        "mcp_action",
+        choices=("list", "test"),
+        metavar="list|test",
+        help="list: every configured server, its status and tools; test NAME: one server",
+    )
+    p.add_argument("name", nargs="?", help="test: the server's name in [mcp_servers]")
+    _json(p)
 
 
 # ---------------------------------------------------------------------- the table

@@ -17,8 +17,14 @@ from coder_es.config.values import McpServerConfig
 
 
 def cmd_mcp(args: argparse.Namespace, ctx: Context) -> int:
-    if args.mcp_command == "list":
+    from coder_es.errors import UsageError
+
+    if args.mcp_action == "list":
+        if args.name is not None:
+            raise UsageError(f"`coder-es mcp list` takes no server name (got {args.name!r})")
         return cmd_list(args, ctx)
+    if not args.name:
+        raise UsageError("`coder-es mcp test` needs the name of a server in [mcp_servers]")
     return cmd_test(args, ctx)
 
 
