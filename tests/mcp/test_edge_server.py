@@ -10,27 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import edge_config
+from mcp_helpers import Workspace, edge_config
 
 from coder_es.mcp.manager import McpManager
 from coder_es.tools.base import ToolContext
-
-
-class _Blobs:
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    def put(self, data: bytes) -> str:
-        import hashlib
-
-        digest = hashlib.sha256(data).hexdigest()
-        self.data[digest] = data
-        return digest
-
-
-class _Workspace:
-    def __init__(self) -> None:
-        self.blobs = _Blobs()
 
 
 def _ctx(progress: list[str] | None = None) -> ToolContext:
@@ -38,7 +21,7 @@ def _ctx(progress: list[str] | None = None) -> ToolContext:
         root=Path("."),
         tool_use_id="t1",
         sink=None,  # type: ignore[arg-type]
-        workspace=_Workspace(),
+        workspace=Workspace(),
         progress=(progress.append if progress is not None else (lambda _t: None)),
     )
 

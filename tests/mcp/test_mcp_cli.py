@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EDGE, START_S
+from mcp_helpers import EDGE, START_S
 
 from coder_es.cli.main import main
 

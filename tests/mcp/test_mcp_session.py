@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import edge_config
+from mcp_helpers import edge_config
 
 from coder_es.application import CoderApp
 from coder_es.permissions.rules import Rule

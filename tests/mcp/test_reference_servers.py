@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import everything_config, filesystem_config
-from test_edge_server import _Workspace
+from mcp_helpers import Workspace, everything_config, filesystem_config
 
 from coder_es.mcp.manager import McpManager
 from coder_es.tools.base import ToolContext
@@ -31,7 +30,7 @@ def servers(
 
 def _call(servers: Any, server: str, tool: str, **args: Any) -> Any:
     runner, manager, _ = servers
-    ctx = ToolContext(Path("."), "t", None, _Workspace())  # type: ignore[arg-type]
+    ctx = ToolContext(Path("."), "t", None, Workspace())  # type: ignore[arg-type]
     return runner.run(manager.call(server, tool, args, ctx)), ctx.workspace.blobs.data
 
 
