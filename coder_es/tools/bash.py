@@ -112,10 +112,15 @@ class _Ran:
 
 
 async def _run_process(
-    argv: list[str], cwd: Path, timeout_ms: int, ctx: ToolContext, stdin: int | None = None
+    argv: list[str],
+    cwd: Path,
+    timeout_ms: int,
+    ctx: ToolContext,
+    stdin: int | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
-    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
+    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", **(extra_env or {})}
     spawning = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -164,6 +169,12 @@ async def _run_process(
         if proc.returncode is None:
             _kill_group(proc.pid, signal.SIGKILL)
     return _Ran(out, err, proc.returncode, timed_out)
+
+
+# The workspace is an overlay mount in the sandbox: git would stop looking for a repository
+# at that mount's boundary, so a workspace inside a repository (a monorepo's subdirectory)
+# would seem to be in none.
+_SANDBOX_ENV = {"GIT_DISCOVERY_ACROSS_FILESYSTEM": "1"}
 
 
 class BashTool(Tool[BashInput]):
@@ -226,7 +237,9 @@ class BashTool(Tool[BashInput]):
             try:
                 argv = wrap(spec, [*_shell(), command])
                 # PID 1 reads nothing: its stdin is the report pipe's write end.
-                ran = await _run_process(argv, root, timeout_ms, ctx, stdin=write_end)
+                ran = await _run_process(
+                    argv, root, timeout_ms, ctx, stdin=write_end, extra_env=_SANDBOX_ENV
+                )
             finally:
                 os.close(write_end)
             report = await reading

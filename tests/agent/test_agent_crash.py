@@ -181,7 +181,9 @@ def test_ctrl_c_cancels_a_run_and_records_it(h: Harness, tmp_path: Path) -> None
     )
     env = {**os.environ, "CODER_ES_STORE": str(store), "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
-        cli("run", "wait", "--script", str(slow), "--json", cwd=h.root),
+        # --yes: the marker is written outside the workspace (where a sandboxed command
+        # writes at once), which asks.
+        cli("run", "wait", "--script", str(slow), "--json", "--yes", cwd=h.root),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -185,7 +185,9 @@ def test_the_plan_agent_runs_commands_on_a_read_only_file_system(h: Harness, mod
             turn(text("k")),
         ],
         agent="plan",
-        rules=[Rule("bash", None, "allow")],
+        # Even rules that let the redirection through (the parser sees it as a write) do not
+        # make the plan agent's file system writable: the kernel refuses.
+        rules=[Rule("bash", None, "allow"), Rule("write", None, "allow")],
     )
     collect(handle, "try")
     done = completed(h, handle)[0]

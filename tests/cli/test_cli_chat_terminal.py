@@ -143,7 +143,11 @@ def test_chat_answers_a_permission_question(
                 "turns": [
                     {
                         "blocks": [
-                            {"type": "tool_use", "name": "bash", "input": {"command": "touch made"}}
+                            {
+                                "type": "tool_use",
+                                "name": "bash",
+                                "input": {"command": "touch ../made"},
+                            }
                         ]
                     },
                     {"blocks": [{"type": "text", "text": "made it"}]},
@@ -151,13 +155,15 @@ def test_chat_answers_a_permission_question(
             }
         )
     )
-    term = terminal(["chat", "--agent", "plan", "--script", "s.json"])
+    # A write outside the workspace asks even the build agent (the plan agent's commands run on
+    # a read-only file system, so an allowed write could not land there).
+    term = terminal(["chat", "--agent", "build", "--script", "s.json"])
     term.wait(lambda s: _prompt_count(s) == 1, "the first prompt")
     term.keys("make it", "Enter")
     term.wait(lambda s: "allow [o]nce" in s, "the permission question")
     term.keys("o", "Enter")
     screen = term.wait(lambda s: "made it" in s and _prompt_count(s) == 2, "the answer")
-    assert (repo / "made").exists()
-    assert "allow bash touch made" in screen
+    assert (repo.parent / "made").exists()
+    assert "allow bash touch ../made" in screen
     term.keys("C-d")
     assert "[chat exited 0]" in term.wait(lambda s: "[chat exited " in s, "chat to exit on Ctrl-D")

@@ -289,7 +289,9 @@ CONSTRUCTS = [
     "false || {}",
     "ls; {}",
     "ls | {}",
-    "{} &",
+    # "& wait", not a bare "&": the line stays valid bash when a ";" follows ("rm x &;" is a
+    # syntax error that bash never runs, and that the policy rightly only asks about).
+    "{} & wait",
     "ls\n{}",
     "Y=$( {} )",
 ]

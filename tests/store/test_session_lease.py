@@ -112,10 +112,10 @@ def test_another_process_is_refused_and_kill_9_frees_the_lease(
 
 # ---------------------------------------------------------------------- the reproduction
 
-# A's turn: a bash call the plan agent must ask about (A waits for the answer: mid-turn for as
-# long as the test needs), then the final reply.
+# A's turn: a bash call that asks (it writes outside the workspace), so A waits for the answer
+# mid-turn for as long as the test needs; then the final reply.
 A_TURNS = [
-    {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "touch made-by-a"}}]},
+    {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "touch ../made-by-a"}}]},
     {"blocks": [{"type": "text", "text": "the final reply of A"}]},
 ]
 
@@ -166,7 +166,7 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
     sid = json.loads(first.stdout.splitlines()[0])["session_id"]
     script_a = tmp_path / "a.json"
     script_a.write_text(json.dumps({"turns": A_TURNS}))
-    chat = ["chat", "--session", sid, "--agent", "plan", "--script", str(script_a), "--json"]
+    chat = ["chat", "--session", sid, "--agent", "build", "--script", str(script_a), "--json"]
     a = subprocess.Popen(
         _cli(ws, config, *chat),
         stdin=subprocess.PIPE,
@@ -214,7 +214,7 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
         if a.poll() is None:
             a.kill()
             a.wait()
-    assert (ws / "made-by-a").exists()
+    assert (ws.parent / "made-by-a").exists()
     app = CoderApp(config)
     try:
         events = app.session_events(uuid.UUID(sid))
