@@ -1,0 +1,145 @@
+"""The search index beside an embedded store: SQLite FTS5 in ``search.sqlite``.
+
+A rebuildable cache (delete the file and the next search indexes again). It follows the store's
+notification log: ``position`` (in the same database, written in the same transaction as the
+documents of the events up to it) is the last notification indexed, so every event is indexed
+exactly once, and two processes catching up at once skip what the other committed
+(``BEGIN IMMEDIATE``, then the position is read again).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from coder_es.errors import StoreError
+from projections.search.documents import MARK_END, MARK_START, Doc
+from projections.search.query import Filters, Hit, Query
+
+FORMAT = 1
+"""Bumped when what is indexed changes: an index of another format is rebuilt."""
+SNIPPET_TOKENS = 16
+RANKED_MATCHES = 5000
+"""Matches ranked per query: the most recent ones. Ranking every match of a word that occurs in
+half a million documents costs ~100x more than this; a query that common is refined, not read."""
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
+    "text, session UNINDEXED, version UNINDEXED, node UNINDEXED, kind UNINDEXED, "
+    "ts UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')",
+)
+
+
+class SQLiteSearchIndex:
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._setup()
+        except sqlite3.DatabaseError as e:
+            msg = f"cannot open the search index {self.path}: {e} (delete it to rebuild it)"
+            raise StoreError(msg) from e
+
+    def _setup(self) -> None:
+        for statement in _SCHEMA:
+            self._conn.execute(statement)
+        if self._meta("format") not in (None, FORMAT):
+            self.clear()
+        with self._write():
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
+
+    def _meta(self, key: str) -> int | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self._conn)
+
+    @property
+    def position(self) -> int:
+        """The last notification id indexed (0: none)."""
+        return self._meta("position") or 0
+
+    def add(self, docs: Iterable[Doc], position: int) -> bool:
+        """Index ``docs`` (the documents of the events up to notification ``position``) and move
+        the position there, atomically. False when another process got there first."""
+        with self._write():
+            if (self._meta("position") or 0) >= position:
+                return False
+            self._conn.executemany(
+                "INSERT INTO docs (text, session, version, node, kind, ts) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                ((d.text, d.session, d.version, d.node, d.kind, d.timestamp) for d in docs),
+            )
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('position', ?)", (position,))
+        return True
+
+    def clear(self) -> None:
+        with self._write():
+            self._conn.execute("DELETE FROM docs")
+            self._conn.execute("DELETE FROM meta")
+            self._conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+
+    def search(self, query: Query, filters: Filters) -> list[Hit]:
+        where, params = ["docs MATCH ?"], [query.fts5()]
+        if filters.session is not None:
+            where.append("session = ?")
+            params.append(filters.session)
+        if filters.kind is not None:
+            where.append("kind = ?")
+            params.append(filters.kind)
+        if filters.since is not None:
+            where.append("ts >= ?")
+            params.append(filters.since)  # type: ignore[arg-type]
+        cond = " AND ".join(where)
+        # Rank the most recent RANKED_MATCHES matches only: FTS5 walks matches by rowid cheaply,
+        # and a rowid bound is a constraint it applies while walking.
+        floor = self._conn.execute(
+            f"SELECT rowid FROM docs WHERE {cond} ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (*params, RANKED_MATCHES - 1),
+        ).fetchone()
+        sql = (
+            "SELECT session, node, kind, version, ts, "
+            f"snippet(docs, 0, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS}), bm25(docs) "
+            f"FROM docs WHERE {cond} AND rowid >= ? ORDER BY rank LIMIT ?"
+        )
+        rows = self._conn.execute(sql, (*params, floor[0] if floor else 0, filters.limit))
+        return [
+            Hit.marked(
+                raw,
+                session=session,
+                node=node,
+                kind=kind,
+                version=int(version),
+                timestamp=float(ts),
+                score=-float(rank),
+            )
+            for session, node, kind, version, ts, raw, rank in rows
+        ]
+
+    def rows(self) -> list[tuple[object, ...]]:
+        """Every document in a stable order (tests compare an incremental index with a rebuild)."""
+        return list(
+            self._conn.execute(
+                "SELECT session, version, node, kind, ts, text FROM docs "
+                "ORDER BY session, version, kind, node"
+            )
+        )
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
