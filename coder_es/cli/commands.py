@@ -39,6 +39,7 @@ DEMO_DIR = "coder-es-demo"
 BACKEND_CHOICES = ("lmdb", "sqlite", "postgres", "popo")
 AGENTS = ("build", "plan", "explore")
 PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+SEARCH_KINDS = ("user", "assistant", "tool", "file")
 
 
 @dataclass(frozen=True)
@@ -356,6 +357,15 @@ def _project_args(p: argparse.ArgumentParser) -> None:
     _json(p)
 
 
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", help='words and "quoted phrases"; all must occur')
+    p.add_argument("--session", help="only this session (id or unique prefix)")
+    p.add_argument("--kind", choices=SEARCH_KINDS, help="only this kind of text")
+    p.add_argument("--since", metavar="DATE", help="only text recorded since DATE (ISO 8601)")
+    p.add_argument("--limit", type=int, default=20, help="at most N hits (default 20)")
+    _json(p, "one JSON object per hit")
+
+
 def _deps_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", default=None, help="directory (default: the workspace)")
     _json(p, "nodes and edges as JSON")
@@ -477,6 +487,8 @@ COMMANDS: tuple[Command, ...] = (
             description=_TRUST_DESCRIPTION),
     Command("mcp", "coder_es.cli.mcp_cmd:cmd_mcp", "list and test the configured MCP servers",
             _mcp_args, description=_MCP_DESCRIPTION),
+    Command("search", "coder_es.cli.search_cmd:cmd_search",
+            "find text across every session in the store", _search_args, needs_store=True),
 )  # fmt: skip
 
 
