@@ -24,16 +24,20 @@ from typing import Any
 from coder_es.records import event_kind
 
 KINDS = ("user", "assistant", "tool", "file")
-MAX_BLOB_TEXT = 1 << 20
-"""Bytes of a blob-stored output that are indexed (the first MiB); the event's capped output
-is indexed whole anyway."""
+MAX_TEXT = 256 * 1024
+"""Characters of one text that are indexed (the start of a huge output or pasted file):
+PostgreSQL's tsvector holds at most 1 MB, and a search is for finding, not for reading."""
 
 # Snippets are marked with these two control characters, so they are kept out of indexed text.
 MARK_START, MARK_END = "\x02", "\x03"
-_CLEAN = str.maketrans({MARK_START: " ", MARK_END: " "})
+_CLEAN = str.maketrans({MARK_START: " ", MARK_END: " ", "\x00": " "})
 
 StoredBlob = Callable[[str], bytes | None]
 """The stored form of a blob by digest, or None when it is missing."""
+
+
+Entries = list[tuple[int, list["Doc"]]]
+"""What an index adds at once: each notification id with the documents of its event."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,9 @@ class Doc:
 
 
 def clean_text(text: str) -> str:
-    """Text a database accepts: lone surrogates (non-UTF-8 file names) shown escaped, and the
-    snippet marks replaced."""
+    """Text a database accepts: at most ``MAX_TEXT`` characters, lone surrogates (non-UTF-8
+    file names) shown escaped, NUL and the snippet marks replaced."""
+    text = text[:MAX_TEXT]
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -85,7 +90,7 @@ def documents(event: Any, stored_blob: StoredBlob) -> list[Doc]:
         if event.output_blob:
             stored = stored_blob(event.output_blob)
             if stored is not None:
-                output = stored[:MAX_BLOB_TEXT].decode("utf-8", "replace")
+                output = stored[: MAX_TEXT * 4].decode("utf-8", "replace")
         texts.append((own_node, "tool", f"{event.name}\n{output}"))
         paths = [str(c.get("path", "")) for c in event.files_changed if isinstance(c, dict)]
         texts.append((own_node, "file", "\n".join(p for p in paths if p)))

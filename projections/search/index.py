@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from coder_es.application import CoderApp
 from coder_es.errors import CoderESError, UsageError
-from projections.search.documents import Doc, documents
+from projections.search.documents import Entries, documents
 from projections.search.query import Filters, Hit, Query
 
 INDEX_FILE = "search.sqlite"
@@ -28,7 +28,7 @@ class SearchIndex(Protocol):
     @property
     def position(self) -> int: ...
 
-    def add(self, docs: list[Doc], position: int) -> bool: ...
+    def add(self, entries: Entries) -> int: ...
 
     def search(self, query: Query, filters: Filters) -> list[Hit]: ...
 
@@ -83,11 +83,11 @@ def catch_up(
         page = app.recorder.select_notifications(start=start, limit=batch)
         if not page:
             return done
-        docs: list[Doc] = []
+        entries: Entries = []
         for notification in page:
             event: Any = app.mapper.to_domain_event(notification)
-            docs.extend(documents(event, blob))
-        index.add(docs, page[-1].id)
+            entries.append((notification.id, documents(event, blob)))
+        index.add(entries)
         done += len(page)
         if progress is not None:
             progress(done, max(total, done))

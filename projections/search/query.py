@@ -17,8 +17,9 @@ from projections.search.documents import KINDS, MARK_END, MARK_START
 
 DEFAULT_LIMIT = 20
 _PIECE = re.compile(r'"([^"]*)"?|(\S+)')
-# What the FTS5 tokenizer (unicode61) keeps as part of a token: everything else separates.
-_WORD_CHARS = re.compile(r"\w+")
+# What both engines keep as a token: letters and digits (FTS5's unicode61 tokenizer splits on
+# everything else, underscores included; the PostgreSQL column is built the same way).
+_WORD_CHARS = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)

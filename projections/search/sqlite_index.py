@@ -10,11 +10,10 @@ exactly once, and two processes catching up at once skip what the other committe
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 
 from coder_es.errors import StoreError
-from projections.search.documents import MARK_END, MARK_START, Doc
+from projections.search.documents import MARK_END, MARK_START, Entries
 from projections.search.query import Filters, Hit, Query
 
 FORMAT = 1
@@ -64,19 +63,28 @@ class SQLiteSearchIndex:
         """The last notification id indexed (0: none)."""
         return self._meta("position") or 0
 
-    def add(self, docs: Iterable[Doc], position: int) -> bool:
-        """Index ``docs`` (the documents of the events up to notification ``position``) and move
-        the position there, atomically. False when another process got there first."""
+    def add(self, entries: Entries) -> int:
+        """Index each notification's documents and move the position to the last, atomically;
+        notifications another process indexed meanwhile are skipped. Returns how many were new."""
+        if not entries:
+            return 0
         with self._write():
-            if (self._meta("position") or 0) >= position:
-                return False
+            done = self._meta("position") or 0
+            fresh = [(n, docs) for n, docs in entries if n > done]
             self._conn.executemany(
                 "INSERT INTO docs (text, session, version, node, kind, ts) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                ((d.text, d.session, d.version, d.node, d.kind, d.timestamp) for d in docs),
+                (
+                    (d.text, d.session, d.version, d.node, d.kind, d.timestamp)
+                    for _, docs in fresh
+                    for d in docs
+                ),
             )
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('position', ?)", (position,))
-        return True
+            if fresh:
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('position', ?)", (fresh[-1][0],)
+                )
+        return len(fresh)
 
     def clear(self) -> None:
         with self._write():
