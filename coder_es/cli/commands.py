@@ -351,6 +351,12 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
 
 def _project_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--view",
+        choices=("summary", "search"),
+        default="summary",
+        help="the view kept: the sessions summary (default) or the search index",
+    )
+    p.add_argument(
         "--until-caught-up", action="store_true", help="stop once every event so far is processed"
     )
     p.add_argument("--check", action="store_true", help="compare the view with a rebuild")
@@ -475,7 +481,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("enqueue", "coder_es.cli.fleet:cmd_enqueue",
             "queue a session (new or existing) for the workers", _enqueue_args),
     Command("project", "coder_es.cli.fleet:cmd_project",
-            "run the sessions summary projection process", _project_args),
+            "run a projection process (sessions summary, search)", _project_args),
     Command("deps", "coder_es.cli.context_cmds:cmd_deps", "the dependency graph of a workspace",
             _deps_args, needs_store=True),
     Command("context", "coder_es.cli.context_cmds:cmd_context",

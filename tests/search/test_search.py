@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import cli_store_args
+from backends import cli_store_args, make_config, requires_postgres
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from search_helpers import new_session, record_turn
@@ -247,3 +247,30 @@ def test_cli_bad_input_is_a_usage_error(
 
 def test_cli_kinds_match_the_index() -> None:
     assert commands.SEARCH_KINDS == KINDS
+
+
+@requires_postgres
+def test_projection_process_keeps_the_postgres_index(
+    pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``coder-es project --view search`` indexes what was appended; a search then reads no
+    event again, and the view equals a rebuild from zero (--check)."""
+    config = make_config("postgres", tmp_path, pg_schema)
+    for name, value in config.extra.items():
+        monkeypatch.setenv(name, value)
+    app = CoderApp(config)
+    try:
+        s, _ = _turns(app)
+        store = cli_store_args(config)
+        project = [*store, "project", "--view", "search", "--until-caught-up", "--check"]
+        assert main(project) == 0
+        index = open_index(app)
+        assert index.position == app.recorder.max_notification_id()
+        assert catch_up(app, index) == 0
+        record_turn(app, s, user="one more frobnicator", answer="noted")
+        assert main(project) == 0
+        assert catch_up(app, index) == 0
+        assert len(search(app, index, "frobnicator", Filters(kind="user"))) == 2
+        index.close()
+    finally:
+        app.close()
