@@ -38,6 +38,7 @@ class SQLiteSearchIndex:
             self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: merges stay in memory
             self._setup()
         except sqlite3.DatabaseError as e:
             msg = f"cannot open the search index {self.path}: {e} (delete it to rebuild it)"
