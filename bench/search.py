@@ -87,7 +87,7 @@ def queries(vocab: list[str], rng: random.Random, n: int = 300) -> list[str]:
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def bench_index(events: list[list[Doc]], path: Path) -> tuple[SQLiteSearchIndex, float]:

@@ -19,6 +19,7 @@ from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
 from projections.search import KINDS, Filters, catch_up, open_index, rebuild, search
 
+FIXTURES = [HealthCheck.function_scoped_fixture]
 GITHUB_TOKEN = "ghp_" + "R8mN2xQ5vB7cL1kJ4hG6fD9sA3zW0yT5uI8o"
 HOSTILE = [
     '"',
@@ -104,7 +105,7 @@ def test_no_query_breaks_the_search(app: CoderApp) -> None:
                 assert "no words" in str(e)
                 continue
             assert all(h.kind in KINDS for h in hits)
-            if "frob" in query.lower() and "frob" != query:
+            if "frob" in query.lower() and query != "frob":
                 assert query and all("frob" in h.highlighted().lower() for h in hits)
         # Operators are words like any other: "(frobnicator AND broken" is three words.
         assert [h.kind for h in search(app, index, "(frobnicator broken")] == ["user"]
@@ -112,7 +113,9 @@ def test_no_query_breaks_the_search(app: CoderApp) -> None:
         index.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(max_size=40))
 def test_any_text_is_a_valid_query(tmp_path: Path, text: str) -> None:
     app = CoderApp(StoreConfig("popo", tmp_path))
@@ -170,7 +173,9 @@ def test_position_is_kept_and_only_new_events_are_read(persistent_store_config: 
         app.close()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     turns=st.lists(
         st.tuples(st.integers(0, 2), st.text(min_size=1, max_size=30), st.booleans()),
