@@ -65,7 +65,7 @@ class _ViewBlobs(BlobStore):
     def stored(self, digest: str) -> bytes | None:
         try:
             return self.stored_form(digest)
-        except (CoderESError, Exception):  # a missing table or blob: the event's text remains
+        except CoderESError:  # a missing or damaged blob: the event's own text is indexed
             return None
 
 

@@ -19,9 +19,10 @@ from projections.search.query import Filters, Hit, Query
 FORMAT = 1
 """Bumped when what is indexed changes: an index of another format is rebuilt."""
 SNIPPET_TOKENS = 16
-RANKED_MATCHES = 5000
-"""Matches ranked per query: the most recent ones. Ranking every match of a word that occurs in
-half a million documents costs ~100x more than this; a query that common is refined, not read."""
+WINDOW = 10_000
+"""Documents (the most recent) a search ranks first; widened 8x at a time while it finds fewer
+hits than asked. Ranking every match of a word present in half a million documents costs ~100x
+more, and a query that common is refined, not read to the end."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -105,18 +106,23 @@ class SQLiteSearchIndex:
             where.append("ts >= ?")
             params.append(filters.since)  # type: ignore[arg-type]
         cond = " AND ".join(where)
-        # Rank the most recent RANKED_MATCHES matches only: FTS5 walks matches by rowid cheaply,
-        # and a rowid bound is a constraint it applies while walking.
-        floor = self._conn.execute(
-            f"SELECT rowid FROM docs WHERE {cond} ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (*params, RANKED_MATCHES - 1),
-        ).fetchone()
         sql = (
             "SELECT session, node, kind, version, ts, "
             f"snippet(docs, 0, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS}), bm25(docs) "
-            f"FROM docs WHERE {cond} AND rowid >= ? ORDER BY rank LIMIT ?"
+            f"FROM docs WHERE {cond} AND rowid > ? ORDER BY rank LIMIT ?"
         )
-        rows = self._conn.execute(sql, (*params, floor[0] if floor else 0, filters.limit))
+        # FTS5 keeps the rows in the shadow table docs_content, where max(id) is one b-tree seek.
+        newest = self._conn.execute("SELECT max(id) FROM docs_content").fetchone()[0] or 0
+        # The most recent WINDOW documents first, then 8x more, until `limit` hits are found:
+        # FTS5 reads a word's matches from a rowid on, so a word present in half the store is
+        # ranked among a bounded number of documents, and a rare one costs a few cheap passes.
+        window = WINDOW
+        while True:
+            floor = max(0, newest - window)
+            rows = self._conn.execute(sql, (*params, floor, filters.limit)).fetchall()
+            if len(rows) >= filters.limit or floor == 0:
+                break
+            window *= 8
         return [
             Hit.marked(
                 raw,
