@@ -22,7 +22,7 @@ from typing import Any
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
-from eventsourcing.projection import Projection, ProjectionRunner
+from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed, Identifier
 
 from coder_es.application import CoderApp
@@ -240,18 +240,8 @@ def run_search_projection(
     poll_s: float = 0.2,
 ) -> int:
     """Follow the log, indexing each event, until ``stop`` is set (or ``until(runner)``)."""
-    from coder_es.fleet.projection import SessionLog, projection_env
+    from coder_es.fleet.projection import run_projection
 
-    with store_setup_lock(config):
-        runner: ProjectionRunner[SessionLog, SearchView] = ProjectionRunner(
-            application_class=SessionLog,
-            projection_class=SearchProjection,
-            view_class=SearchView,
-            env=projection_env(config),
-        )
-    with runner:
-        while not stop.is_set():
-            runner.run_forever(timeout=poll_s)
-            if until is not None and until(runner):
-                break
-        return runner.view.position()
+    return run_projection(
+        config, SearchProjection, SearchView, stop=stop, until=until, poll_s=poll_s
+    )
