@@ -1,6 +1,7 @@
 """The search index beside an embedded store: SQLite FTS5 in ``search.sqlite``.
 
-A rebuildable cache (delete the file and the next search indexes again). It follows the store's
+A rebuildable cache (delete the file, or let it be damaged, and the next search indexes again;
+an index of another ``FORMAT`` is rebuilt too). It follows the store's
 notification log: ``position`` (in the same database, written in the same transaction as the
 documents of the events up to it) is the last notification indexed, so every event is indexed
 exactly once, and two processes catching up at once skip what the other committed
@@ -36,14 +37,31 @@ class SQLiteSearchIndex:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         try:
-            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: merges stay in memory
+            self._conn = self._open()
+        except sqlite3.DatabaseError:
+            if self.path == ":memory:":
+                raise
+            # A damaged cache (a torn copy, garbage): drop it, the log rebuilds it.
+            for suffix in ("", "-wal", "-shm"):
+                Path(self.path + suffix).unlink(missing_ok=True)
+            try:
+                self._conn = self._open()
+            except sqlite3.DatabaseError as e:
+                msg = f"cannot open the search index {self.path}: {e}"
+                raise StoreError(msg) from e
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: merges stay in memory
+            self._conn = conn
             self._setup()
-        except sqlite3.DatabaseError as e:
-            msg = f"cannot open the search index {self.path}: {e} (delete it to rebuild it)"
-            raise StoreError(msg) from e
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
 
     def _setup(self) -> None:
         for statement in _SCHEMA:

@@ -17,7 +17,9 @@ from coder_es.cli import commands
 from coder_es.cli.main import main
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
-from projections.search import KINDS, Filters, catch_up, open_index, rebuild, search
+from projections.search import KINDS, Filters, catch_up, documents, open_index, rebuild, search
+from projections.search.index import stored_blob
+from projections.search.sqlite_index import SQLiteSearchIndex
 
 FIXTURES = [HealthCheck.function_scoped_fixture]
 GITHUB_TOKEN = "ghp_" + "R8mN2xQ5vB7cL1kJ4hG6fD9sA3zW0yT5uI8o"
@@ -277,5 +279,40 @@ def test_projection_process_keeps_the_postgres_index(
         assert catch_up(app, index) == 0
         assert len(search(app, index, "frobnicator", Filters(kind="user"))) == 2
         index.close()
+    finally:
+        app.close()
+
+
+def test_a_damaged_index_file_is_rebuilt(tmp_path: Path) -> None:
+    config = StoreConfig("lmdb", tmp_path / "store")
+    app = CoderApp(config)
+    try:
+        _turns(app)
+        (config.path / "search.sqlite").write_bytes(b"not a database at all" * 100)
+        index = open_index(app)
+        assert [h.kind for h in search(app, index, "frobnicator", Filters(kind="user"))] == ["user"]
+        index.close()
+    finally:
+        app.close()
+
+
+def test_two_indexers_never_index_an_event_twice(tmp_path: Path) -> None:
+    """A second process that read the log before the first committed skips what it added."""
+    config = StoreConfig("sqlite", tmp_path / "store")
+    app = CoderApp(config)
+    try:
+        _turns(app)
+        one, two = open_index(app), open_index(app)
+        notifications = app.recorder.select_notifications(start=1, limit=100)
+        blob = stored_blob(app)
+        entries = [(n.id, documents(app.mapper.to_domain_event(n), blob)) for n in notifications]
+        assert one.add(entries[:4]) == 4
+        assert two.add(entries) == len(entries) - 4  # the first four were already there
+        assert two.add(entries) == 0
+        reference = SQLiteSearchIndex(":memory:")
+        reference.add(entries)
+        assert one.rows() == reference.rows()
+        for index in (one, two, reference):
+            index.close()
     finally:
         app.close()
