@@ -376,7 +376,11 @@ class CoderAcpAgent:
         matches: dict[str, list[dict[str, Any]]] | None = None
         if kwargs.get("query") is not None:
             try:
-                matches = sessions_matching(self.runtime.app, kwargs["query"])
+                # In a thread: the first search of a store indexes it, which must not stall
+                # the sessions this agent is running.
+                matches = await asyncio.to_thread(
+                    sessions_matching, self.runtime.app, kwargs["query"]
+                )
             except ClientError as e:
                 raise RequestError.invalid_params({"details": str(e)}) from e
             rank = {sid: i for i, sid in enumerate(matches)}

@@ -419,7 +419,8 @@ class WsServer:
             await session.reply(conn, self._state(session, m.id))
         elif m.type == "search":
             scope = m.str_field("session", required=False)
-            hits = search_hits(
+            hits = await asyncio.to_thread(  # indexing must not stall the other sessions
+                search_hits,
                 self.runtime.app,
                 m.fields.get("query"),
                 session=str(self.runtime.app.resolve_session(scope)) if scope else None,
