@@ -14,7 +14,11 @@ Timings are given twice: wall-clock, and CPU time (of the process while indexing
 while querying). On a machine shared with other work (the load average is printed) the wall-clock
 figures measure the neighbours too; the CPU-time ones are what the work itself costs.
 
-Run:  python3 bench/search.py [--events 1000000] [--slice 100000] [--real 5000] [--json]
+4. Optionally (``--postgres N``) the fleet engine: N of the same events indexed into PostgreSQL
+   (tsvector + GIN, in a scratch schema of the local server) and the same queries.
+
+Run:  python3 bench/search.py [--events 1000000] [--slice 100000] [--real 5000] [--postgres N]
+      [--json]
 """
 
 from __future__ import annotations
@@ -181,7 +185,49 @@ def bench_real(n_events: int, where: Path) -> tuple[int, float, float]:
     return indexed, indexed / wall, indexed / cpu
 
 
-def run(n: int, slice_rows: int, real: int) -> dict[str, Any]:
+def bench_postgres(events: list[list[Doc]], texts: list[str]) -> dict[str, Any]:
+    """The fleet engine on the local PostgreSQL, in a scratch schema: rate and latency."""
+    import psycopg
+
+    from projections.search.postgres_index import PostgresSearchIndex
+
+    schema = f"bench_search_{uuid.uuid4().hex[:8]}"
+    settings = {
+        "POSTGRES_DBNAME": os.environ.get("POSTGRES_DBNAME", "test"),
+        "POSTGRES_HOST": os.environ.get("POSTGRES_HOST", "127.0.0.1"),
+        "POSTGRES_PORT": os.environ.get("POSTGRES_PORT", "5432"),
+        "POSTGRES_USER": os.environ.get("POSTGRES_USER", "postgres"),
+        "POSTGRES_PASSWORD": os.environ.get("POSTGRES_PASSWORD", ""),
+        "POSTGRES_SCHEMA": schema,
+    }
+    conninfo = {k.removeprefix("POSTGRES_").lower(): v for k, v in settings.items()}
+    conninfo.pop("schema")
+    with psycopg.connect(**conninfo, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        index = PostgresSearchIndex(StoreConfig("postgres", Path("."), extra=settings))
+        start = time.perf_counter()
+        for at in range(0, len(events), 5000):
+            index.add([(at + i + 1, docs) for i, docs in enumerate(events[at : at + 5000])])
+        rate = len(events) / (time.perf_counter() - start)
+        times = []
+        for text in texts:
+            begin = time.perf_counter()
+            index.search(Query.parse(text), Filters(limit=20))
+            times.append((time.perf_counter() - begin) * 1000)
+        index.close()
+    finally:
+        with psycopg.connect(**conninfo, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return {
+        "postgres_events": len(events),
+        "postgres_index_events_per_s_wall": round(rate),
+        "postgres_query_p50_ms_wall": round(percentile(times, 50), 2),
+        "postgres_query_p99_ms_wall": round(percentile(times, 99), 2),
+    }
+
+
+def run(n: int, slice_rows: int, real: int, postgres: int = 0) -> dict[str, Any]:
     vocab, events = synthetic(n)
     texts = queries(vocab, random.Random(11))
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +238,7 @@ def run(n: int, slice_rows: int, real: int) -> dict[str, Any]:
         scan = bench_scan(events, texts, slice_rows)
         real_events, real_rate, real_cpu_rate = bench_real(real, Path(tmp) / "real")
     scan_per_n = statistics.median(scan) * n / slice_rows
+    extra = bench_postgres(events[:postgres], texts) if postgres else {}
     return {
         "events": n,
         "load_average_1min": round(os.getloadavg()[0], 1),
@@ -209,6 +256,7 @@ def run(n: int, slice_rows: int, real: int) -> dict[str, Any]:
         "real_path_events": real_events,
         "real_path_events_per_s_wall": round(real_rate),
         "real_path_events_per_cpu_s": round(real_cpu_rate),
+        **extra,
     }
 
 
@@ -217,9 +265,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--slice", type=int, default=100_000)
     parser.add_argument("--real", type=int, default=5000)
+    parser.add_argument(
+        "--postgres", type=int, default=0, help="also index this many events in PostgreSQL"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.events, args.slice, args.real)
+    result = run(args.events, args.slice, args.real, args.postgres)
     if args.json:
         print(json.dumps(result))
         return

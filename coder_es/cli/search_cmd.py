@@ -44,7 +44,7 @@ def cmd_search(args: argparse.Namespace, ctx: Context) -> int:
 
 def _print_hit(hit: Any) -> None:
     snippet = hit.highlighted().replace("\n", " ")
-    print(f"{hit.session[:8]} node {hit.node:<5} {hit.kind:<9} {hit.score:6.2f}  {snippet}")
+    print(f"{hit.session[:8]} node {hit.node:<5} {hit.kind:<9} {hit.score:7.3g}  {snippet}")
 
 
 class _progress:

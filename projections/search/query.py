@@ -16,6 +16,10 @@ from coder_es.errors import UsageError
 from projections.search.documents import KINDS, MARK_END, MARK_START
 
 DEFAULT_LIMIT = 20
+WINDOW = 10_000
+"""Documents (the most recent) both engines rank first, widened 8x at a time while fewer hits
+than asked are found. Ranking every match of a word present in half a million documents costs
+~100x more, and a query that common is refined, not read to the end."""
 _PIECE = re.compile(r'"([^"]*)"?|(\S+)')
 # What both engines keep as a token: letters and digits (FTS5's unicode61 tokenizer splits on
 # everything else, underscores included; the PostgreSQL column is built the same way).

@@ -15,15 +15,11 @@ from pathlib import Path
 
 from coder_es.errors import StoreError
 from projections.search.documents import MARK_END, MARK_START, Entries
-from projections.search.query import Filters, Hit, Query
+from projections.search.query import WINDOW, Filters, Hit, Query
 
 FORMAT = 1
 """Bumped when what is indexed changes: an index of another format is rebuilt."""
 SNIPPET_TOKENS = 16
-WINDOW = 10_000
-"""Documents (the most recent) a search ranks first; widened 8x at a time while it finds fewer
-hits than asked. Ranking every match of a word present in half a million documents costs ~100x
-more, and a query that common is refined, not read to the end."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",

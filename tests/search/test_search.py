@@ -316,3 +316,27 @@ def test_two_indexers_never_index_an_event_twice(tmp_path: Path) -> None:
             index.close()
     finally:
         app.close()
+
+
+def test_ranking_window_widens_until_enough_hits(
+    app: CoderApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a tiny window the newest documents are ranked first, and an old match is still found."""
+    from projections.search import postgres_index, sqlite_index
+
+    if app.config.backend == "postgres":
+        monkeypatch.setattr(postgres_index, "WINDOW", 2)
+    monkeypatch.setattr(sqlite_index, "WINDOW", 2)
+    s = new_session(app)
+    record_turn(app, s, user="an old aardvark", answer="noted")
+    for i in range(6):
+        record_turn(app, s, user=f"filler number {i} about otters", answer="otters again")
+    index = open_index(app)
+    try:
+        old = search(app, index, "aardvark")
+        assert [(h.kind, h.node) for h in old] == [("user", "2")]
+        otters = search(app, index, "otters", Filters(limit=9))
+        assert len(otters) == 9
+        assert len(search(app, index, "otters", Filters(limit=50))) == 12
+    finally:
+        index.close()
