@@ -104,12 +104,15 @@ class SQLiteSearchIndex:
 
     def clear(self) -> None:
         with self._write():
-            self._conn.execute("DELETE FROM docs")
-            self._conn.execute("DELETE FROM meta")
+            self._conn.execute("DROP TABLE IF EXISTS docs")  # faster than deleting every row
+            self._conn.execute("DROP TABLE meta")
+            for statement in _SCHEMA:
+                self._conn.execute(statement)
             self._conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
 
     def search(self, query: Query, filters: Filters) -> list[Hit]:
-        where, params = ["docs MATCH ?"], [query.fts5()]
+        where: list[str] = ["docs MATCH ?"]
+        params: list[object] = [query.fts5()]
         if filters.session is not None:
             where.append("session = ?")
             params.append(filters.session)
@@ -118,7 +121,7 @@ class SQLiteSearchIndex:
             params.append(filters.kind)
         if filters.since is not None:
             where.append("ts >= ?")
-            params.append(filters.since)  # type: ignore[arg-type]
+            params.append(filters.since)
         cond = " AND ".join(where)
         sql = (
             "SELECT session, node, kind, version, ts, "

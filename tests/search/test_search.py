@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,15 @@ def test_a_damaged_index_file_is_rebuilt(tmp_path: Path) -> None:
         (config.path / "search.sqlite").write_bytes(b"not a database at all" * 100)
         index = open_index(app)
         assert [h.kind for h in search(app, index, "frobnicator", Filters(kind="user"))] == ["user"]
+        rows = index.rows()
+        index.close()
+        with sqlite3.connect(config.path / "search.sqlite") as conn:  # an index of another format
+            conn.execute("UPDATE meta SET value = 999 WHERE key = 'format'")
+        conn.close()
+        index = open_index(app)
+        assert index.position == 0 and index.rows() == []
+        catch_up(app, index)
+        assert index.rows() == rows
         index.close()
     finally:
         app.close()
