@@ -188,11 +188,16 @@ def _project_search(
     stop: threading.Event,
     until: Callable[[Any], bool] | None,
 ) -> tuple[int, list[str]]:
+    from coder_es.fleet.projection import run_projection
     from projections.search.index import rebuild
-    from projections.search.postgres_index import PostgresSearchIndex, run_search_projection
+    from projections.search.postgres_index import (
+        PostgresSearchIndex,
+        SearchProjection,
+        SearchView,
+    )
     from projections.search.sqlite_index import SQLiteSearchIndex
 
-    position = run_search_projection(ctx.config, stop=stop, until=until)
+    position = run_projection(ctx.config, SearchProjection, SearchView, stop=stop, until=until)
     if not args.check:
         return position, []
     kept = PostgresSearchIndex(ctx.config)

@@ -14,9 +14,8 @@ input is tsquery syntax.
 
 from __future__ import annotations
 
-import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -239,18 +238,3 @@ class PostgresSearchIndex:
 
     def close(self) -> None:
         self.view.datastore.close()
-
-
-def run_search_projection(
-    config: StoreConfig,
-    *,
-    stop: threading.Event,
-    until: Callable[[Any], bool] | None = None,
-    poll_s: float = 0.2,
-) -> int:
-    """Follow the log, indexing each event, until ``stop`` is set (or ``until(runner)``)."""
-    from coder_es.fleet.projection import run_projection
-
-    return run_projection(
-        config, SearchProjection, SearchView, stop=stop, until=until, poll_s=poll_s
-    )
