@@ -39,6 +39,7 @@ DEMO_DIR = "coder-es-demo"
 BACKEND_CHOICES = ("lmdb", "sqlite", "postgres", "popo")
 AGENTS = ("build", "plan", "explore")
 PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+SEARCH_KINDS = ("user", "assistant", "tool", "file")
 
 
 @dataclass(frozen=True)
@@ -350,10 +351,25 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
 
 def _project_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--view",
+        choices=("summary", "search"),
+        default="summary",
+        help="the view kept: the sessions summary (default) or the search index",
+    )
+    p.add_argument(
         "--until-caught-up", action="store_true", help="stop once every event so far is processed"
     )
     p.add_argument("--check", action="store_true", help="compare the view with a rebuild")
     _json(p)
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", help='words and "quoted phrases"; all must occur')
+    p.add_argument("--session", help="only this session (id or unique prefix)")
+    p.add_argument("--kind", choices=SEARCH_KINDS, help="only this kind of text")
+    p.add_argument("--since", metavar="DATE", help="only text recorded since DATE (ISO 8601)")
+    p.add_argument("--limit", type=int, default=20, help="at most N hits (default 20)")
+    _json(p, "one JSON object per hit")
 
 
 def _deps_args(p: argparse.ArgumentParser) -> None:
@@ -465,7 +481,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("enqueue", "coder_es.cli.fleet:cmd_enqueue",
             "queue a session (new or existing) for the workers", _enqueue_args),
     Command("project", "coder_es.cli.fleet:cmd_project",
-            "run the sessions summary projection process", _project_args),
+            "run a projection process (sessions summary, search)", _project_args),
     Command("deps", "coder_es.cli.context_cmds:cmd_deps", "the dependency graph of a workspace",
             _deps_args, needs_store=True),
     Command("context", "coder_es.cli.context_cmds:cmd_context",
@@ -477,6 +493,8 @@ COMMANDS: tuple[Command, ...] = (
             description=_TRUST_DESCRIPTION),
     Command("mcp", "coder_es.cli.mcp_cmd:cmd_mcp", "list and test the configured MCP servers",
             _mcp_args, description=_MCP_DESCRIPTION),
+    Command("search", "coder_es.cli.search_cmd:cmd_search",
+            "find text across every session in the store", _search_args, needs_store=True),
 )  # fmt: skip
 
 

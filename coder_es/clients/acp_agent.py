@@ -66,9 +66,11 @@ from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor
+from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
+from coder_es.clients.search_ops import sessions_matching
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
@@ -367,15 +369,33 @@ class CoderAcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
+        """Every session (of ``cwd`` when given); with ``_meta.query``, only the sessions whose
+        text matches it, best first, each with its hits in ``_meta.coderEs.hits``."""
         where = str(Path(cwd).resolve()) if cwd else None
+        sessions = self.runtime.app.list_sessions()
+        matches: dict[str, list[dict[str, Any]]] | None = None
+        if kwargs.get("query") is not None:
+            try:
+                # In a thread: the first search of a store indexes it, which must not stall
+                # the sessions this agent is running.
+                matches = await asyncio.to_thread(
+                    sessions_matching, self.runtime.app, kwargs["query"]
+                )
+            except ClientError as e:
+                raise RequestError.invalid_params({"details": str(e)}) from e
+            rank = {sid: i for i, sid in enumerate(matches)}
+            sessions = sorted(
+                (s for s in sessions if str(s.id) in rank), key=lambda s: rank[str(s.id)]
+            )
         infos = [
             SessionInfo(
                 session_id=str(s.id),
                 cwd=s.workspace,
                 title=s.title or None,
                 updated_at=s.started_at.isoformat(),
+                field_meta=None if matches is None else {"coderEs": {"hits": matches[str(s.id)]}},
             )
-            for s in self.runtime.app.list_sessions()
+            for s in sessions
             if where is None or str(Path(s.workspace).resolve()) == where
         ]
         return ListSessionsResponse(sessions=infos)

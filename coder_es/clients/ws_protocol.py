@@ -29,6 +29,7 @@ CLIENT_TYPES = (
     "fork",
     "switch",
     "rewind",
+    "search",
 )
 
 

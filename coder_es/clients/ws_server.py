@@ -44,6 +44,7 @@ from coder_es.clients import ws_protocol as p
 from coder_es.clients.errors import ClientError, ServeSetupError
 from coder_es.clients.history import session_history
 from coder_es.clients.runtime import ClientRuntime
+from coder_es.clients.search_ops import search_hits
 from coder_es.config import Config, ConfigError
 from coder_es.errors import CoderESError
 from coder_es.permissions.policy import PermissionAnswer
@@ -416,6 +417,17 @@ class WsServer:
             )
         elif m.type == "get_state":
             await session.reply(conn, self._state(session, m.id))
+        elif m.type == "search":
+            scope = m.str_field("session", required=False)
+            hits = await asyncio.to_thread(  # indexing must not stall the other sessions
+                search_hits,
+                self.runtime.app,
+                m.fields.get("query"),
+                session=str(self.runtime.app.resolve_session(scope)) if scope else None,
+                kind=m.fields.get("kind"),
+                limit=m.fields.get("limit", 20),
+            )
+            await session.reply(conn, p.message("search_results", re=m.id, hits=hits))
         else:
             await self._branch(session, conn, m, budget)
 

@@ -141,15 +141,36 @@ def run_summary_projection(
     config: StoreConfig,
     *,
     stop: threading.Event,
-    until: Callable[[ProjectionRunner[SessionLog, SessionsSummaryView]], bool] | None = None,
+    until: Callable[[Any], bool] | None = None,
     poll_s: float = 0.2,
 ) -> int:
     """Follow the log until ``stop`` is set (or ``until(runner)`` holds). Returns the position."""
+    return run_projection(
+        config,
+        SessionsSummaryProjection,
+        SessionsSummaryView,
+        stop=stop,
+        until=until,
+        poll_s=poll_s,
+    )
+
+
+def run_projection(
+    config: StoreConfig,
+    projection_class: type[Projection[Any]],
+    view_class: type[Any],
+    *,
+    stop: threading.Event,
+    until: Callable[[Any], bool] | None = None,
+    poll_s: float = 0.2,
+) -> int:
+    """Run ``projection_class`` into ``view_class`` (a tracking recorder with ``position()``)
+    until ``stop`` is set or ``until(runner)`` holds; returns the position reached."""
     with store_setup_lock(config):
-        runner: ProjectionRunner[SessionLog, SessionsSummaryView] = ProjectionRunner(
+        runner: ProjectionRunner[SessionLog, Any] = ProjectionRunner(
             application_class=SessionLog,
-            projection_class=SessionsSummaryProjection,
-            view_class=SessionsSummaryView,
+            projection_class=projection_class,
+            view_class=view_class,
             env=projection_env(config),
         )
     with runner:
@@ -157,10 +178,10 @@ def run_summary_projection(
             runner.run_forever(timeout=poll_s)  # re-raises a failure of the processing thread
             if until is not None and until(runner):
                 break
-        return runner.view.position()
+        return int(runner.view.position())
 
 
-def caught_up(runner: ProjectionRunner[SessionLog, SessionsSummaryView]) -> bool:
+def caught_up(runner: ProjectionRunner[SessionLog, Any]) -> bool:
     """The view has processed every event committed so far."""
     latest = runner.app.recorder.max_notification_id() or 0
     return runner.view.position() >= latest

@@ -28,7 +28,17 @@ SCRIPT = {"turns": [{"blocks": [{"type": "text", "text": "hello"}], "stop_reason
 # Arguments whose every value is acceptable text (a message, a title, a folder name to create):
 # a hostile value there may succeed, it still must not crash. An empty option value counts as
 # not given (as an empty environment variable does); a new file's name may be anything.
-FREE_TEXT = {"prompt", "--title", "--dir", "--name", "--queue", "--redact-glob", "--kinds", "name"}
+FREE_TEXT = {
+    "prompt",
+    "--title",
+    "--dir",
+    "--name",
+    "--queue",
+    "--redact-glob",
+    "--kinds",
+    "name",
+    "query",
+}
 MAY_SUCCEED = {"--output": {"unknown-id", "non-utf8", "negative", "file", "missing-path"}}
 # Path values are tried on positionals and on the options that take a path; the other options
 # get the text values only (keeps the sweep fast).
@@ -80,6 +90,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         "target": sid[:8],
         "path": str(ws),
         "prompt": "hi",
+        "query": "hi",
         "cassettes": str(
             REPO / "coder_es" / "data" / "sessions" / "denied-permission.cassette.jsonl"
         ),
