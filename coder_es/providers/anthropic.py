@@ -149,15 +149,39 @@ def build_anthropic_body(request: ModelRequest, *, prompt_caching: bool = True) 
 
 
 class _Open:
-    """A content block being received."""
+    """A content block being received: its start, plus what each known delta type added.
 
-    __slots__ = ("block", "kind", "parts", "signature")
+    Every known delta extends one field whatever the block's type (``text_delta`` the text,
+    ``input_json_delta`` the input...), so a block type added after this code was written that
+    streams with known deltas still assembles to what the server sent.
+    """
+
+    __slots__ = ("block", "citations", "json", "kind", "signature", "text", "thinking")
 
     def __init__(self, kind: str, block: Block) -> None:
         self.kind = kind  # "text", "thinking", "tool", or "verbatim"
         self.block = block
-        self.parts: list[str] = []
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.json: list[str] = []
+        self.citations: list[Any] = []
         self.signature: str | None = None
+
+    def assembled(self) -> Block:
+        """The finished block (the tool_use input is parsed by the caller)."""
+        block = dict(self.block)
+        if self.text or self.kind == "text":
+            block["text"] = str(block.get("text") or "") + "".join(self.text)
+        if self.thinking or self.kind == "thinking":
+            block["thinking"] = str(block.get("thinking") or "") + "".join(self.thinking)
+        if self.signature is not None or self.kind == "thinking":
+            block["signature"] = str(block.get("signature") or "") + (self.signature or "")
+        if self.citations:
+            block["citations"] = [*(block.get("citations") or []), *self.citations]
+        elif self.kind == "text" and not block.get("citations"):
+            # ``"citations": []`` / ``null`` on a start means "none yet": nothing to send back.
+            block.pop("citations", None)
+        return block
 
 
 class AnthropicParser:
@@ -193,7 +217,7 @@ class AnthropicParser:
                     state = self._open.get(data.get("index"))  # type: ignore[arg-type]
                     if state is not None:
                         text = delta.get("text", "")
-                        state.parts.append(text)
+                        state.text.append(text)
                         out.append(TextDelta(data["index"], text))
                         continue
             self._handle(kind, data, out)
@@ -284,13 +308,10 @@ class AnthropicParser:
         if kind == "text":
             state = _Open("text", block)
             if block.get("text"):
-                state.parts.append(block["text"])
                 out.append(TextDelta(index, block["text"]))
         elif kind == "thinking":
             state = _Open("thinking", block)
-            state.signature = block.get("signature") or None
             if block.get("thinking"):
-                state.parts.append(block["thinking"])
                 out.append(ThinkingDelta(index, block["thinking"]))
         elif kind == "tool_use":
             state = _Open("tool", block)
@@ -310,16 +331,16 @@ class AnthropicParser:
         kind = delta.get("type")
         if kind == "text_delta":
             text = delta.get("text", "")
-            state.parts.append(text)
+            state.text.append(text)
             out.append(TextDelta(index, text))
         elif kind == "input_json_delta":
             partial = delta.get("partial_json", "")
-            state.parts.append(partial)
+            state.json.append(partial)
             if state.kind == "tool" and partial:
                 out.append(ToolCallDelta(index, partial))
         elif kind == "thinking_delta":
             thinking = delta.get("thinking", "")
-            state.parts.append(thinking)
+            state.thinking.append(thinking)
             out.append(ThinkingDelta(index, thinking))
         elif kind == "signature_delta":
             state.signature = (state.signature or "") + delta.get("signature", "")
@@ -327,8 +348,7 @@ class AnthropicParser:
         elif kind == "citations_delta":
             citation = delta.get("citation")
             if citation is not None:
-                state.block.setdefault("citations", [])
-                state.block["citations"] = [*(state.block["citations"] or []), citation]
+                state.citations.append(citation)
         # Unknown delta types are ignored: the block still completes with what we understood.
 
     def _block_stop(self, data: dict[str, Any], out: list[StreamEvent]) -> None:
@@ -344,20 +364,14 @@ class AnthropicParser:
                 )
             )
             return
-        block = state.block
-        if state.kind == "text":
-            block = {**block, "text": "".join(state.parts)}
-            if not block.get("citations"):
-                block.pop("citations", None)
-        elif state.kind == "thinking":
-            block = {**block, "thinking": "".join(state.parts), "signature": state.signature or ""}
-        elif state.parts:
+        block = state.assembled()
+        if state.json:
             # A verbatim block that streamed its input (server_tool_use, mcp_tool_use).
-            block = {**block, "input": self._parse_input(index, state)}
+            block["input"] = self._parse_input(index, state)
         out.append(BlockComplete(index, block))
 
     def _parse_input(self, index: int, state: _Open) -> dict[str, Any]:
-        text = "".join(state.parts)
+        text = "".join(state.json)
         if not text.strip():
             initial = state.block.get("input")
             return dict(initial) if isinstance(initial, dict) else {}
