@@ -38,7 +38,7 @@ DEMO_CASSETTE = "branched-rewind"
 DEMO_DIR = "coder-es-demo"
 BACKEND_CHOICES = ("lmdb", "sqlite", "postgres", "popo")
 AGENTS = ("build", "plan", "explore")
-PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+PROVIDERS = ("anthropic", "openai", "openai-responses", "ollama", "scripted")
 SEARCH_KINDS = ("user", "assistant", "tool", "file")
 
 

@@ -42,7 +42,12 @@ from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
 
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o", "ollama": "llama3.1"}
+DEFAULT_MODELS = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-4o",
+    "openai-responses": "gpt-5",
+    "ollama": "llama3.1",
+}
 
 NO_PROVIDER = (
     "no model provider is configured. Set one of: ANTHROPIC_API_KEY (provider anthropic), "

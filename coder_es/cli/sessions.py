@@ -126,6 +126,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     report["providers"] = {
         "anthropic": bool(os.environ.get("ANTHROPIC_API_KEY")),
         "openai": bool(os.environ.get("OPENAI_API_KEY")),
+        "openai-responses": bool(os.environ.get("OPENAI_API_KEY")),
         "ollama": os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"),
         "scripted": True,
     }

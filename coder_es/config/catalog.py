@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+PROVIDERS = ("anthropic", "openai", "openai-responses", "ollama", "scripted")
 AGENTS = ("build", "plan", "explore")
 ACTIONS = ("allow", "ask", "deny")
 TOOLS = ("bash", "read", "write", "edit", "grep", "find")
@@ -24,6 +24,7 @@ DEFAULT_AGENT = "build"
 DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
     "openai": "gpt-5",
+    "openai-responses": "gpt-5",
     # Ollama serves whatever the user pulled, and a script is a file: no sensible default.
     "ollama": "",
     "scripted": "",
@@ -32,6 +33,7 @@ DEFAULT_MODELS = {
 DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
     "ollama": "http://127.0.0.1:11434",
     "scripted": "",
 }
@@ -40,6 +42,7 @@ DEFAULT_BASE_URLS = {
 DEFAULT_KEY_ENVS = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
     "ollama": "",
     "scripted": "",
 }
@@ -83,9 +86,12 @@ _MODELS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# The Responses API serves the same models (newer ones there first).
+_MODELS["openai-responses"] = _MODELS["openai"]
+
 # Providers whose model names can be checked: Ollama runs whatever was pulled, and the scripted
 # provider's "model" is a script path.
-CHECKED_PROVIDERS = ("anthropic", "openai")
+CHECKED_PROVIDERS = ("anthropic", "openai", "openai-responses")
 
 _SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
 

@@ -65,6 +65,7 @@ ENV_SETTINGS: tuple[tuple[str, Key], ...] = (
     ("CODER_ES_AGENT", ("agent",)),
     ("ANTHROPIC_BASE_URL", ("providers", "anthropic", "base_url")),
     ("OPENAI_BASE_URL", ("providers", "openai", "base_url")),
+    ("OPENAI_BASE_URL", ("providers", "openai-responses", "base_url")),
     ("OLLAMA_HOST", ("providers", "ollama", "base_url")),
     ("CODER_ES_STORE", ("store", "path")),
     ("CODER_ES_BACKEND", ("store", "backend")),
@@ -418,7 +419,8 @@ def _origin_of(config: Config, path: str) -> Origin:
 def _elsewhere(model: str, provider: str) -> str:
     """A hint naming a close model of another provider (``gpt5`` asked of anthropic)."""
     for other in CHECKED_PROVIDERS:
-        if other != provider:
+        # openai and openai-responses serve the same models: no hint between them.
+        if known_models(other) != known_models(provider):
             hits = close_matches(model, known_models(other), n=1)
             if hits:
                 return f"; did you mean the {other} model '{hits[0]}' (provider = \"{other}\")?"

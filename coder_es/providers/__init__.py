@@ -32,6 +32,7 @@ from coder_es.providers.errors import (
 from coder_es.providers.factory import PROVIDERS, build_provider
 from coder_es.providers.ollama import OllamaProvider
 from coder_es.providers.openai import OpenAIProvider
+from coder_es.providers.openai_responses import OpenAIResponsesProvider
 from coder_es.providers.pricing import Price, PriceTable
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.scripted import ScriptedProvider, ScriptedTurn, load_script
@@ -76,6 +77,7 @@ __all__ = [
     "NotFoundError",
     "OllamaProvider",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "OverloadedError",
     "PermissionDeniedError",
     "Price",

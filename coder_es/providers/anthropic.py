@@ -112,8 +112,9 @@ def build_anthropic_body(request: ModelRequest, *, prompt_caching: bool = True) 
             dict(b)
             for b in message_blocks(message)
             # A thinking block without a signature came from another provider: Anthropic would
-            # reject it, and it cannot be verified anyway.
+            # reject it, and it cannot be verified anyway. An OpenAI Responses item is OpenAI's.
             if not (b["type"] == "thinking" and not b.get("signature"))
+            and b["type"] != "openai_item"
         ]
         messages.append({"role": message["role"], "content": blocks})
     body: dict[str, Any] = {

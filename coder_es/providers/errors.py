@@ -132,6 +132,7 @@ _BY_TYPE: dict[str, type[ProviderError]] = {
     "timeout_error": ProviderTimeoutError,
     # OpenAI-compatible servers.
     "insufficient_quota": RateLimitedError,
+    "rate_limit_exceeded": RateLimitedError,
     "server_error": ServerError,
     "context_length_exceeded": ContextTooLongError,
 }

@@ -16,9 +16,10 @@ from coder_es.providers.errors import ProviderConfigError
 from coder_es.providers.ollama import OllamaProvider, host_url
 from coder_es.providers.openai import DEFAULT_BASE_URL as OPENAI_URL
 from coder_es.providers.openai import OpenAIProvider
+from coder_es.providers.openai_responses import OpenAIResponsesProvider
 from coder_es.providers.scripted import ScriptedProvider
 
-PROVIDERS = ("anthropic", "openai", "ollama", "scripted")
+PROVIDERS = ("anthropic", "openai", "openai-responses", "ollama", "scripted")
 
 # Where the scripted provider finds its script when the model name is not a path.
 SCRIPT_ENV = "CODER_ES_SCRIPT"
@@ -66,7 +67,7 @@ def build_provider(
             )
         base = _check_url("ANTHROPIC_BASE_URL", env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_URL)
         return AnthropicProvider(model, api_key=api_key, base_url=base, client=client, **options)
-    if key == "openai":
+    if key in ("openai", "openai-responses"):
         openai_key = env.get("OPENAI_API_KEY", "").strip() or None
         custom = env.get("OPENAI_BASE_URL", "").strip()
         base = _check_url("OPENAI_BASE_URL", custom or OPENAI_URL)
@@ -74,10 +75,14 @@ def build_provider(
         # Local compatible servers usually need no key; api.openai.com always does.
         if openai_key is None and official:
             raise ProviderConfigError(
-                "the openai provider needs OPENAI_API_KEY (missing: OPENAI_API_KEY), or "
+                f"the {key} provider needs OPENAI_API_KEY (missing: OPENAI_API_KEY), or "
                 "OPENAI_BASE_URL pointing at a compatible server that needs no key. "
                 + OFFLINE_HINT,
-                provider="openai",
+                provider=key,
+            )
+        if key == "openai-responses":
+            return OpenAIResponsesProvider(
+                model, api_key=openai_key, base_url=base, client=client, **options
             )
         field = "max_completion_tokens" if official else "max_tokens"
         options.setdefault("max_tokens_field", field)

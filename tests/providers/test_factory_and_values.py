@@ -71,7 +71,9 @@ def test_bad_base_url_and_unknown_provider() -> None:
         build_provider(
             "anthropic", "m", env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "nope"}
         )
-    with pytest.raises(ProviderConfigError, match="anthropic, openai, ollama, scripted"):
+    with pytest.raises(
+        ProviderConfigError, match="anthropic, openai, openai-responses, ollama, scripted"
+    ):
         build_provider("gemini", "m", env={})
 
 
