@@ -36,6 +36,7 @@ from coder_es.cli.progress import shown
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule, parse_rule
+from coder_es.providers.catalogue import notice
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
 from coder_es.sandbox import SandboxSettings
@@ -135,9 +136,16 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     sandbox = ctx.settings.sandbox
+    models = ctx.settings.model_catalogue()
+    # A script's "model" is a file name: only real models are looked up.
+    if model and provider != "scripted":
+        line = notice(model, models.info(model))
+        if line:
+            print(f"coder-es: {line}", file=sys.stderr)
     service = AgentService(
         ctx.app,
         ctx.workspace,
+        models=models,
         sandbox=SandboxSettings(
             mode="off" if sandbox.mode == "off" else "auto",
             network=sandbox.network,

@@ -310,6 +310,13 @@ def _provider(
     )
 
 
+def _models(merged: Mapping[Key, Setting]) -> Mapping[str, Mapping[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for rest, setting in _under(merged, ("models",)):
+        rows.setdefault(rest[0], {})[rest[1]] = setting.value
+    return MappingProxyType(rows)
+
+
 def _rules(merged: Mapping[Key, Setting], prefix: Key) -> tuple[RuleConfig, ...]:
     return tuple(
         RuleConfig(
@@ -409,6 +416,7 @@ def build(
         origins=MappingProxyType({format_path(k): s.origin for k, s in merged.items()}),
         trust=trust,
         ignored=tuple(ignored),
+        models=_models(merged),
     )
 
 

@@ -295,6 +295,18 @@ PRICE = Table(
     required=("input", "output"),
 )
 
+MODEL = Table(
+    {
+        "context_window": Leaf(Integer(1, 100_000_000), "input tokens the model accepts"),
+        "max_output_tokens": Leaf(Integer(1, 100_000_000), "tokens the model may answer with"),
+        "input": Leaf(Number(), "dollars per million input tokens"),
+        "output": Leaf(Number(), "dollars per million output tokens"),
+        "cache_read": Leaf(Number(), "dollars per million cache-read tokens"),
+        "cache_write": Leaf(Number(), "dollars per million cache-write tokens"),
+        "capabilities": Leaf(ListOf(Text()), "what the model supports (vision, reasoning...)"),
+    }
+)
+
 PROVIDER = Table(
     {
         # From a project config, these two apply only once the workspace is trusted
@@ -328,6 +340,9 @@ SCHEMA = Table(
         "model": Leaf(Text(), "the model name"),
         "agent": Leaf(Choice(AGENTS, "agent"), "the agent preset"),
         "providers": Table({name: PROVIDER for name in PROVIDERS}),
+        "models": Entries(
+            Text(), MODEL, "what is known of a model, over the bundled model catalogue"
+        ),
         "permissions": Table(
             {
                 "default": Leaf(ACTION, "the action when no rule matches"),

@@ -16,6 +16,7 @@ from coder_es.store.config import StoreConfig
 
 if TYPE_CHECKING:
     from coder_es.config.trust import TrustState
+    from coder_es.providers.catalogue import ModelCatalogue
     from coder_es.providers.pricing import PriceTable
 
 
@@ -229,6 +230,8 @@ class Config:
     """The trust of the project config (None: the workspace has none)."""
     ignored: tuple[IgnoredSetting, ...] = ()
     """Settings of an untrusted project config that do not apply (``config.untrusted``)."""
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    """``[models.NAME]`` rows laid over the bundled model catalogue."""
 
     def ignored_lines(self) -> list[str]:
         """One line per setting not applied, then why (for ``run``, ``doctor``, ``serve``)."""
@@ -251,4 +254,13 @@ class Config:
             for provider in self.providers.values()
             for model, p in provider.prices.items()
         }
-        return PriceTable.default().merged(overrides)
+        models = self.model_catalogue()
+        rows = {name: models.info(name).price for name in self.models}
+        own = {name: price for name, price in rows.items() if price is not None}
+        return PriceTable.default().merged({**own, **overrides})
+
+    def model_catalogue(self) -> ModelCatalogue:
+        """The bundled model catalogue with the ``[models]`` rows on top."""
+        from coder_es.providers.catalogue import ModelCatalogue
+
+        return ModelCatalogue.bundled().merged(self.models)

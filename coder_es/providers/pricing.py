@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -75,10 +75,16 @@ DEFAULT_PRICES: dict[str, Price] = {
 @dataclass(frozen=True)
 class PriceTable:
     prices: Mapping[str, Price]
+    overrides: Mapping[str, Price] = field(default_factory=dict)
+    """The user's rows: looked up before ``prices``, so a prefix the user priced wins over a
+    longer name of the bundled tables."""
 
     @classmethod
     def default(cls) -> PriceTable:
-        return cls(dict(DEFAULT_PRICES))
+        """The table above with the model catalogue's prices (newer) on top."""
+        from coder_es.providers.catalogue import ModelCatalogue
+
+        return cls({**DEFAULT_PRICES, **ModelCatalogue.bundled().prices()})
 
     @classmethod
     def from_file(cls, path: str | Path, base: PriceTable | None = None) -> PriceTable:
@@ -97,13 +103,10 @@ class PriceTable:
         return (base or cls.default()).merged(overrides)
 
     def merged(self, overrides: Mapping[str, Price]) -> PriceTable:
-        return PriceTable({**self.prices, **overrides})
+        return PriceTable(self.prices, {**self.overrides, **overrides})
 
     def price(self, model: str) -> Price | None:
-        if model in self.prices:
-            return self.prices[model]
-        best = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
-        return self.prices[best] if best is not None else None
+        return _match(self.overrides, model) or _match(self.prices, model)
 
     def cost(self, model: str, usage: Usage) -> Decimal | None:
         """Dollars for ``usage``, or None for a model with no known price (never a guess)."""
@@ -117,6 +120,13 @@ class PriceTable:
             + price.cache_write * usage.get("cache_write_tokens", 0)
         )
         return total / _MILLION
+
+
+def _match(prices: Mapping[str, Price], model: str) -> Price | None:
+    if model in prices:
+        return prices[model]
+    best = max((k for k in prices if model.startswith(k)), key=len, default=None)
+    return prices[best] if best is not None else None
 
 
 def _price_row(row: Any, where: str) -> Price:

@@ -58,6 +58,7 @@ from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
+from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
@@ -319,6 +320,7 @@ class AgentService:
         sandbox: SandboxSettings | None = None,
         mcp_servers: Iterable[McpServerConfig] = (),
         mcp_factory: Callable[[Sequence[McpServerConfig]], McpSource | None] | None = None,
+        models: ModelCatalogue | None = None,
     ) -> None:
         self.app = app
         self.sandbox = sandbox
@@ -330,6 +332,12 @@ class AgentService:
         self.config = config or LoopConfig()
         self.mcp_servers = tuple(mcp_servers)
         self.mcp_factory = mcp_factory or _mcp_manager
+        self.models = models or ModelCatalogue.bundled()
+
+    def context_budget(self, model: str) -> int:
+        """Input tokens a request to ``model`` may hold: its context window (from the model
+        catalogue) less the tokens reserved for the answer."""
+        return self.models.info(model).context_budget(self.config.max_tokens)
 
     def _handle(
         self,
@@ -338,6 +346,7 @@ class AgentService:
         policy: Policy,
         options: SessionOptions,
         resumed: bool,
+        context_budget: int,
     ) -> SessionHandle:
         deps = LoopDeps(
             provider=provider,
@@ -354,6 +363,7 @@ class AgentService:
             output_limit=self.config.output_limit,
             model_retries=self.config.model_retries,
             retry_delay_s=self.config.retry_delay_s,
+            context_budget=context_budget,
         )
         loop = AgentLoop(self.app, session_id, deps, config=config)
         return SessionHandle(loop, provider, resumed=resumed)
@@ -372,6 +382,10 @@ class AgentService:
         settings["max_tokens"] = self.config.max_tokens
         # The step limit changes what the loop decides, so replay must see the one used.
         settings["max_steps"] = options.max_steps
+        # The budget decides what the requests hold: recorded so a replay (or a resume after the
+        # catalogue changed) builds the same requests.
+        budget = self.context_budget(provider.model)
+        settings["context_budget"] = budget
         settings.update(options.settings)
         session = self.app.start_session(
             workspace=str(self.workspace),
@@ -382,7 +396,7 @@ class AgentService:
             settings=settings,
             id=session_id,
         )
-        return self._handle(session.id, provider, policy, options, resumed=False)
+        return self._handle(session.id, provider, policy, options, False, budget)
 
     async def open_session(
         self, session_ref: str, options: SessionOptions | None = None
@@ -403,7 +417,14 @@ class AgentService:
         provider = self.provider_factory(
             options.provider or session.provider, options.model or session.model
         )
-        handle = self._handle(session.id, provider, policy, options, resumed=True)
+        recorded = session.settings.get("context_budget")
+        if provider.model != session.model:
+            budget = self.context_budget(provider.model)  # another model, another window
+        elif isinstance(recorded, int) and recorded > 0:
+            budget = recorded
+        else:
+            budget = self.config.context_budget  # a session recorded before budgets were
+        handle = self._handle(session.id, provider, policy, options, True, budget)
         records, default = handle.loop.state.permissions_in_force()
         wanted = records
         if options.rules and not _ends_with(records, rule_records(options.rules)):
