@@ -13,7 +13,13 @@ from typing import Any, ClassVar
 import httpx
 
 from coder_es.providers.accumulate import DeltaBlocks
-from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
+from coder_es.providers.base import (
+    HTTPProvider,
+    RetryCallback,
+    Sleep,
+    WireParser,
+    error_from_payload,
+)
 from coder_es.providers.errors import StreamProtocolError
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.sse import SSEDecoder, loads
@@ -79,7 +85,7 @@ class OpenAIProvider(HTTPProvider):
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_openai_body(request, max_tokens_field=self.max_tokens_field)
 
-    def new_parser(self, model: str, request_id: str | None) -> OpenAIParser:
+    def new_parser(self, model: str, request_id: str | None) -> WireParser:
         return OpenAIParser(model, request_id)
 
 

@@ -21,12 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import httpx
-
-from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
+from coder_es.providers.base import WireParser, error_from_payload
 from coder_es.providers.errors import ServerError, StreamProtocolError
-from coder_es.providers.openai import DEFAULT_BASE_URL, _result_text
-from coder_es.providers.retry import RetryPolicy
+from coder_es.providers.openai import OpenAIProvider, _result_text
 from coder_es.providers.sse import SSEDecoder, loads
 from coder_es.providers.types import (
     Block,
@@ -54,40 +51,19 @@ ITEM_BLOCK = "openai_item"
 INCOMPLETE_REASONS = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 
 
-class OpenAIResponsesProvider(HTTPProvider):
-    name: ClassVar[str] = NAME
-    request_id_header: ClassVar[str] = "x-request-id"
+class OpenAIResponsesProvider(OpenAIProvider):
+    """Same key, base URL and headers as Chat Completions; another endpoint and wire format."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str = DEFAULT_BASE_URL,
-        client: httpx.AsyncClient | None = None,
-        retry: RetryPolicy | None = None,
-        sleep: Sleep | None = None,
-        on_retry: RetryCallback | None = None,
-    ) -> None:
-        super().__init__(
-            model, base_url=base_url, client=client, retry=retry, sleep=sleep, on_retry=on_retry
-        )
-        self.api_key = api_key
+    name: ClassVar[str] = NAME
 
     @property
     def url(self) -> str:
         return f"{self.base_url}/responses"
 
-    def headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
-        return headers
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_responses_body(request)
 
-    def new_parser(self, model: str, request_id: str | None) -> ResponsesParser:
+    def new_parser(self, model: str, request_id: str | None) -> WireParser:
         return ResponsesParser(model, request_id)
 
 
