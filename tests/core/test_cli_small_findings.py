@@ -67,7 +67,10 @@ def test_doctor_reports_a_config_typo_as_a_finding(
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     config = tmp_path / ".coder-es" / "config.toml"
-    assert f"problem: config: {config}:1: unknown key 'modle'; did you mean 'model'?" in out
+    assert (
+        f"problem: config: {config}:1: unknown key 'modle'; did you mean 'model' or 'models'?"
+        in out
+    )
     assert "healthy: no" in out
     # No Python repr anywhere: no dicts, lists or True/False.
     assert "{" not in out and "[" not in out and "True" not in out and "False" not in out
@@ -76,7 +79,9 @@ def test_doctor_reports_a_config_typo_as_a_finding(
     assert main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["healthy"] is False
-    assert report["problems"] == [f"config: {config}:1: unknown key 'modle'; did you mean 'model'?"]
+    assert report["problems"] == [
+        f"config: {config}:1: unknown key 'modle'; did you mean 'model' or 'models'?"
+    ]
 
 
 def test_doctor_on_a_healthy_store(
