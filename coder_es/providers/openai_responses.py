@@ -238,18 +238,19 @@ class ResponsesParser:
             self._finish(payload, out)
         elif kind == "response.failed":
             response = payload.get("response") or {}
-            raise self._error(response.get("error") or response, ServerError)
+            raise self._error(response.get("error") or response)
         elif kind == "error":
-            raise self._error(payload.get("error") or payload, ServerError)
+            raise self._error(payload.get("error") or payload)
         # Events added after this code was written (and the *.done / part events whose content
         # output_item.done repeats) are ignored.
 
-    def _error(self, err: Any, default: type[ServerError]) -> Exception:
-        # The event's own "type" is "error": the code is what says which error it is.
+    def _error(self, err: Any) -> Exception:
+        # The event's own "type" is "error": the code is what says which error it is; one that
+        # names no known kind arrived in a 200 stream, so it is the server's (and retryable).
         if isinstance(err, dict):
             code = err.get("code") or err.get("type")
             err = {"error": {"type": code, "code": code, "message": err.get("message")}}
-        return error_from_payload(NAME, err, self._request_id, default=default)
+        return error_from_payload(NAME, err, self._request_id, default=ServerError)
 
     def _index(self, payload: dict[str, Any]) -> int:
         index = payload.get("output_index")
