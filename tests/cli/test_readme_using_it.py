@@ -3,7 +3,7 @@ promises.
 
 The block is parsed from README.md, so a command added there is run here. Placeholders take real
 values from a session recorded by the README's own offline ``run`` line: SESSION, NODE, NODE_A,
-NODE_B, NAME, FILE. Alternatives are all run (``--format jsonl|otel|md|html``), optional parts
+NODE_B, NAME, FILE, DATE. Alternatives are all run (``--format jsonl|otel|md|html``), optional parts
 with and without (``[--new-session]``). What cannot run as written is said here, with the reason:
 
 - ``export ANTHROPIC_API_KEY=...`` is not a coder-es command; without a key, the ``run`` line that
@@ -154,7 +154,7 @@ def _briefly(
 
 def test_every_command_of_using_it_runs(env: Path, cli: Cli, tmp_path: Path) -> None:
     repo = env
-    values: dict[str, str] = {"NAME": "readme-label", "PATH": "notes.md"}
+    values: dict[str, str] = {"NAME": "readme-label", "PATH": "notes.md", "DATE": "2020-01-01"}
     ran: list[str] = []
     for words in all_commands():
         shown = " ".join(words)
