@@ -158,6 +158,8 @@ class CoderApp(ChainedLog):
         self._outer_sealing = Session.sealing
         Session.sealing = self.sealing
         self.blobs.sealing = self.sealing
+        self.save_observers: list[Callable[[list[Any]], None]] = []
+        """Called after each save with its recordings (live telemetry follows the log here)."""
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         recordings = super().save(*objs, **kwargs)
@@ -168,6 +170,8 @@ class CoderApp(ChainedLog):
                 advance_after_save(self, obj)
                 if self.witness is not None:
                     self.witness.record(str(obj.id), int(obj.version), str(obj.chain_head))
+        for observe in self.save_observers:
+            observe(recordings)
         return recordings
 
     def close(self) -> None:

@@ -1,0 +1,388 @@
+"""The span tree of a session, built from its events one at a time.
+
+One builder serves both OpenTelemetry exports: the OTLP/JSON file (``export_otel``) feeds it a
+whole recorded session; the live exporter (``coder_es.telemetry``) feeds it each event as it is
+saved and sends every span the moment the builder reports it finished. The tree is a function
+of the events alone (ids from the session id and event versions, times from event timestamps),
+so the live spans and the file export of the same session agree span for span.
+
+- ``invoke_agent {agent}`` (INTERNAL) per turn: from a user message to the next one (the turn is
+  finished when the next user message arrives, or when the feed ends);
+- ``chat {model}`` (CLIENT) per model response, child of its turn, finished at the response;
+- ``execute_tool {tool}`` (INTERNAL) per tool call (keyed by ``tool_use_id``), child of its turn,
+  finished when the call completes; permission requests and decisions are span events on it;
+- errors, retries, cancellations and head moves are span events on the turn.
+
+Conventions: ``Semconv`` says which GenAI semantic-conventions names are written (the pinned
+v1.36.0 names, the latest experimental ones, or both), and whether message content is captured.
+Content is only ever the stored form of an event: what the redactor left, markers included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from coder_es.audit.records import AuditEvent
+
+KIND_INTERNAL = 1
+KIND_CLIENT = 3
+STATUS_ERROR = 2
+
+OLD_SEMCONV = "1.36.0"
+"""The GenAI semantic-conventions version written by default (``gen_ai.system``; captured
+content as span events ``gen_ai.user.message`` / ``gen_ai.choice`` / ``gen_ai.tool.message``)."""
+LATEST_SEMCONV = "1.41.0"
+"""The version written with ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``
+(``gen_ai.provider.name``; content as ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
+``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result`` attributes)."""
+
+
+@dataclass(frozen=True)
+class Semconv:
+    old: bool = True
+    latest: bool = True
+    capture_content: bool = False
+
+    @property
+    def version(self) -> str:
+        return LATEST_SEMCONV if self.latest and not self.old else OLD_SEMCONV
+
+
+FILE_EXPORT = Semconv(old=True, latest=True, capture_content=False)
+"""The file export writes both provider names and no content: an audit record that does not
+depend on the environment it was exported in."""
+
+
+def trace_id(session: str) -> str:
+    return hashlib.sha256(f"trace:{session}".encode()).hexdigest()[:32]
+
+
+def span_id(session: str, key: str) -> str:
+    return hashlib.sha256(f"span:{session}:{key}".encode()).hexdigest()[:16]
+
+
+def nanos(timestamp: str) -> int:
+    moment = datetime.fromisoformat(timestamp)
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    name: str
+    timestamp: str
+    attributes: dict[str, Any]
+
+
+@dataclass
+class SpanRecord:
+    """One span while it is built; ``key`` names it within the session (its id derives from it)."""
+
+    key: str
+    name: str
+    kind: int
+    start: str
+    end: str
+    parent: str | None
+    attributes: dict[str, Any]
+    events: list[SpanEvent] = field(default_factory=list)
+    error: str | None = None
+    order: int = 0
+
+
+def _usage(usage: Any, *names: str) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    for name in names:
+        if isinstance(usage.get(name), int):
+            return int(usage[name])
+    return None
+
+
+def input_tokens(usage: Any) -> int | None:
+    return _usage(usage, "input_tokens", "prompt_tokens")
+
+
+def output_tokens(usage: Any) -> int | None:
+    return _usage(usage, "output_tokens", "completion_tokens")
+
+
+def _span_event(e: AuditEvent, name: str, attributes: dict[str, Any]) -> SpanEvent:
+    return SpanEvent(name, e.timestamp, {"coder_es.event.version": e.version, **attributes})
+
+
+def _parts(blocks: Any) -> list[dict[str, Any]]:
+    """Message blocks as the latest conventions' message parts (text and tool calls)."""
+    parts: list[dict[str, Any]] = []
+    for b in blocks if isinstance(blocks, list) else []:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text":
+            parts.append({"type": "text", "content": b.get("text", "")})
+        elif b.get("type") == "tool_use":
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": b.get("id"),
+                    "name": b.get("name"),
+                    "arguments": b.get("input"),
+                }
+            )
+        elif b.get("type") == "tool_result":
+            parts.append(
+                {"type": "tool_call_response", "id": b.get("tool_use_id"), "response": b.get("content")}
+            )
+    return parts
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)
+
+
+class SpanTree:
+    """Feed events in version order; each call returns the spans it finished."""
+
+    def __init__(
+        self, session: str, semconv: Semconv = FILE_EXPORT, started: dict[str, Any] | None = None
+    ) -> None:
+        self.session = session
+        self.semconv = semconv
+        self.started: dict[str, Any] = dict(started or {})
+        """The session's ``Started`` fields (given when the feed may not include it)."""
+        self._turn: SpanRecord | None = None
+        self._tools: dict[str, SpanRecord] = {}
+        self._last_time = ""
+        self._input: list[dict[str, Any]] = []
+        """The turn's user message, as the next chat span's input (content capture only)."""
+
+    def _provider(self, provider: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.semconv.latest:
+            out["gen_ai.provider.name"] = provider
+        if self.semconv.old:
+            out["gen_ai.system"] = provider
+        return out
+
+    def _open_turn(self, e: AuditEvent) -> SpanRecord:
+        agent = self.started.get("agent", "agent")
+        self._turn = SpanRecord(
+            key=f"turn:{e.version}",
+            name=f"invoke_agent {agent}",
+            kind=KIND_INTERNAL,
+            start=e.timestamp,
+            end=e.timestamp,
+            parent=None,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+                **self._provider(self.started.get("provider")),
+                "gen_ai.request.model": self.started.get("model") or None,
+                "gen_ai.conversation.id": self.session,
+                "coder_es.node.id": str(e.version),
+            },
+            order=e.version,
+        )
+        return self._turn
+
+    def finish(self) -> list[SpanRecord]:
+        """The spans still open (the last turn and any tool call that never completed)."""
+        done = sorted(self._tools.values(), key=lambda s: s.order)
+        self._tools.clear()
+        if self._turn is not None:
+            done.append(self._turn)
+            self._turn = None
+        return done
+
+    def feed(self, e: AuditEvent) -> list[SpanRecord]:
+        f = e.fields
+        done: list[SpanRecord] = []
+        if e.kind == "Started":
+            self.started = dict(f)
+            self._last_time = e.timestamp
+            return done
+        if e.kind == "UserMessageAdded" or self._turn is None:
+            done.extend(self.finish())
+            turn = self._open_turn(e)
+            if e.kind == "UserMessageAdded" and self.semconv.capture_content:
+                self._input = [{"role": "user", "parts": _parts(f.get("content"))}]
+                if self.semconv.old and not self.semconv.latest:
+                    turn.events.append(
+                        SpanEvent("gen_ai.user.message", e.timestamp, {"content": _json(f.get("content"))})
+                    )
+        turn = self._turn
+        assert turn is not None
+        turn.end = max(turn.end, e.timestamp)
+        if e.kind == "ModelResponded":
+            done.append(self._chat(e, turn))
+        elif e.kind in (
+            "ToolCallRequested",
+            "PermissionRequested",
+            "PermissionDecided",
+            "ToolCallCompleted",
+        ):
+            tool = self._tool(e, turn)
+            if e.kind == "ToolCallCompleted":
+                done.append(self._tools.pop(str(f.get("tool_use_id"))))
+                del tool
+        elif e.kind in ("EditApplied", "FileObserved") and str(f.get("tool_use_id")) in self._tools:
+            self._tools[str(f.get("tool_use_id"))].events.append(
+                _span_event(
+                    e,
+                    f"coder_es.{'edit' if e.kind == 'EditApplied' else 'file'}",
+                    {
+                        "coder_es.file.path": f.get("path"),
+                        "coder_es.edit.outcome": f.get("outcome"),
+                    },
+                )
+            )
+        else:
+            turn.events.append(
+                _span_event(
+                    e,
+                    f"coder_es.{e.kind}",
+                    {f"coder_es.{k}": v for k, v in sorted(f.items()) if k != "prev_hash"},
+                )
+            )
+            if e.kind == "ErrorRecorded":
+                turn.error = str(f.get("message"))
+        self._last_time = e.timestamp
+        return done
+
+    def _chat(self, e: AuditEvent, turn: SpanRecord) -> SpanRecord:
+        f = e.fields
+        usage = f.get("usage")
+        span = SpanRecord(
+            key=f"chat:{e.version}",
+            name=f"chat {f.get('model')}",
+            kind=KIND_CLIENT,
+            start=min(self._last_time, e.timestamp),
+            end=e.timestamp,
+            parent=turn.key,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                **self._provider(f.get("provider")),
+                "gen_ai.request.model": f.get("model"),
+                "gen_ai.response.model": f.get("model"),
+                "gen_ai.response.id": f.get("request_id"),
+                "gen_ai.response.finish_reasons": [str(f.get("stop_reason"))],
+                "gen_ai.usage.input_tokens": input_tokens(usage),
+                "gen_ai.usage.output_tokens": output_tokens(usage),
+                "gen_ai.conversation.id": self.session,
+                "coder_es.node.id": str(e.version),
+            },
+            order=e.version,
+        )
+        if self.semconv.capture_content:
+            output = [
+                {
+                    "role": "assistant",
+                    "parts": _parts(f.get("blocks")),
+                    "finish_reason": str(f.get("stop_reason")),
+                }
+            ]
+            if self.semconv.latest:
+                if self._input:
+                    span.attributes["gen_ai.input.messages"] = _json(self._input)
+                span.attributes["gen_ai.output.messages"] = _json(output)
+            else:
+                span.events.append(
+                    SpanEvent("gen_ai.choice", e.timestamp, {"message": _json(output[0])})
+                )
+            self._input = []
+        return span
+
+    def _tool(self, e: AuditEvent, turn: SpanRecord) -> SpanRecord:
+        f = e.fields
+        call_id = str(f.get("tool_use_id"))
+        tool = self._tools.get(call_id)
+        name = f.get("name") or f.get("tool")
+        if tool is None:
+            tool = self._tools[call_id] = SpanRecord(
+                key=f"tool:{call_id}",
+                name=f"execute_tool {name}",
+                kind=KIND_INTERNAL,
+                start=e.timestamp,
+                end=e.timestamp,
+                parent=turn.key,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.type": "function",
+                    "gen_ai.conversation.id": self.session,
+                },
+                order=e.version,
+            )
+        tool.end = max(tool.end, e.timestamp)
+        capture = self.semconv.capture_content
+        if e.kind == "ToolCallRequested" and capture and self.semconv.latest:
+            tool.attributes["gen_ai.tool.call.arguments"] = _json(f.get("input"))
+        elif e.kind == "PermissionRequested":
+            tool.events.append(
+                _span_event(
+                    e,
+                    "coder_es.permission.requested",
+                    {
+                        "coder_es.permission.subject": f.get("subject"),
+                        "coder_es.permission.rule": f.get("matched_rule"),
+                    },
+                )
+            )
+        elif e.kind == "PermissionDecided":
+            tool.events.append(
+                _span_event(
+                    e,
+                    "coder_es.permission.decided",
+                    {
+                        "coder_es.permission.decision": f.get("decision"),
+                        "coder_es.permission.scope": f.get("scope"),
+                        "coder_es.permission.decided_by": f.get("decided_by"),
+                        "coder_es.permission.subject": f.get("subject"),
+                        "coder_es.permission.rule": f.get("matched_rule"),
+                        "coder_es.permission.reason": f.get("reason"),
+                    },
+                )
+            )
+            if f.get("decision") == "deny":
+                tool.attributes["coder_es.permission.denied"] = True
+        elif e.kind == "ToolCallCompleted":
+            tool.attributes["coder_es.tool.duration_ms"] = f.get("duration_ms")
+            tool.attributes["coder_es.node.id"] = str(e.version)
+            changes = f.get("files_changed") or []
+            changed = [c.get("path") for c in changes if isinstance(c, dict)]
+            if changed:
+                tool.attributes["coder_es.files_changed"] = [str(p) for p in changed]
+            if f.get("is_error"):
+                tool.error = "tool reported an error"
+                tool.attributes["error.type"] = "tool_error"
+            if capture:
+                if self.semconv.latest:
+                    tool.attributes["gen_ai.tool.call.result"] = f.get("output")
+                else:
+                    tool.events.append(
+                        SpanEvent(
+                            "gen_ai.tool.message",
+                            e.timestamp,
+                            {"id": f.get("tool_use_id"), "content": f.get("output")},
+                        )
+                    )
+        return tool
+
+
+def build_spans(
+    session: str,
+    events: list[AuditEvent],
+    semconv: Semconv = FILE_EXPORT,
+    started: dict[str, Any] | None = None,
+) -> list[SpanRecord]:
+    """Every span of these events, in the order they were opened."""
+    tree = SpanTree(session, semconv, started)
+    spans: list[SpanRecord] = []
+    for e in events:
+        spans.extend(tree.feed(e))
+    spans.extend(tree.finish())
+    spans.sort(key=lambda s: s.order)
+    return spans

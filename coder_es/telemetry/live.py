@@ -1,0 +1,356 @@
+"""Sending a session's spans and GenAI metrics to an OTLP collector while it runs.
+
+``LiveTelemetry`` is owned by one process object (the CLI's context, a fleet worker) and
+attached to its ``CoderApp``: after every save it decodes the events just recorded, in their
+stored form (secrets already sealed, redaction markers in place: nothing unsealed leaves), feeds
+them to a ``SpanTree`` per session and hands each finished span to a ``BatchSpanProcessor``.
+Everything it sends is derived from the events; its only state is the open spans of the
+current turns, which the events rebuild.
+
+Exporting never blocks or fails a turn: the processor's queue is bounded and its thread does the
+network work; an observer error is reported and swallowed. A collector that does not answer is
+reported once (one line on stderr); its spans are dropped, counted, and the count reported when
+the telemetry is closed. No global tracer or meter provider is set: the providers live and die
+with this object.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from coder_es import __version__
+from coder_es.audit.records import AuditEvent, EventDecoder
+from coder_es.audit.span_tree import (
+    KIND_CLIENT,
+    SpanRecord,
+    SpanTree,
+    input_tokens,
+    nanos,
+    output_tokens,
+    span_id,
+    trace_id,
+)
+from coder_es.telemetry.settings import TelemetrySettings
+
+SCOPE = InstrumentationScope("coder_es.telemetry", __version__)
+# The conventions' recommended bucket boundaries for the two GenAI client histograms.
+TOKEN_BUCKETS = [4**i for i in range(14)]
+DURATION_BUCKETS = [0.01 * 2**i for i in range(14)]
+RETRY_AFTER_S = 30.0
+
+# The exporters log every failed batch; a library adds a NullHandler so that an application
+# without logging set up does not print them (ours reports once itself). Handlers the
+# application configured still receive them.
+logging.getLogger("opentelemetry").addHandler(logging.NullHandler())
+
+
+def _report_to_stderr(line: str) -> None:
+    stream: TextIO = sys.stderr
+    stream.write(line + "\n")
+    stream.flush()
+
+
+class ReportingExporter(SpanExporter):
+    """Counts what was sent and what was lost; after a failure it drops batches for a while
+    instead of retrying against a collector that is not there."""
+
+    def __init__(self, inner: SpanExporter, where: str, report: Callable[[str], None]) -> None:
+        self.inner = inner
+        self.where = where
+        self.report = report
+        self.exported = 0
+        self.dropped = 0
+        self.failures = 0
+        self._down_until = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def failing(self) -> bool:
+        return self._down_until > 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if time.monotonic() < self._down_until:
+            with self._lock:
+                self.dropped += len(spans)
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+        except Exception:  # an exporter bug must not end the processor's thread
+            result = SpanExportResult.FAILURE
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
+                self.exported += len(spans)
+                self._down_until = 0.0
+                return result
+            self.dropped += len(spans)
+            self.failures += 1
+            self._down_until = time.monotonic() + RETRY_AFTER_S
+            first = self.failures == 1
+        if first:
+            self.report(
+                f"coder-es: telemetry: the OTLP collector at {self.where} did not accept spans; "
+                "they are dropped while it does not answer (the count is reported at exit)"
+            )
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def _span_exporter(settings: TelemetrySettings) -> SpanExporter:
+    headers = dict(settings.headers)
+    if settings.protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+        except ImportError as e:
+            from coder_es.telemetry.settings import TelemetrySettingsError
+
+            msg = "OTLP over gRPC needs opentelemetry-exporter-otlp-proto-grpc installed"
+            raise TelemetrySettingsError(msg) from e
+        return GrpcSpanExporter(
+            endpoint=settings.traces_endpoint, headers=headers, timeout=settings.timeout_s
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(
+        endpoint=settings.traces_endpoint, headers=headers, timeout=settings.timeout_s
+    )
+
+
+def _metric_reader(settings: TelemetrySettings) -> MetricReader:
+    headers = dict(settings.headers)
+    if settings.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        exporter: Any = GrpcMetricExporter(
+            endpoint=settings.metrics_endpoint, headers=headers, timeout=settings.timeout_s
+        )
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        exporter = OTLPMetricExporter(
+            endpoint=settings.metrics_endpoint, headers=headers, timeout=settings.timeout_s
+        )
+    return PeriodicExportingMetricReader(exporter)
+
+
+_KINDS = {KIND_CLIENT: SpanKind.CLIENT}
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """OpenTelemetry attribute values: no None, sequences of one primitive type, else text."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            out[key] = list(value)
+        else:
+            from coder_es.domain.chain import canonical_json
+
+            out[key] = canonical_json(value)
+    return out
+
+
+class LiveTelemetry:
+    """Spans and metrics of the sessions saved through the applications it is attached to."""
+
+    def __init__(
+        self,
+        settings: TelemetrySettings,
+        *,
+        span_exporter: SpanExporter | None = None,
+        metric_reader: MetricReader | None = None,
+        report: Callable[[str], None] = _report_to_stderr,
+        schedule_delay_millis: float = 1000,
+    ) -> None:
+        self.settings = settings
+        self.report = report
+        self.resource = Resource(dict(settings.resource))
+        self.exporter = ReportingExporter(
+            span_exporter or _span_exporter(settings), settings.traces_endpoint, report
+        )
+        self.processor = BatchSpanProcessor(
+            self.exporter,
+            max_queue_size=settings.max_queue_size,
+            schedule_delay_millis=schedule_delay_millis,
+        )
+        self.meters = MeterProvider(
+            metric_readers=[metric_reader or _metric_reader(settings)], resource=self.resource
+        )
+        meter = self.meters.get_meter(SCOPE.name, SCOPE.version)
+        self.token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.submitted = 0
+        self._trees: dict[str, SpanTree] = {}
+        self._decoders: dict[int, EventDecoder] = {}
+        self._closed = False
+        self._observer_failed = False
+
+    # ------------------------------------------------------------------ feeding
+
+    def attach(self, app: Any) -> None:
+        """Follow every save of ``app`` (a ``CoderApp``)."""
+        app.save_observers.append(lambda recordings: self.observe(app, recordings))
+
+    def observe(self, app: Any, recordings: Sequence[Any]) -> None:
+        """The events of one save, in their stored form. Never raises: telemetry must not fail
+        the save it follows."""
+        try:
+            decoder = self._decoders.get(id(app))
+            if decoder is None:
+                decoder = self._decoders[id(app)] = EventDecoder(app.mapper)
+            for recording in recordings:
+                event = decoder.decode(recording.notification)
+                if event.session not in self._trees and event.kind != "Started":
+                    self._trees[event.session] = SpanTree(
+                        event.session, self.settings.semconv, _started(app, decoder, recording)
+                    )
+                self.feed(event)
+        except Exception as e:
+            if not self._observer_failed:
+                self._observer_failed = True
+                self.report(f"coder-es: telemetry: events not exported: {type(e).__name__}: {e}")
+
+    def feed(self, event: AuditEvent) -> None:
+        tree = self._trees.get(event.session)
+        if tree is None:
+            tree = self._trees[event.session] = SpanTree(event.session, self.settings.semconv)
+        for span in tree.feed(event):
+            self._emit(event.session, span)
+
+    def finish_session(self, session: str) -> None:
+        """Send the spans still open for ``session`` (its last turn)."""
+        tree = self._trees.pop(session, None)
+        for span in tree.finish() if tree is not None else ():
+            self._emit(session, span)
+
+    def _emit(self, session: str, span: SpanRecord) -> None:
+        if self._closed:
+            return
+        trace = int(trace_id(session), 16)
+        parent = (
+            SpanContext(trace, int(span_id(session, span.parent), 16), False, SAMPLED)
+            if span.parent is not None
+            else None
+        )
+        status = (
+            Status(StatusCode.ERROR, span.error) if span.error is not None else Status(StatusCode.UNSET)
+        )
+        readable = ReadableSpan(
+            name=span.name,
+            context=SpanContext(
+                trace, int(span_id(session, span.key), 16), False, SAMPLED
+            ),
+            parent=parent,
+            resource=self.resource,
+            attributes=_plain_attributes(span.attributes),
+            events=[
+                Event(e.name, _plain_attributes(e.attributes), nanos(e.timestamp))
+                for e in span.events
+            ],
+            kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
+            status=status,
+            start_time=nanos(span.start),
+            end_time=nanos(span.end),
+            instrumentation_scope=SCOPE,
+        )
+        self.submitted += 1
+        self.processor.on_end(readable)
+        if span.attributes.get("gen_ai.operation.name") == "chat":
+            self._record_metrics(span)
+
+    def _record_metrics(self, span: SpanRecord) -> None:
+        a = span.attributes
+        common = _plain_attributes(
+            {
+                k: a.get(k)
+                for k in (
+                    "gen_ai.operation.name",
+                    "gen_ai.provider.name",
+                    "gen_ai.system",
+                    "gen_ai.request.model",
+                    "gen_ai.response.model",
+                )
+            }
+        )
+        self.duration.record((nanos(span.end) - nanos(span.start)) / 1e9, common)
+        for token_type, count in (
+            ("input", a.get("gen_ai.usage.input_tokens")),
+            ("output", a.get("gen_ai.usage.output_tokens")),
+        ):
+            if isinstance(count, int):
+                self.token_usage.record(count, {**common, "gen_ai.token.type": token_type})
+
+    # ------------------------------------------------------------------ ending
+
+    def flush(self) -> None:
+        """Send what is queued now (tests, ``export --push``); bounded by the export timeout."""
+        if not self.exporter.failing:
+            self.processor.force_flush()
+        self.meters.force_flush(timeout_millis=int(self.settings.timeout_s * 1000))
+
+    def close(self) -> None:
+        """Send the open spans, stop the threads, and say how many spans were lost."""
+        if self._closed:
+            return
+        for session in list(self._trees):
+            self.finish_session(session)
+        self._closed = True
+        if self.exporter.failing:
+            # Interrupt a retry's back-off rather than wait it out at exit.
+            self.exporter.shutdown()
+        self.processor.shutdown()
+        timeout = 1000 if self.exporter.failing else int(self.settings.timeout_s * 1000)
+        try:
+            self.meters.shutdown(timeout_millis=timeout)
+        except Exception:  # the metrics' own failures are not worth a traceback at exit
+            pass
+        lost = self.submitted - self.exporter.exported
+        if lost > 0:
+            self.report(
+                f"coder-es: telemetry: {lost} of {self.submitted} span(s) were not exported to "
+                f"{self.settings.traces_endpoint}"
+            )
+
+
+def _started(app: Any, decoder: EventDecoder, recording: Any) -> dict[str, Any]:
+    """The ``Started`` fields of a session first seen mid-way (resumed by ``run --resume``)."""
+    first = app.recorder.select_events(recording.notification.originator_id, limit=1)
+    if not first:
+        return {}
+    event = decoder.decode(first[0])
+    return dict(event.fields) if event.kind == "Started" else {}

@@ -1,0 +1,170 @@
+"""Live telemetry through the OpenTelemetry SDK: the span tree of a recorded session as it is
+saved, the GenAI metrics, content only when opted in (and then only the redacted form)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from coder_es.application import CoderApp
+from coder_es.audit.export import ExportOptions, export_session
+from coder_es.store.config import StoreConfig
+from coder_es.telemetry.live import LiveTelemetry
+from coder_es.telemetry.settings import TelemetrySettings
+from tests.audit.conftest import SECRET_KEY, record_demo
+
+ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+
+
+def live(env: dict[str, str]) -> tuple[LiveTelemetry, InMemorySpanExporter, InMemoryMetricReader]:
+    settings = TelemetrySettings.resolve({**ENDPOINT, **env})
+    assert settings is not None
+    spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
+    lines: list[str] = []
+    telemetry = LiveTelemetry(
+        settings, span_exporter=spans, metric_reader=metrics, report=lines.append
+    )
+    return telemetry, spans, metrics
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[CoderApp]:
+    app = CoderApp(StoreConfig(backend="sqlite", path=tmp_path / "store"))
+    yield app
+    app.close()
+
+
+def record_live(app: CoderApp, env: dict[str, str]) -> tuple[list[ReadableSpan], Any, str]:
+    telemetry, exporter, metrics = live(env)
+    telemetry.attach(app)
+    sid = record_demo(app)
+    telemetry.close()
+    return list(exporter.get_finished_spans()), metrics, str(sid)
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_live_spans_are_the_file_exports_tree(app: CoderApp) -> None:
+    spans, _, sid = record_live(app, {})
+    exported = json.loads(export_session(app, sid, ExportOptions(format="otel")))
+    file_spans = exported["resourceSpans"][0]["scopeSpans"][0]["spans"]
+
+    def shape(name: str, span_hex: str, parent_hex: str | None) -> tuple[str, str, str | None]:
+        return (name, span_hex, parent_hex)
+
+    live_shape = sorted(
+        shape(
+            s.name,
+            f"{s.context.span_id:016x}",  # type: ignore[union-attr]
+            f"{s.parent.span_id:016x}" if s.parent else None,
+        )
+        for s in spans
+    )
+    file_shape = sorted(shape(s["name"], s["spanId"], s.get("parentSpanId")) for s in file_spans)
+    assert live_shape == file_shape
+    assert {f"{s.context.trace_id:032x}" for s in spans} == {  # type: ignore[union-attr]
+        file_spans[0]["traceId"]
+    }
+    # The turns are roots; every chat and tool span hangs off one of them.
+    turns = {s.context.span_id for s in spans if s.name.startswith("invoke_agent")}  # type: ignore[union-attr]
+    assert len(turns) == 2
+    assert all(s.parent is not None and s.parent.span_id in turns for s in spans if s.parent)
+
+
+def test_chat_spans_carry_genai_attributes_and_usage(app: CoderApp) -> None:
+    spans, _, sid = record_live(app, {})
+    chat = next(s for s in spans if s.name == "chat claude-x")
+    a = attrs(chat)
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.system"] == "anthropic"  # the pinned v1.36.0 name by default
+    assert "gen_ai.provider.name" not in a
+    assert a["gen_ai.request.model"] == "claude-x"
+    assert a["gen_ai.usage.input_tokens"] == 120 and a["gen_ai.usage.output_tokens"] == 30
+    assert a["gen_ai.conversation.id"] == sid
+    assert chat.kind.name == "CLIENT"
+    # No content unless opted in.
+    assert not any(k.endswith("messages") for k in a)
+    assert all(not e.name.startswith("gen_ai.") for s in spans for e in s.events)
+
+
+def test_latest_conventions_on_opt_in(app: CoderApp) -> None:
+    spans, _, _ = record_live(
+        app, {"OTEL_SEMCONV_STABILITY_OPT_IN": "http,gen_ai_latest_experimental"}
+    )
+    chat = attrs(next(s for s in spans if s.name == "chat claude-x"))
+    assert chat["gen_ai.provider.name"] == "anthropic" and "gen_ai.system" not in chat
+
+
+def test_permission_decisions_are_span_events(app: CoderApp) -> None:
+    spans, _, _ = record_live(app, {})
+    bash = next(s for s in spans if s.name == "execute_tool bash")
+    assert attrs(bash)["gen_ai.tool.call.id"] == "t3"
+    decided = next(e for e in bash.events if e.name == "coder_es.permission.decided")
+    assert dict(decided.attributes or {})["coder_es.permission.decision"] == "deny"
+    assert attrs(bash)["coder_es.permission.denied"] is True
+
+
+def test_metrics_token_usage_and_duration(app: CoderApp) -> None:
+    _, metrics, sid = record_live(app, {})
+    data = metrics.get_metrics_data()
+    assert data is not None
+    found = {
+        m.name: m
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    usage = found["gen_ai.client.token.usage"]
+    assert usage.unit == "{token}"
+    by_type = {dict(p.attributes)["gen_ai.token.type"]: p for p in usage.data.data_points}
+    chats = [
+        s
+        for s in json.loads(export_session(app, sid, ExportOptions(format="otel")))[
+            "resourceSpans"
+        ][0]["scopeSpans"][0]["spans"]
+        if s["name"].startswith("chat ")
+    ]
+    recorded = sum(
+        int(a["value"]["intValue"])
+        for s in chats
+        for a in s["attributes"]
+        if a["key"] == "gen_ai.usage.input_tokens"
+    )
+    assert by_type["input"].sum == recorded > 0
+    assert by_type["input"].count == 5  # five model responses in the session
+    duration = found["gen_ai.client.operation.duration"]
+    assert duration.unit == "s"
+    assert sum(p.count for p in duration.data.data_points) == 5
+
+
+@pytest.mark.parametrize("latest", [False, True])
+def test_content_only_when_opted_in_and_then_redacted(app: CoderApp, latest: bool) -> None:
+    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    if latest:
+        env["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+    spans, _, _ = record_live(app, env)
+    everything = json.dumps(
+        [
+            [attrs(s), [(e.name, dict(e.attributes or {})) for e in s.events]]
+            for s in spans
+        ],
+        default=str,
+    )
+    assert "fix the add function" in everything  # the user's message is there
+    assert SECRET_KEY not in everything  # the key planted in a tool output is not
+    assert "[REDACTED" in everything  # its marker is
+    if latest:
+        chat = attrs(next(s for s in spans if s.name == "chat claude-x"))
+        assert "fix the add function" in chat["gen_ai.input.messages"]
+        assert "Reading the file." in chat["gen_ai.output.messages"]
+    else:
+        assert any(e.name == "gen_ai.choice" for s in spans for e in s.events)
