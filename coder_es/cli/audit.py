@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     if args.output == "":
         raise UsageError("--output needs a file name (leave it out to write to standard output)")
     options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
+    if args.push:
+        return _push(args, ctx, options)
     with working(f"exporting {args.format}", shown()):
         data = export_session(ctx.app, args.session, options)
     if args.output:
@@ -45,6 +48,26 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return 0
+
+
+def _push(args: argparse.Namespace, ctx: Context, options: ExportOptions) -> int:
+    if args.format != "otel" or args.output:
+        raise UsageError("--push sends spans: it goes with --format otel and without --output")
+    from coder_es.audit.export import prepare
+    from coder_es.telemetry.push import push_session
+    from coder_es.telemetry.settings import TelemetrySettings
+
+    settings = TelemetrySettings.resolve(os.environ, ctx.settings.telemetry)
+    if settings is None:
+        msg = (
+            "--push needs an OTLP endpoint: set OTEL_EXPORTER_OTLP_ENDPOINT (or "
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or telemetry.endpoint in the user config"
+        )
+        raise UsageError(msg)
+    prepared = prepare(ctx.app, args.session, options)
+    result = push_session(prepared, settings, lambda line: print(line, file=sys.stderr))
+    print(f"pushed {result.exported} of {result.spans} span(s) to {result.endpoint}")
+    return 0 if result.lost == 0 else 1
 
 
 def cmd_verify(args: argparse.Namespace, ctx: Context) -> int:

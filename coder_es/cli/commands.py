@@ -247,6 +247,11 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     _session(p)
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     p.add_argument("-o", "--output", help="write to FILE (default: standard output)")
+    p.add_argument(
+        "--push",
+        action="store_true",
+        help="otel only: send the spans to the configured OTLP endpoint instead of printing",
+    )
     p.add_argument("--since", help="only events at or after this ISO time")
     p.add_argument("--until", help="only events at or before this ISO time")
     p.add_argument("--kinds", help="only these event kinds, comma-separated")

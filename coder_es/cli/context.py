@@ -19,8 +19,10 @@ from coder_es.config import Config, ConfigError, Overrides, load_config
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
 from coder_es.store.discover import Discovery, discover_workspace
+from coder_es.telemetry.attach import start_telemetry
 
 if TYPE_CHECKING:
+    from coder_es.telemetry.live import LiveTelemetry
     from coder_es.application import CoderApp
     from coder_es.redaction import Redactor
 
@@ -55,6 +57,7 @@ class Context:
     """Only with ``tolerate_config_errors``: the problems of the configuration; ``settings``
     then holds the defaults and the command line's choices."""
     _app: CoderApp | None = field(default=None, repr=False)
+    _telemetry: LiveTelemetry | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(
@@ -105,9 +108,13 @@ class Context:
             redaction = self.settings.redaction
             redactor = Redactor.with_settings(redaction.env_vars, redaction.patterns)
             self._app = CoderApp(self.config, redactor=with_mcp_secrets(redactor, self.settings))
+            self._telemetry = start_telemetry(self._app, self.settings.telemetry)
         return self._app
 
     def close(self) -> None:
+        if self._telemetry is not None:
+            self._telemetry.close()
+            self._telemetry = None
         if self._app is not None:
             self._app.close()
             self._app = None

@@ -54,7 +54,7 @@ def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
         reap_interval_s=min(2.0, args.stall_timeout / 2),
         until_empty=args.until_empty,
     )
-    worker = FleetWorker(ctx.config, options)
+    worker = FleetWorker(ctx.config, options, telemetry=ctx.settings.telemetry)
     try:
         asyncio.run(worker.run())
     finally:

@@ -50,6 +50,7 @@ from coder_es.config.values import (
     RuleConfig,
     SandboxConfig,
     ServeConfig,
+    TelemetryConfig,
     StoreSettings,
 )
 from coder_es.store.config import STORE_DIRNAME
@@ -412,6 +413,14 @@ def build(
             postgres=MappingProxyType(postgres),
         ),
         mcp_servers=MappingProxyType(_mcp_servers(merged)),
+        telemetry=TelemetryConfig(
+            endpoint=_get(merged, ("telemetry", "endpoint"), None),
+            protocol=_get(merged, ("telemetry", "protocol"), None),
+            service_name=_get(merged, ("telemetry", "service_name"), None),
+            capture_content=_get(merged, ("telemetry", "capture_content"), None),
+            latest_conventions=_get(merged, ("telemetry", "latest_conventions"), None),
+            enabled=_get(merged, ("telemetry", "enabled"), True),
+        ),
         files=tuple(files),
         origins=MappingProxyType({format_path(k): s.origin for k, s in merged.items()}),
         trust=trust,

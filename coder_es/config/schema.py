@@ -388,6 +388,25 @@ SCHEMA = Table(
                 "read_only": Leaf(Boolean(), "true: shell commands run on a read-only file system"),
             }
         ),
+        "telemetry": Table(
+            {
+                "enabled": Leaf(Boolean(), "send live telemetry when an endpoint is set"),
+                "endpoint": Leaf(
+                    Url(), "the OTLP base URL (OTEL_EXPORTER_OTLP_ENDPOINT wins over it)"
+                ),
+                "protocol": Leaf(
+                    Choice(("http/protobuf", "grpc"), "OTLP protocol"), "how spans are sent"
+                ),
+                "service_name": Leaf(Text(), "the service.name resource attribute"),
+                "capture_content": Leaf(
+                    Boolean(), "export message content (the redacted form only)"
+                ),
+                "latest_conventions": Leaf(
+                    Boolean(), "write the latest experimental GenAI semantic conventions"
+                ),
+            },
+            "live OpenTelemetry export (docs/configuration.md)",
+        ),
         # From a project config, held back until the workspace is trusted (config.untrusted).
         "mcp_servers": Entries(ServerName(), MCP_SERVER, "MCP servers by name"),
         "store": Table(

@@ -109,6 +109,19 @@ class RedactionConfig:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    """The ``[telemetry]`` table (user config only: a project cannot redirect sessions). The
+    standard ``OTEL_*`` variables win over it (``coder_es.telemetry.settings``)."""
+
+    endpoint: str | None = None
+    protocol: str | None = None
+    service_name: str | None = None
+    capture_content: bool | None = None
+    latest_conventions: bool | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8765
@@ -222,6 +235,7 @@ class Config:
     store: StoreSettings = StoreSettings()
     mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=_empty)
     """By name, in the order first configured; disabled ones included (``enabled``)."""
+    telemetry: TelemetryConfig = TelemetryConfig()
     files: tuple[Path, ...] = ()
     """The config files that were read, lowest precedence first."""
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)

@@ -35,7 +35,9 @@ from procrastinate import exceptions as pexc
 
 from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
+from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
+from coder_es.telemetry.attach import start_telemetry
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -103,6 +105,7 @@ class FleetWorker:
         options: WorkerOptions | None = None,
         *,
         provider_factory: ProviderFactory | None = None,
+        telemetry: TelemetryConfig | None = None,
     ) -> None:
         require_postgres(config.backend, "a fleet worker")
         self.config = config
@@ -111,6 +114,7 @@ class FleetWorker:
         self.queue = FleetQueue(config, queue=self.options.queue, max_size=4)
         env = {k: v for k, v in WORKER_POOL_ENV.items() if k not in config.extra}
         self.app = CoderApp(config, env=env)
+        self.telemetry = start_telemetry(self.app, telemetry)
         self.reports: list[JobReport] = []
         self.failures: list[str] = []
         self._register_task()
@@ -165,6 +169,8 @@ class FleetWorker:
             await self.queue.close()
 
     def close(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.close()
         self.app.close()
 
     async def _reap_forever(self) -> None:

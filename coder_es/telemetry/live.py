@@ -50,6 +50,7 @@ SCOPE = InstrumentationScope("coder_es.telemetry", __version__)
 TOKEN_BUCKETS = [4**i for i in range(14)]
 DURATION_BUCKETS = [0.01 * 2**i for i in range(14)]
 RETRY_AFTER_S = 30.0
+NEVER_ANSWERED_GRACE_S = 0.5
 
 # The exporters log every failed batch; a library adds a NullHandler so that an application
 # without logging set up does not print them (ours reports once itself). Handlers the
@@ -75,6 +76,7 @@ class ReportingExporter(SpanExporter):
         self.dropped = 0
         self.failures = 0
         self._down_until = 0.0
+        self._shut = False
         self._lock = threading.Lock()
 
     @property
@@ -107,6 +109,10 @@ class ReportingExporter(SpanExporter):
         return result
 
     def shutdown(self) -> None:
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -236,14 +242,16 @@ class LiveTelemetry:
             for recording in recordings:
                 event = decoder.decode(recording.notification)
                 if event.session not in self._trees and event.kind != "Started":
-                    self._trees[event.session] = SpanTree(
-                        event.session, self.settings.semconv, _started(app, decoder, recording)
-                    )
+                    self.begin_session(event.session, _started(app, decoder, recording))
                 self.feed(event)
         except Exception as e:
             if not self._observer_failed:
                 self._observer_failed = True
                 self.report(f"coder-es: telemetry: events not exported: {type(e).__name__}: {e}")
+
+    def begin_session(self, session: str, started: dict[str, Any]) -> None:
+        """Follow ``session`` from an event after its ``Started`` (given here)."""
+        self._trees[session] = SpanTree(session, self.settings.semconv, started)
 
     def feed(self, event: AuditEvent) -> None:
         tree = self._trees.get(event.session)
@@ -324,17 +332,22 @@ class LiveTelemetry:
         self.meters.force_flush(timeout_millis=int(self.settings.timeout_s * 1000))
 
     def close(self) -> None:
-        """Send the open spans, stop the threads, and say how many spans were lost."""
+        """Send the open spans, stop the threads, and say how many spans were lost. A collector
+        that never answered is not waited for; one that did gets the export timeout."""
         if self._closed:
             return
         for session in list(self._trees):
             self.finish_session(session)
         self._closed = True
-        if self.exporter.failing:
-            # Interrupt a retry's back-off rather than wait it out at exit.
+        grace = self.settings.timeout_s if self.exporter.exported else NEVER_ANSWERED_GRACE_S
+        stopping = threading.Thread(target=self.processor.shutdown, daemon=True)
+        stopping.start()
+        stopping.join(grace)
+        if stopping.is_alive():
+            # Interrupt a retry's back-off: its batch is dropped (and counted).
             self.exporter.shutdown()
-        self.processor.shutdown()
-        timeout = 1000 if self.exporter.failing else int(self.settings.timeout_s * 1000)
+            stopping.join(self.settings.timeout_s)
+        timeout = int(grace * 1000)
         try:
             self.meters.shutdown(timeout_millis=timeout)
         except Exception:  # the metrics' own failures are not worth a traceback at exit

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from coder_es.audit.span_tree import Semconv
+from coder_es.config.values import TelemetryConfig
 from coder_es.errors import CoderESError
 
 PROTOCOLS = ("http/protobuf", "grpc")
@@ -26,18 +27,6 @@ LATEST_OPT_IN = "gen_ai_latest_experimental"
 
 class TelemetrySettingsError(CoderESError):
     """A telemetry variable or setting that cannot be used."""
-
-
-@dataclass(frozen=True)
-class TelemetryConfig:
-    """The ``[telemetry]`` config table (user config only: a project cannot redirect sessions)."""
-
-    endpoint: str | None = None
-    protocol: str | None = None
-    service_name: str | None = None
-    capture_content: bool | None = None
-    latest_conventions: bool | None = None
-    enabled: bool = True
 
 
 @dataclass(frozen=True)
