@@ -133,7 +133,11 @@ def _parts(blocks: Any) -> list[dict[str, Any]]:
             )
         elif b.get("type") == "tool_result":
             parts.append(
-                {"type": "tool_call_response", "id": b.get("tool_use_id"), "response": b.get("content")}
+                {
+                    "type": "tool_call_response",
+                    "id": b.get("tool_use_id"),
+                    "response": b.get("content"),
+                }
             )
     return parts
 
@@ -205,12 +209,14 @@ class SpanTree:
             return done
         if e.kind == "UserMessageAdded" or self._turn is None:
             done.extend(self.finish())
-            turn = self._open_turn(e)
+            opened = self._open_turn(e)
             if e.kind == "UserMessageAdded" and self.semconv.capture_content:
                 self._input = [{"role": "user", "parts": _parts(f.get("content"))}]
                 if self.semconv.old and not self.semconv.latest:
-                    turn.events.append(
-                        SpanEvent("gen_ai.user.message", e.timestamp, {"content": _json(f.get("content"))})
+                    opened.events.append(
+                        SpanEvent(
+                            "gen_ai.user.message", e.timestamp, {"content": _json(f.get("content"))}
+                        )
                     )
         turn = self._turn
         assert turn is not None
@@ -223,10 +229,9 @@ class SpanTree:
             "PermissionDecided",
             "ToolCallCompleted",
         ):
-            tool = self._tool(e, turn)
+            self._tool(e, turn)
             if e.kind == "ToolCallCompleted":
                 done.append(self._tools.pop(str(f.get("tool_use_id"))))
-                del tool
         elif e.kind in ("EditApplied", "FileObserved") and str(f.get("tool_use_id")) in self._tools:
             self._tools[str(f.get("tool_use_id"))].events.append(
                 _span_event(

@@ -22,9 +22,9 @@ from coder_es.store.discover import Discovery, discover_workspace
 from coder_es.telemetry.attach import start_telemetry
 
 if TYPE_CHECKING:
-    from coder_es.telemetry.live import LiveTelemetry
     from coder_es.application import CoderApp
     from coder_es.redaction import Redactor
+    from coder_es.telemetry.live import LiveTelemetry
 
 
 class NoStoreError(UsageError):

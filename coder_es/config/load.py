@@ -50,8 +50,8 @@ from coder_es.config.values import (
     RuleConfig,
     SandboxConfig,
     ServeConfig,
-    TelemetryConfig,
     StoreSettings,
+    TelemetryConfig,
 )
 from coder_es.store.config import STORE_DIRNAME
 from coder_es.userdirs import user_config_dir

@@ -37,7 +37,6 @@ from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
-from coder_es.telemetry.attach import start_telemetry
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -46,6 +45,7 @@ from coder_es.records import event_kind
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.store.config import StoreConfig
+from coder_es.telemetry.attach import start_telemetry
 
 log = logging.getLogger("coder_es.fleet")
 

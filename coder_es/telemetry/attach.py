@@ -23,8 +23,13 @@ def start_telemetry(
     settings = TelemetrySettings.resolve(os.environ if environ is None else environ, config)
     if settings is None:
         return None
-    from coder_es.telemetry.live import LiveTelemetry
+    try:
+        from coder_es.telemetry.live import LiveTelemetry
+    except ImportError as e:
+        from coder_es.telemetry.settings import TelemetrySettingsError
 
+        msg = f"live telemetry needs the telemetry extra (pip install 'coder-es[telemetry]'): {e}"
+        raise TelemetrySettingsError(msg) from e
     telemetry = LiveTelemetry(settings)
     telemetry.attach(app)
     return telemetry

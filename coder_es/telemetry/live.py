@@ -37,9 +37,7 @@ from coder_es.audit.span_tree import (
     KIND_CLIENT,
     SpanRecord,
     SpanTree,
-    input_tokens,
     nanos,
-    output_tokens,
     span_id,
     trace_id,
 )
@@ -276,13 +274,13 @@ class LiveTelemetry:
             else None
         )
         status = (
-            Status(StatusCode.ERROR, span.error) if span.error is not None else Status(StatusCode.UNSET)
+            Status(StatusCode.ERROR, span.error)
+            if span.error is not None
+            else Status(StatusCode.UNSET)
         )
         readable = ReadableSpan(
             name=span.name,
-            context=SpanContext(
-                trace, int(span_id(session, span.key), 16), False, SAMPLED
-            ),
+            context=SpanContext(trace, int(span_id(session, span.key), 16), False, SAMPLED),
             parent=parent,
             resource=self.resource,
             attributes=_plain_attributes(span.attributes),

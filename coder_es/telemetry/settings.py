@@ -37,7 +37,7 @@ class TelemetrySettings:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 10.0
     resource: Mapping[str, Any] = field(default_factory=dict)
-    semconv: Semconv = Semconv(old=True, latest=False, capture_content=False)
+    semconv: Semconv = field(default_factory=lambda: Semconv(old=True, latest=False))
     max_queue_size: int = 2048
 
     @classmethod
@@ -79,9 +79,13 @@ class TelemetrySettings:
         try:
             timeout = float(environ.get("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")) / 1000
         except ValueError:
-            raise TelemetrySettingsError("OTEL_EXPORTER_OTLP_TIMEOUT must be milliseconds") from None
+            raise TelemetrySettingsError(
+                "OTEL_EXPORTER_OTLP_TIMEOUT must be milliseconds"
+            ) from None
         resource: dict[str, Any] = {"service.name": config.service_name or "coder-es"}
-        resource.update(_pairs(environ.get("OTEL_RESOURCE_ATTRIBUTES", ""), "OTEL_RESOURCE_ATTRIBUTES"))
+        resource.update(
+            _pairs(environ.get("OTEL_RESOURCE_ATTRIBUTES", ""), "OTEL_RESOURCE_ATTRIBUTES")
+        )
         if environ.get("OTEL_SERVICE_NAME"):
             resource["service.name"] = environ["OTEL_SERVICE_NAME"]
         opt_in = {v.strip() for v in environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}

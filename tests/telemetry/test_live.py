@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the telemetry extra is not installed")
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -118,10 +120,7 @@ def test_metrics_token_usage_and_duration(app: CoderApp) -> None:
     data = metrics.get_metrics_data()
     assert data is not None
     found = {
-        m.name: m
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
+        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
     }
     usage = found["gen_ai.client.token.usage"]
     assert usage.unit == "{token}"
@@ -153,10 +152,7 @@ def test_content_only_when_opted_in_and_then_redacted(app: CoderApp, latest: boo
         env["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
     spans, _, _ = record_live(app, env)
     everything = json.dumps(
-        [
-            [attrs(s), [(e.name, dict(e.attributes or {})) for e in s.events]]
-            for s in spans
-        ],
+        [[attrs(s), [(e.name, dict(e.attributes or {})) for e in s.events]] for s in spans],
         default=str,
     )
     assert "fix the add function" in everything  # the user's message is there

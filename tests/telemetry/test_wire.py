@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the telemetry extra is not installed")
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
@@ -31,7 +33,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the http.server interface)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.paths.append(self.path)
                 receiver.headers.append(dict(self.headers))
@@ -122,7 +124,8 @@ def test_live_spans_and_metrics_arrive_over_otlp_http(receiver: Receiver, tmp_pa
     assert attrs["gen_ai.usage.input_tokens"].int_value == 120
     assert attrs["gen_ai.conversation.id"].string_value == str(sid)
     resource = {
-        a.key: a.value.string_value for a in receiver.traces[0].resource_spans[0].resource.attributes
+        a.key: a.value.string_value
+        for a in receiver.traces[0].resource_spans[0].resource.attributes
     }
     assert resource["service.name"] == "my-agent"
     assert resource["deployment.environment"] == "test"
@@ -216,4 +219,3 @@ def test_an_unreachable_collector_neither_slows_nor_fails_a_turn(tmp_path: Path)
     lost = [line for line in lines if "were not exported" in line]
     assert len(lost) == 1 and f"of {telemetry.submitted} span(s)" in lost[0]
     assert telemetry.exporter.exported == 0 and telemetry.submitted > 0
-
