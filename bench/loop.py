@@ -8,6 +8,11 @@ the request, recording the response, the permission decision and the result, and
 
     python3 bench/loop.py                      sqlite and lmdb (when it opens), 1000 steps
     python3 bench/loop.py --steps 200 --backend sqlite
+    python3 bench/loop.py --telemetry          also each session with live OpenTelemetry export
+
+With ``--telemetry`` every round also runs the session with live export (coder_es.telemetry: real
+OTLP/HTTP exporter and batch thread) to an OTLP receiver on loopback in this process, and prints
+the median overhead per step with export on and off and their ratio (the target is <= 1.1).
 
 Printed per backend: the median overhead per step over all steps, the median of steps 1-20
 (the baseline, same run) and of the last 20 steps, and their ratio (the target is <= 2: no
@@ -114,9 +119,59 @@ async def _never_asked(_q: up.PermissionRequired) -> PermissionAnswer:
     raise AssertionError("the benchmark should never ask")
 
 
-def run_session(backend: str, steps: int, where: Path) -> list[float]:
-    config = StoreConfig(backend=backend, path=where / backend)
+class _Receiver:
+    """An OTLP/HTTP endpoint on loopback that accepts every request (what a collector does)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_session(
+    backend: str,
+    steps: int,
+    where: Path,
+    telemetry_endpoint: str | None = None,
+    observed: list[float] | None = None,
+) -> list[float]:
+    config = StoreConfig(
+        backend=backend, path=where / (backend + ("-otel" if telemetry_endpoint else ""))
+    )
     app = CoderApp(config)
+    telemetry = None
+    if telemetry_endpoint is not None:
+        from coder_es.telemetry.attach import start_telemetry
+
+        telemetry = start_telemetry(
+            app, environ={"OTEL_EXPORTER_OTLP_ENDPOINT": telemetry_endpoint}
+        )
+        if observed is not None:
+            inner = app.save_observers[-1]
+
+            def timed(recordings: list[Any]) -> None:
+                t0 = time.perf_counter()
+                inner(recordings)
+                observed.append(time.perf_counter() - t0)
+
+            app.save_observers[-1] = timed
     try:
         workspace = where / "ws"
         workspace.mkdir(exist_ok=True)
@@ -148,6 +203,8 @@ def run_session(backend: str, steps: int, where: Path) -> list[float]:
         starts = timings.model_starts
         return [(starts[i + 1] - starts[i]) - timings.excluded[i] for i in range(len(starts) - 1)]
     finally:
+        if telemetry is not None:
+            telemetry.close()
         app.close()
 
 
@@ -179,7 +236,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3, help="sessions per backend (medians)")
     parser.add_argument("--backend", action="append", choices=["sqlite", "lmdb", "popo"])
+    parser.add_argument(
+        "--telemetry", action="store_true", help="also run with live OpenTelemetry export"
+    )
     args = parser.parse_args()
+    receiver = _Receiver() if args.telemetry else None
     backends = args.backend or ["sqlite", "lmdb"]
     window = 20
     ms = 1000.0
@@ -194,13 +255,25 @@ def main() -> None:
                 print(f"{backend}: skipped ({problem})")
         results: dict[str, list[list[float]]] = {b: [] for b in available}
         floors: dict[str, list[float]] = {b: [] for b in available}
+        exported: dict[str, list[list[float]]] = {b: [] for b in available}
+        # Time spent in the telemetry save observer (in the loop's thread), per save.
+        observed: dict[str, list[float]] = {b: [] for b in available}
         # Rounds of the backends are interleaved so a slow moment of the disk hits them all.
         for r in range(args.rounds):
             for backend in available:
                 round_dir = where / f"round{r}"
                 round_dir.mkdir(exist_ok=True)
                 floors[backend].append(store_floor(backend, round_dir))
+                # With --telemetry, the order of the two runs alternates between rounds.
+                if receiver is not None and r % 2:
+                    exported[backend].append(
+                        run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
+                    )
                 results[backend].append(run_session(backend, args.steps, round_dir))
+                if receiver is not None and not r % 2:
+                    exported[backend].append(
+                        run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
+                    )
         for backend in available:
             rounds = results[backend]
             med = statistics.median(statistics.median(o) for o in rounds)
@@ -221,6 +294,16 @@ def main() -> None:
                 f"{backend}: store floor (one save of one event) {floor * ms:.2f} ms; "
                 f"overhead / floor = {med / floor:.1f}"
             )
+            if exported[backend]:
+                on = statistics.median(statistics.median(o) for o in exported[backend])
+                print(
+                    f"{backend}: live telemetry: overhead per step with export {on * ms:.2f} ms, "
+                    f"without {med * ms:.2f} ms; ratio {on / med:.2f} (target <= 1.1); "
+                    f"in the save observer {statistics.median(observed[backend]) * ms:.3f} ms "
+                    "per save (median)"
+                )
+    if receiver is not None:
+        receiver.close()
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ class LiveTelemetry:
             if decoder is None:
                 decoder = self._decoders[id(app)] = EventDecoder(app.mapper)
             for recording in recordings:
-                event = decoder.decode(recording.notification)
+                event = _stored_form(decoder, recording.notification)
                 if event.session not in self._trees and event.kind != "Started":
                     self.begin_session(event.session, _started(app, decoder, recording))
                 self.feed(event)
@@ -358,10 +358,26 @@ class LiveTelemetry:
             )
 
 
+def _stored_form(decoder: EventDecoder, stored: Any) -> AuditEvent:
+    """The event as recorded, without its chain hash (spans do not carry it; skipping the
+    hash keeps the work per save small)."""
+    fields, stamp = decoder.state(stored)
+    class_version = fields.pop("class_version", None)
+    return AuditEvent(
+        session=decoder.session_str(stored.originator_id),
+        version=stored.originator_version,
+        topic=stored.topic,
+        timestamp=stamp,
+        fields=fields,
+        chain_hash="",
+        class_version=class_version,
+    )
+
+
 def _started(app: Any, decoder: EventDecoder, recording: Any) -> dict[str, Any]:
     """The ``Started`` fields of a session first seen mid-way (resumed by ``run --resume``)."""
     first = app.recorder.select_events(recording.notification.originator_id, limit=1)
     if not first:
         return {}
-    event = decoder.decode(first[0])
+    event = _stored_form(decoder, first[0])
     return dict(event.fields) if event.kind == "Started" else {}
