@@ -5,6 +5,7 @@ commands pay nothing for telemetry they do not use."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,19 +18,25 @@ if TYPE_CHECKING:
 def start_telemetry(
     app: Any, config: TelemetryConfig | None = None, environ: Mapping[str, str] | None = None
 ) -> LiveTelemetry | None:
-    """A ``LiveTelemetry`` following ``app``'s saves, or None when none is configured."""
-    from coder_es.telemetry.settings import TelemetrySettings
+    """A ``LiveTelemetry`` following ``app``'s saves, or None when none is configured. Settings
+    that cannot be used are reported on stderr and leave telemetry off: a telemetry problem
+    never stops a session (``export --push`` resolves them itself and fails instead)."""
+    from coder_es.telemetry.settings import TelemetrySettings, TelemetrySettingsError
 
-    settings = TelemetrySettings.resolve(os.environ if environ is None else environ, config)
+    try:
+        settings = TelemetrySettings.resolve(os.environ if environ is None else environ, config)
+    except TelemetrySettingsError as e:
+        print(f"coder-es: telemetry off: {e}", file=sys.stderr)
+        return None
     if settings is None:
         return None
     try:
         from coder_es.telemetry.live import LiveTelemetry
-    except ImportError as e:
-        from coder_es.telemetry.settings import TelemetrySettingsError
 
-        msg = f"live telemetry needs the telemetry extra (pip install 'coder-es[telemetry]'): {e}"
-        raise TelemetrySettingsError(msg) from e
-    telemetry = LiveTelemetry(settings)
+        telemetry = LiveTelemetry(settings)
+    except (ImportError, TelemetrySettingsError) as e:
+        hint = " (pip install 'coder-es[telemetry]')" if isinstance(e, ImportError) else ""
+        print(f"coder-es: telemetry off: {e}{hint}", file=sys.stderr)
+        return None
     telemetry.attach(app)
     return telemetry

@@ -41,6 +41,7 @@ from coder_es.audit.span_tree import (
     span_id,
     trace_id,
 )
+from coder_es.domain.chain import canonical_json
 from coder_es.telemetry.settings import TelemetrySettings
 
 SCOPE = InstrumentationScope("coder_es.telemetry", __version__)
@@ -173,8 +174,6 @@ def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             out[key] = list(value)
         else:
-            from coder_es.domain.chain import canonical_json
-
             out[key] = canonical_json(value)
     return out
 
@@ -322,12 +321,6 @@ class LiveTelemetry:
                 self.token_usage.record(count, {**common, "gen_ai.token.type": token_type})
 
     # ------------------------------------------------------------------ ending
-
-    def flush(self) -> None:
-        """Send what is queued now (tests, ``export --push``); bounded by the export timeout."""
-        if not self.exporter.failing:
-            self.processor.force_flush()
-        self.meters.force_flush(timeout_millis=int(self.settings.timeout_s * 1000))
 
     def close(self) -> None:
         """Send the open spans, stop the threads, and say how many spans were lost. A collector

@@ -164,3 +164,50 @@ def test_content_only_when_opted_in_and_then_redacted(app: CoderApp, latest: boo
         assert "Reading the file." in chat["gen_ai.output.messages"]
     else:
         assert any(e.name == "gen_ai.choice" for s in spans for e in s.events)
+
+
+def test_settings_from_variables_over_the_config_table() -> None:
+    from coder_es.config.values import TelemetryConfig
+
+    table = TelemetryConfig(endpoint="http://collector:4318/", service_name="team-agent")
+    s = TelemetrySettings.resolve({}, table)
+    assert s is not None
+    assert s.traces_endpoint == "http://collector:4318/v1/traces"
+    assert s.metrics_endpoint == "http://collector:4318/v1/metrics"
+    assert s.resource["service.name"] == "team-agent"
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://other:4318/v1/traces",
+        "OTEL_SERVICE_NAME": "from-env",
+    }
+    s = TelemetrySettings.resolve(env, table)
+    assert s is not None and s.traces_endpoint == "http://other:4318/v1/traces"
+    assert s.resource["service.name"] == "from-env"
+    assert TelemetrySettings.resolve({}, None) is None  # nothing configured: off
+    assert TelemetrySettings.resolve({**ENDPOINT, "OTEL_SDK_DISABLED": "true"}) is None
+    assert TelemetrySettings.resolve(ENDPOINT, TelemetryConfig(enabled=False)) is None
+
+
+def test_unusable_settings_leave_telemetry_off_with_a_message(
+    app: CoderApp, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.telemetry.attach import start_telemetry
+
+    env = {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}
+    assert start_telemetry(app, environ=env) is None
+    assert "telemetry off" in capsys.readouterr().err
+    record_demo(app)  # the session runs regardless
+    assert app.save_observers == []
+
+
+def test_a_project_config_cannot_redirect_telemetry(tmp_path: Path) -> None:
+    from coder_es.config import load_config
+
+    workspace = tmp_path / "cloned"
+    workspace.mkdir()
+    (workspace / ".coder-es").mkdir()
+    (workspace / ".coder-es" / "config.toml").write_text(
+        '[telemetry]\nendpoint = "http://evil.example:4318"\n'
+    )
+    config = load_config(workspace)
+    assert config.telemetry.endpoint is None
+    assert any("telemetry" in line for line in config.ignored_lines())
