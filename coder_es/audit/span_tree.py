@@ -9,8 +9,9 @@ so the live spans and the file export of the same session agree span for span.
 - ``invoke_agent {agent}`` (INTERNAL) per turn: from a user message to the next one (the turn is
   finished when the next user message arrives, or when the feed ends);
 - ``chat {model}`` (CLIENT) per model response, child of its turn, finished at the response;
-- ``execute_tool {tool}`` (INTERNAL) per tool call (keyed by ``tool_use_id``), child of its turn,
-  finished when the call completes; permission requests and decisions are span events on it;
+- ``execute_tool {tool}`` (INTERNAL) per tool call (keyed by ``tool_use_id``), child of its turn;
+  permission requests and decisions and the edits it made are span events on it; finished at the
+  next model response after the call completed (edits are recorded after the completion);
 - errors, retries, cancellations and head moves are span events on the turn.
 
 Conventions: ``Semconv`` says which GenAI semantic-conventions names are written (the pinned
@@ -41,18 +42,25 @@ LATEST_SEMCONV = "1.41.0"
 ``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result`` attributes)."""
 
 
+CONTENT_FIELDS = frozenset({"content", "summary", "blocks", "input", "output"})
+"""Fields of other events that hold conversation text: on turn span events only when content is
+captured (or in the file export, an audit record of everything)."""
+
+
 @dataclass(frozen=True)
 class Semconv:
     old: bool = True
     latest: bool = True
     capture_content: bool = False
+    all_event_fields: bool = False
+    """Every field of the events shown as turn span events (the file export's audit view)."""
 
     @property
     def version(self) -> str:
         return LATEST_SEMCONV if self.latest and not self.old else OLD_SEMCONV
 
 
-FILE_EXPORT = Semconv(old=True, latest=True, capture_content=False)
+FILE_EXPORT = Semconv(old=True, latest=True, capture_content=False, all_event_fields=True)
 """The file export writes both provider names and no content: an audit record that does not
 depend on the environment it was exported in."""
 
@@ -158,6 +166,9 @@ class SpanTree:
         """The session's ``Started`` fields (given when the feed may not include it)."""
         self._turn: SpanRecord | None = None
         self._tools: dict[str, SpanRecord] = {}
+        """Tool calls of the current turn by ``tool_use_id``, completed ones included."""
+        self._completed: list[str] = []
+        """Completed calls whose edits may still be recorded (until the next model response)."""
         self._last_time = ""
         self._input: list[dict[str, Any]] = []
         """The turn's user message, as the next chat span's input (content capture only)."""
@@ -195,6 +206,7 @@ class SpanTree:
         """The spans still open (the last turn and any tool call that never completed)."""
         done = sorted(self._tools.values(), key=lambda s: s.order)
         self._tools.clear()
+        self._completed.clear()
         if self._turn is not None:
             done.append(self._turn)
             self._turn = None
@@ -222,6 +234,8 @@ class SpanTree:
         assert turn is not None
         turn.end = max(turn.end, e.timestamp)
         if e.kind == "ModelResponded":
+            done.extend(self._tools.pop(call_id) for call_id in self._completed)
+            self._completed.clear()
             done.append(self._chat(e, turn))
         elif e.kind in (
             "ToolCallRequested",
@@ -231,7 +245,7 @@ class SpanTree:
         ):
             self._tool(e, turn)
             if e.kind == "ToolCallCompleted":
-                done.append(self._tools.pop(str(f.get("tool_use_id"))))
+                self._completed.append(str(f.get("tool_use_id")))
         elif e.kind in ("EditApplied", "FileObserved") and str(f.get("tool_use_id")) in self._tools:
             self._tools[str(f.get("tool_use_id"))].events.append(
                 _span_event(
@@ -244,11 +258,16 @@ class SpanTree:
                 )
             )
         else:
+            shown = self.semconv.all_event_fields or self.semconv.capture_content
             turn.events.append(
                 _span_event(
                     e,
                     f"coder_es.{e.kind}",
-                    {f"coder_es.{k}": v for k, v in sorted(f.items()) if k != "prev_hash"},
+                    {
+                        f"coder_es.{k}": v
+                        for k, v in sorted(f.items())
+                        if k != "prev_hash" and (shown or k not in CONTENT_FIELDS)
+                    },
                 )
             )
             if e.kind == "ErrorRecorded":

@@ -55,23 +55,43 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
+def dump(spans: list[ReadableSpan]) -> str:
+    """Every attribute and span event of the spans, as text."""
+    return json.dumps(
+        [[attrs(s), [(e.name, dict(e.attributes or {})) for e in s.events]] for s in spans],
+        default=str,
+    )
+
+
+def nanos_of(span: ReadableSpan) -> tuple[int, int]:
+    return (span.start_time or 0, span.end_time or 0)
+
+
 def test_live_spans_are_the_file_exports_tree(app: CoderApp) -> None:
     spans, _, sid = record_live(app, {})
     exported = json.loads(export_session(app, sid, ExportOptions(format="otel")))
     file_spans = exported["resourceSpans"][0]["scopeSpans"][0]["spans"]
 
-    def shape(name: str, span_hex: str, parent_hex: str | None) -> tuple[str, str, str | None]:
-        return (name, span_hex, parent_hex)
-
     live_shape = sorted(
-        shape(
+        (
             s.name,
             f"{s.context.span_id:016x}",  # type: ignore[union-attr]
-            f"{s.parent.span_id:016x}" if s.parent else None,
+            f"{s.parent.span_id:016x}" if s.parent else "",
+            [e.name for e in s.events],
+            nanos_of(s),
         )
         for s in spans
     )
-    file_shape = sorted(shape(s["name"], s["spanId"], s.get("parentSpanId")) for s in file_spans)
+    file_shape = sorted(
+        (
+            s["name"],
+            s["spanId"],
+            s.get("parentSpanId", ""),
+            [e["name"] for e in s["events"]],
+            (int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"])),
+        )
+        for s in file_spans
+    )
     assert live_shape == file_shape
     assert {f"{s.context.trace_id:032x}" for s in spans} == {  # type: ignore[union-attr]
         file_spans[0]["traceId"]
@@ -93,9 +113,11 @@ def test_chat_spans_carry_genai_attributes_and_usage(app: CoderApp) -> None:
     assert a["gen_ai.usage.input_tokens"] == 120 and a["gen_ai.usage.output_tokens"] == 30
     assert a["gen_ai.conversation.id"] == sid
     assert chat.kind.name == "CLIENT"
-    # No content unless opted in.
+    # No content unless opted in: not on chat spans, not on the turn's events either.
     assert not any(k.endswith("messages") for k in a)
     assert all(not e.name.startswith("gen_ai.") for s in spans for e in s.events)
+    assert "fix the add function" not in dump(spans)
+    assert "Reading the file." not in dump(spans)
 
 
 def test_latest_conventions_on_opt_in(app: CoderApp) -> None:
