@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from coder_es.application import CoderApp
+from coder_es.audit.span_tree import trace_id
 from coder_es.cli.main import main
 from coder_es.store.config import StoreConfig
 from coder_es.telemetry.live import LiveTelemetry
@@ -140,16 +141,25 @@ def test_live_spans_and_metrics_arrive_over_otlp_http(receiver: Receiver, tmp_pa
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= metric_names
 
 
-def test_export_push_sends_a_finished_session(
-    receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
+@pytest.fixture
+def recorded_workspace(tmp_path: Path) -> tuple[Path, str]:
+    """A workspace whose store (where the CLI looks) holds the audit fixture session."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     app = CoderApp(StoreConfig(backend="sqlite", path=workspace / ".coder-es"))
     try:
-        sid = record_demo(app)
+        return workspace, str(record_demo(app))
     finally:
         app.close()
+
+
+def test_export_push_sends_a_finished_session(
+    receiver: Receiver,
+    recorded_workspace: tuple[Path, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
+) -> None:
+    workspace, sid = recorded_workspace
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.url + "/v1/traces")
     code = main(
         ["--workspace", str(workspace), "--backend", "sqlite", "export", str(sid)[:8],
@@ -160,23 +170,15 @@ def test_export_push_sends_a_finished_session(
     spans = receiver.spans()
     assert f"pushed {len(spans)} of {len(spans)} span(s)" in out
     assert sum(s.name.startswith("invoke_agent ") for s in spans) == 2
-    assert {s.trace_id.hex() for s in spans} == {
-        __import__("hashlib").sha256(f"trace:{sid}".encode()).hexdigest()[:32]
-    }
+    assert {s.trace_id.hex() for s in spans} == {trace_id(sid)}
 
 
 def test_push_without_an_endpoint_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    recorded_workspace: tuple[Path, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    app = CoderApp(StoreConfig(backend="sqlite", path=workspace / ".coder-es"))
-    try:
-        sid = record_demo(app)
-    finally:
-        app.close()
+    workspace, sid = recorded_workspace
     code = main(
         ["--workspace", str(workspace), "--backend", "sqlite", "export", str(sid),
          "--format", "otel", "--push"]
@@ -204,7 +206,9 @@ def test_an_unreachable_collector_neither_slows_nor_fails_a_turn(tmp_path: Path)
                 time.sleep(0.05)  # let the export thread try (and fail) between sessions
             spent = time.perf_counter() - t0
             if telemetry is not None:
+                t0 = time.perf_counter()
                 telemetry.close()
+                assert time.perf_counter() - t0 < 3.0  # exit does not wait out the back-off
         finally:
             app.close()
         return spent, lines, telemetry
