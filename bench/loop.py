@@ -119,30 +119,42 @@ async def _never_asked(_q: up.PermissionRequired) -> PermissionAnswer:
     raise AssertionError("the benchmark should never ask")
 
 
+_RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
 class _Receiver:
-    """An OTLP/HTTP endpoint on loopback that accepts every request (what a collector does)."""
+    """An OTLP/HTTP endpoint on loopback that accepts every request, in a process of its own
+    (as a collector is: its work must not be counted as the loop's)."""
 
     def __init__(self) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from threading import Thread
+        import subprocess
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        Thread(target=self.server.serve_forever, daemon=True).start()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        self.url = f"http://127.0.0.1:{int(self.process.stdout.readline())}"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.process.terminate()
+        self.process.wait()
 
 
 def run_session(
