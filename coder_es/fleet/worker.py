@@ -128,6 +128,9 @@ class FleetWorker:
             try:
                 job = SessionJob.from_args(args)
                 report = await worker.advance(job, context.job.id, context.job.worker_id)
+                if worker.telemetry is not None:
+                    # The job's turn is over: send its span now, not when the worker stops.
+                    worker.telemetry.finish_session(str(job.session_id))
             except Exception as e:
                 # The job fails in the queue (kept with its error); the worker goes on.
                 worker.failures.append(f"job {context.job.id}: {e}")

@@ -246,6 +246,11 @@ class LiveTelemetry:
                 self._observer_failed = True
                 self.report(f"coder-es: telemetry: events not exported: {type(e).__name__}: {e}")
 
+    @property
+    def open_sessions(self) -> tuple[str, ...]:
+        """Sessions with spans not sent yet (a turn still running)."""
+        return tuple(self._trees)
+
     def begin_session(self, session: str, started: dict[str, Any]) -> None:
         """Follow ``session`` from an event after its ``Started`` (given here)."""
         self._trees[session] = SpanTree(session, self.settings.semconv, started)
