@@ -312,7 +312,8 @@ def main() -> None:
                     f"{backend}: live telemetry: overhead per step with export {on * ms:.2f} ms, "
                     f"without {med * ms:.2f} ms; ratio {on / med:.2f} (target <= 1.1); "
                     f"in the save observer {statistics.median(observed[backend]) * ms:.3f} ms "
-                    "per save (median)"
+                    f"per save (median), {len(observed[backend]) / (args.steps * args.rounds):.1f} "
+                    "saves per step"
                 )
     if receiver is not None:
         receiver.close()
