@@ -8,11 +8,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from bench_loader import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from store import DeviceCounters  # noqa: E402
+DeviceCounters = load_bench("store").DeviceCounters
 
 
 @pytest.mark.slow

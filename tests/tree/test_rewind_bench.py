@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from bench_loader import load_bench
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from rewind import bench_many  # noqa: E402
+bench_many = load_bench("rewind").bench_many
 
 
 @pytest.mark.slow

@@ -8,8 +8,8 @@ session's registry: argument parsing, the manager, the connection, timeout and c
 rendering the result as tool output). The two alternate call by call, so load on the machine
 hits both alike (and alternate which goes first).
 
-    python3 bench/mcp.py                 200 calls each (after 20 warm-up calls)
-    python3 bench/mcp.py --calls 500 --node
+    python3 bench/mcp_overhead.py                 200 calls each (after 20 warm-up calls)
+    python3 bench/mcp_overhead.py --calls 500 --node
 
 Printed: the first call's start-up (server start, initialize, tools/list: what the first turn
 that needs the server pays), the median per call of both, and their ratio. Target: <= 1.2x.
