@@ -8,6 +8,7 @@ refused) so it can act on it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,11 @@ class ReadTool(Tool[ReadInput]):
         return path_subject(args.path, root)
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
+        # Reading, hashing, storing and numbering a large file is work that releases the event
+        # loop (and mostly the GIL): the reads of one response run side by side.
+        return await asyncio.to_thread(self._read, args, ctx)
+
+    def _read(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
         ws = ctx.workspace
         rp = ws.resolve(args.path, outside_ok=ctx.outside_ok)
         try:

@@ -1,0 +1,112 @@
+"""Tool calls side by side: eight reads of large files in one model response, against the same
+eight reads made one per response (the baseline, measured in the same run).
+
+    python3 bench/parallel.py                  8 files of 4 MB, 5 rounds, sqlite
+    python3 bench/parallel.py --mb 2 --rounds 3
+
+Each round writes fresh files (so no read finds its blob already stored) and runs two sessions
+on a real store with the scripted provider and the real ``read`` tool: one whose model asks for
+the eight reads at once, one whose model asks for them one at a time. Timed: the tool phase,
+from the first ``ToolStarted`` to the last ``ToolCompleted`` (parallel), or the sum of each
+call's ``ToolStarted`` to ``ToolCompleted`` (sequential). Printed: medians and their ratio
+(target <= 0.5), and the loop's overhead per step for scale (bench/loop.py measures it in detail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from coder_es.application import CoderApp
+from coder_es.permissions.rules import Rule
+from coder_es.providers.scripted import ScriptedProvider
+from coder_es.service import updates as up
+from coder_es.service.api import AgentService, SessionOptions, auto_answerer
+from coder_es.store.config import StoreConfig
+
+FILES = 8
+
+
+def write_files(where: Path, tag: str, mb: int) -> list[str]:
+    names = []
+    line = "x" * 70
+    for i in range(FILES):
+        name = f"big_{tag}_{i}.txt"
+        body = "".join(f"{tag} {i} {n} {line}\n" for n in range(mb * 1024 * 1024 // 80))
+        (where / name).write_text(body)
+        names.append(name)
+    return names
+
+
+def read(path: str, i: int) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{i}", "name": "read", "input": {"path": path}}
+
+
+async def run(app: CoderApp, root: Path, turns: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    service = AgentService(
+        app, root, provider_factory=lambda _n, _m: ScriptedProvider(turns, chunk_chars=4096)
+    )
+    options = SessionOptions(agent="build", rules=(Rule("read", None, "allow", "bench"),))
+    handle = await service.create_session(options)
+    stamps: list[tuple[str, float]] = []
+    async for update in handle.send("read them", answerer=auto_answerer(False)):
+        if isinstance(update, up.ToolStarted | up.ToolCompleted):
+            stamps.append((type(update).__name__, time.perf_counter()))
+        elif isinstance(update, up.TurnEnded):
+            assert update.reason == "end_turn", update
+    await handle.close()
+    return stamps
+
+
+def parallel_time(stamps: list[tuple[str, float]]) -> float:
+    return stamps[-1][1] - stamps[0][1]
+
+
+def sequential_time(stamps: list[tuple[str, float]]) -> float:
+    starts = [t for kind, t in stamps if kind == "ToolStarted"]
+    ends = [t for kind, t in stamps if kind == "ToolCompleted"]
+    return sum(e - s for s, e in zip(starts, ends, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=4, help="size of each file")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "lmdb"])
+    args = parser.parse_args()
+    done = {"blocks": [{"type": "text", "text": "done"}]}
+    together: list[float] = []
+    one_by_one: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        root = where / "ws"
+        root.mkdir()
+        app = CoderApp(StoreConfig(backend=args.backend, path=where / "store"))
+        try:
+            for r in range(args.rounds):
+                names = write_files(root, f"p{r}", args.mb)
+                turns = [{"blocks": [read(n, i) for i, n in enumerate(names)]}, done]
+                together.append(parallel_time(asyncio.run(run(app, root, turns))))
+                names = write_files(root, f"s{r}", args.mb)
+                turns = [{"blocks": [read(n, i)]} for i, n in enumerate(names)] + [done]
+                one_by_one.append(sequential_time(asyncio.run(run(app, root, turns))))
+        finally:
+            app.close()
+    par, seq = statistics.median(together), statistics.median(one_by_one)
+    print(f"{FILES} reads of {args.mb} MB files, {args.rounds} rounds, {args.backend}")
+    print(f"  sequential (one per response, baseline): {seq * 1000:8.1f} ms")
+    print(f"  parallel (one response):                 {par * 1000:8.1f} ms")
+    print(f"  ratio parallel/sequential: {par / seq:.2f} (target <= 0.5)")
+
+
+if __name__ == "__main__":
+    main()
