@@ -9,8 +9,8 @@
   decide, or someone must be asked);
 - ``CloseCalls``: calls that get a result without running (unknown tool, invalid arguments,
   permission denied, interrupted by a cancellation or a crash);
-- ``RunTools``: the next allowed calls, in block order: a run of consecutive read-only calls
-  together (they run concurrently), or one call that may write;
+- ``RunTools``: the next allowed calls, in block order: a run of consecutive read-only (or
+  ``parallel``: ``task``) calls together (they run concurrently), or one call that may write;
 - ``Done``: the model stopped, the step limit was reached, or the turn was cancelled.
 
 Calls are worked through strictly in block order, so results are recorded in the order the model
@@ -217,12 +217,17 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
             return CloseCalls((ClosedCall(_call(c), f"Permission denied: {reason}"),))
         tool = ctx.tools.get(c.name)
         assert tool is not None
-        if not tool.read_only:
+        if not (tool.read_only or tool.parallel):
             return RunTools((_call(c),), concurrent=False)
         batch = [_call(c)]
         for c2, r2 in checked[i + 1 :]:
             t2 = ctx.tools.get(c2.name)
-            if isinstance(r2, str) or c2.decision != "allow" or t2 is None or not t2.read_only:
+            if (
+                isinstance(r2, str)
+                or c2.decision != "allow"
+                or t2 is None
+                or not (t2.read_only or t2.parallel)
+            ):
                 break
             batch.append(_call(c2))
         return RunTools(tuple(batch), concurrent=len(batch) > 1)

@@ -136,6 +136,14 @@ class _Ran:
     duration_ms: int
 
 
+class Spawner(Protocol):
+    """Starts a subagent for a ``task`` call of ``parent`` and runs it to its end."""
+
+    async def run_child(
+        self, parent: AgentLoop, call: ToolCall, definition: Any, args: Any
+    ) -> ToolResult: ...
+
+
 @dataclass
 class LoopDeps:
     """The seams of one loop."""
@@ -149,6 +157,8 @@ class LoopDeps:
     """How shell commands run; None: from the environment (``CODER_ES_SANDBOX``)."""
     mcp: McpSource | None = None
     """The session's MCP servers (None: it has none)."""
+    spawner: Spawner | None = None
+    """Runs ``task`` calls (subagents); None: they fail with a message."""
 
 
 class AgentLoop:
@@ -192,6 +202,8 @@ class AgentLoop:
         self.tool_cache: dict[str, Any] = {}
         self._running: set[asyncio.Task[Any]] = set()
         self.cancel_reason = "cancelled by the user"
+        # Questions of this loop's subagents, running side by side, are asked one at a time.
+        self.questions = asyncio.Lock()
         # Shell transactions a crashed process left: finished or dropped before anything runs.
         with contextlib.suppress(OSError):
             recover_transactions(self.workspace.root, app.blobs)
@@ -615,6 +627,8 @@ class AgentLoop:
         def progress(text: str) -> None:
             emit(up.ToolProgress(call.id, text))
 
+        spawner = self.deps.spawner
+
         return ToolContext(
             root=self.workspace.root,
             tool_use_id=call.id,
@@ -625,6 +639,7 @@ class AgentLoop:
             cache=self.tool_cache,
             sandbox=self._sandbox(),
             tools=self.deps.decision.tools,
+            spawn=None if spawner is None else partial(spawner.run_child, self, call),
         )
 
     def _sandbox(self) -> SandboxSettings:
@@ -693,5 +708,6 @@ class AgentLoop:
                 ran.duration_ms,
                 capped.truncated,
                 tuple(changes),
+                dict(result.metadata),
             )
         )

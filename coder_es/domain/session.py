@@ -225,6 +225,15 @@ class Session(Aggregate):
 
         servers: list[dict[str, Any]]
 
+    class TaskStarted(Event):
+        """A ``task`` call started a subagent: ``child_session``, forked from this session
+        (its ``Started`` names this session and the node it was forked from)."""
+
+        tool_use_id: str
+        child_session: str
+        agent: str
+        description: str
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -405,6 +414,17 @@ class Session(Aggregate):
             files_changed=list(files_changed or []),
         )
         return node
+
+    def start_task(
+        self, *, tool_use_id: str, child_session: str, agent: str, description: str
+    ) -> None:
+        self.trigger_event(
+            self.TaskStarted,
+            tool_use_id=tool_use_id,
+            child_session=child_session,
+            agent=agent,
+            description=description,
+        )
 
     def compact_context(self, *, covers: list[NodeId], summary: str, produced_by: str) -> NodeId:
         for node_id in covers:

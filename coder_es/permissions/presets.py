@@ -77,7 +77,7 @@ def _rules(name: str, spec: list[tuple[str, str | None, str]]) -> tuple[Rule, ..
 PRESETS: dict[str, Preset] = {
     "build": Preset(
         "build",
-        ("read", "grep", "find", "bash", "write", "edit"),
+        ("read", "grep", "find", "bash", "write", "edit", "task"),
         _rules("build", [("*", None, "allow")]),
         mcp=(("read_only", "allow"), ("write", "allow"), ("destructive", "ask")),
     ),

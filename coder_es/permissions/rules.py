@@ -29,7 +29,7 @@ from coder_es.errors import UsageError
 from coder_es.permissions.shell_parse import parse_shell
 
 ACTIONS = ("allow", "ask", "deny")
-TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find")
+TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find", "task")
 
 
 class RuleSyntaxError(UsageError):

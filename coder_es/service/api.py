@@ -57,11 +57,13 @@ from coder_es.errors import UsageError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
+from coder_es.permissions.subagents import AgentDefinition
 from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
+from coder_es.service.tasks import TaskRunner
 from coder_es.store.lease import Lease
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
 
@@ -321,12 +323,14 @@ class AgentService:
         mcp_servers: Iterable[McpServerConfig] = (),
         mcp_factory: Callable[[Sequence[McpServerConfig]], McpSource | None] | None = None,
         models: ModelCatalogue | None = None,
+        agents: Mapping[str, AgentDefinition] | None = None,
     ) -> None:
         self.app = app
         self.sandbox = sandbox
         self.workspace = Path(workspace).resolve()
         self.provider_factory = provider_factory or default_provider_factory()
-        self.tools = tools or default_registry()
+        # ``task`` offers the built-in subagents and ``agents`` (config ``[agents.NAME]``).
+        self.tools = tools or default_registry(agents)
         self.executor = executor or LocalExecutor(self.tools)
         self.clock = clock or SystemClock()
         self.config = config or LoopConfig()
@@ -356,6 +360,7 @@ class AgentService:
             clock=self.clock,
             sandbox=self.sandbox,
             mcp=self.mcp_factory((*self.mcp_servers, *options.mcp_servers)),
+            spawner=TaskRunner(self.provider_factory),
         )
         config = LoopConfig(
             max_steps=options.max_steps,

@@ -85,6 +85,8 @@ class PermissionRequired(Update):
     matched_rule: str
     reason: str
     suggested_pattern: str
+    # The subagent (child session) whose call this is; None: the session's own.
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class PermissionDecision(Update):
     decided_by: str
     matched_rule: str | None
     reason: str | None
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class ToolCompleted(Update):
     duration_ms: int
     truncated: bool
     files_changed: tuple[dict[str, Any], ...] = ()
+    # A ``task`` result: {"child_session": id, "agent": name}.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class ToolResult:
     output: str
     is_error: bool = False
     files_changed: tuple[FileChange, ...] = ()
+    # What a client may want besides the text (a ``task`` result names its child session).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ class ToolContext:
     # The loop's tools (coder_es.tools.registry.ToolRegistry): the built-in ones plus the MCP
     # tools this session was offered; None: the executor's own.
     tools: Any = None
+    # Starts a subagent (``task``): (definition, TaskInput) -> its result; None: not here.
+    spawn: Any = None
 
 
 class Tool(ABC, Generic[InputT]):
@@ -126,6 +130,9 @@ class Tool(ABC, Generic[InputT]):
     input_type: ClassVar[type]
     # Read-only tools of one response run concurrently; the others run one at a time, in order.
     read_only: ClassVar[bool] = False
+    # May run side by side with the other calls of its batch although it is not read-only
+    # (``task``: each child is its own session; its edits merge like any edit).
+    parallel: ClassVar[bool] = False
 
     def definition(self) -> dict[str, Any]:
         return {

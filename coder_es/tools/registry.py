@@ -9,12 +9,15 @@ loop (cancellation still propagates, so the loop can record it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coder_es.errors import CoderESError
 from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from coder_es.tools.schema import ToolInputError
+
+if TYPE_CHECKING:
+    from coder_es.permissions.subagents import AgentDefinition
 
 
 class ToolRegistry:
@@ -84,9 +87,21 @@ class LocalExecutor:
             )
 
 
-def default_registry() -> ToolRegistry:
+def default_registry(agents: Mapping[str, AgentDefinition] | None = None) -> ToolRegistry:
+    """The built-in tools; ``task`` offers ``agents`` (default: the built-in subagents)."""
     from coder_es.tools.bash import BashTool
     from coder_es.tools.files import EditTool, ReadTool, WriteTool
     from coder_es.tools.search import FindTool, GrepTool
+    from coder_es.tools.task import TaskTool
 
-    return ToolRegistry([ReadTool(), GrepTool(), FindTool(), BashTool(), WriteTool(), EditTool()])
+    return ToolRegistry(
+        [
+            ReadTool(),
+            GrepTool(),
+            FindTool(),
+            BashTool(),
+            WriteTool(),
+            EditTool(),
+            TaskTool(agents),
+        ]
+    )

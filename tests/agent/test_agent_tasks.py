@@ -1,0 +1,173 @@
+"""The ``task`` tool: subagents as child sessions forked from the parent."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent_helpers import Harness, collect, text, tool, turn
+
+from coder_es.branching import Branching
+from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.rules import Rule
+from coder_es.providers.scripted import ScriptedProvider
+from coder_es.service import updates as up
+from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def service(
+    h: Harness, scripts: list[list[dict[str, Any]]], sleep: Sleep = asyncio.sleep
+) -> AgentService:
+    """The parent gets the first script, each child the next one, in the order they start."""
+    queue = list(scripts)
+
+    def factory(_name: str, _model: str) -> ScriptedProvider:
+        provider = ScriptedProvider(queue.pop(0), model="scripted-test", sleep=sleep)
+        h.providers.append(provider)
+        return provider
+
+    return AgentService(h.app, h.root, provider_factory=factory)
+
+
+def start(h: Harness, scripts: list[list[dict[str, Any]]], *rules: Rule, **kw: Any) -> Any:
+    options = SessionOptions(agent="build", rules=tuple(rules))
+    return asyncio.run(service(h, scripts, **kw).create_session(options))
+
+
+def task(id: str, prompt: str, agent: str = "general") -> dict[str, Any]:
+    return tool("task", id, description=f"do {id}", prompt=prompt, agent=agent)
+
+
+def children(h: Harness, handle: SessionHandle | str) -> dict[str, str]:
+    return {e.tool_use_id: e.child_session for e in h.of(handle, "TaskStarted")}
+
+
+def test_two_tasks_at_once_overlap_and_answer_in_call_order(h: Harness) -> None:
+    parent = [turn(task("t1", "look at A"), task("t2", "look at B")), turn(text("both done"))]
+    slow = {"delay_ms": 400}
+    child_a = [turn(text("A is fine"), **slow)]
+    child_b = [turn(text("B is broken"), **slow)]
+    handle = start(h, [parent, child_a, child_b])
+    t0 = time.monotonic()
+    updates = collect(handle, "check A and B")
+    elapsed = time.monotonic() - t0
+    assert isinstance(updates[-1], up.TurnEnded) and updates[-1].reason == "end_turn"
+    kids = children(h, handle)
+    assert set(kids) == {"t1", "t2"}
+    # They ran side by side: each child's run overlaps the other's.
+    spans = {}
+    for call, sid in kids.items():
+        events = h.events(sid)
+        spans[call] = (events[0].timestamp, events[-1].timestamp)
+    assert spans["t1"][0] < spans["t2"][1] and spans["t2"][0] < spans["t1"][1]
+    assert elapsed < 0.8 + 0.7  # two 0.4 s children, not one after the other plus overhead
+    completed = h.of(handle, "ToolCallCompleted")
+    assert [(e.tool_use_id, e.output) for e in completed] == [
+        ("t1", "A is fine"),
+        ("t2", "B is broken"),
+    ]
+    meta = {u.tool_use_id: u.metadata for u in updates if isinstance(u, up.ToolCompleted)}
+    assert meta["t1"] == {"child_session": kids["t1"], "agent": "general"}
+    # The child is a fork: nothing copied, its Started names the parent, the node and the call.
+    response = h.of(handle, "ModelResponded")[0]
+    started = h.events(kids["t2"])[0]
+    assert started.parent_session == handle.id
+    assert started.parent_node == response.parent  # the node the model answered
+    assert started.settings["task"]["tool_use_id"] == "t2"
+    # The child's model saw the parent's conversation, then the task's prompt.
+    child_request = h.providers[2].requests[0]
+    users = [m for m in child_request.messages if m["role"] == "user"]
+    assert "check A and B" in str(users[0]) and "look at B" in str(users[-1])
+
+
+def test_explore_child_is_read_only_and_general_has_no_task(h: Harness) -> None:
+    parent = [turn(task("t1", "find things", agent="explore")), turn(text("ok"))]
+    child = [turn(tool("write", "w1", path="new.txt", content="x")), turn(text("could not"))]
+    handle = start(h, [parent, child])
+    collect(handle, "explore")
+    kid = children(h, handle)["t1"]
+    offered = [t["name"] for t in h.providers[1].requests[0].tools]
+    assert offered == ["read", "grep", "find"]
+    result = next(e for e in h.of(kid, "ToolCallCompleted") if e.tool_use_id == "w1")
+    assert result.is_error and "Unknown tool 'write'" in result.output
+    assert not (h.root / "new.txt").exists()
+
+
+def test_child_edit_merges_with_the_user_and_rewind_restores_it(h: Harness) -> None:
+    calc = h.root / "src/calc.py"
+
+    async def user_edits_meanwhile(seconds: float) -> None:
+        # The user changes another part of the file while the child's model is thinking.
+        calc.write_text(calc.read_text().replace("def sub(a, b):", "def sub(a, b):  # user"))
+        await asyncio.sleep(seconds)
+
+    parent = [turn(task("t1", "fix add")), turn(text("fixed"))]
+    child = [
+        turn(tool("read", "r1", path="src/calc.py")),
+        turn(
+            tool(
+                "edit",
+                "e1",
+                path="src/calc.py",
+                old_string="return a - b\n\n\n",
+                new_string="return a + b\n\n\n",
+            ),
+            delay_ms=10,
+        ),
+        turn(text("add fixed")),
+    ]
+    handle = start(h, [parent, child], sleep=user_edits_meanwhile)
+    collect(handle, "fix add")
+    merged = calc.read_text()
+    assert "return a + b" in merged and "# user" in merged  # both kept
+    completed = next(e for e in h.of(handle, "ToolCallCompleted") if e.tool_use_id == "t1")
+    assert [c["path"] for c in completed.files_changed] == ["src/calc.py"]
+    # Rewinding the parent to before the task call takes back what the child did, and only it.
+    user_node = h.of(handle, "UserMessageAdded")[0].originator_version
+    Branching(h.app, h.root).rewind(handle.id, str(user_node))
+    after = calc.read_text()
+    assert "return a + b" not in after and "# user" in after
+
+
+def test_child_permission_question_reaches_the_user_labelled(h: Harness) -> None:
+    parent = [turn(task("t1", "write a note")), turn(text("done"))]
+    child = [turn(tool("write", "w1", path="note.txt", content="hi\n")), turn(text("wrote it"))]
+    handle = start(h, [parent, child], Rule("write", None, "ask"))
+    asked: list[up.PermissionRequired] = []
+
+    async def answer(handle: SessionHandle, update: up.Update) -> None:
+        if isinstance(update, up.PermissionRequired):
+            asked.append(update)
+            await handle.answer(update.tool_use_id, PermissionAnswer.allow_once("user"))
+
+    collect(handle, "note", yes=None, on_update=answer)
+    kid = children(h, handle)["t1"]
+    assert [(q.tool, q.session) for q in asked] == [("write", kid)]
+    assert (h.root / "note.txt").read_text() == "hi\n"
+    decided = h.of(kid, "PermissionDecided")
+    assert [(d.decision, d.decided_by) for d in decided] == [("allow", "user")]
+
+
+def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
+    parent = [turn(task("t1", "take long"))]
+    child = [turn(text("never seen"), delay_ms=5000)]
+    handle = start(h, [parent, child])
+
+    async def cancel(handle: SessionHandle, update: up.Update) -> None:
+        if isinstance(update, up.ToolStarted) and update.name == "task":
+            await asyncio.sleep(0.3)
+            handle.cancel()
+
+    t0 = time.monotonic()
+    updates = collect(handle, "go", on_update=cancel)
+    assert time.monotonic() - t0 < 4
+    assert updates[-1].reason == "cancelled"  # type: ignore[attr-defined]
+    kid = children(h, handle)["t1"]
+    (child_cancel,) = h.of(kid, "TurnCancelled")
+    assert "parent" in child_cancel.reason
+    result = next(e for e in h.of(handle, "ToolCallCompleted") if e.tool_use_id == "t1")
+    assert result.is_error and "Interrupted" in result.output
