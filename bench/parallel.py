@@ -1,5 +1,6 @@
 """Tool calls side by side: eight reads of large files in one model response, against the same
-eight reads made one per response (the baseline, measured in the same run).
+eight reads made one per response (the baseline, measured in the same run); and four ``task``
+calls in one response against one, with a model latency of 200 ms per call (scripted).
 
     python3 bench/parallel.py                  8 files of 4 MB, 5 rounds, sqlite
     python3 bench/parallel.py --mb 2 --rounds 3
@@ -9,7 +10,9 @@ on a real store with the scripted provider and the real ``read`` tool: one whose
 the eight reads at once, one whose model asks for them one at a time. Timed: the tool phase,
 from the first ``ToolStarted`` to the last ``ToolCompleted`` (parallel), or the sum of each
 call's ``ToolStarted`` to ``ToolCompleted`` (sequential). Printed: medians and their ratio
-(target <= 0.5), and the loop's overhead per step for scale (bench/loop.py measures it in detail).
+(target <= 0.5). Tasks: the parent's turn, from its first request to its end, with one task and
+with four (each child answers after 200 ms; so does the parent): the ratio four/one (target
+<= 1.5). The loop's overhead per step is bench/loop.py's.
 """
 
 from __future__ import annotations
@@ -77,15 +80,49 @@ def sequential_time(stamps: list[tuple[str, float]]) -> float:
     return sum(e - s for s, e in zip(starts, ends, strict=True))
 
 
+def task_turn(app: CoderApp, root: Path, count: int, latency_ms: int) -> float:
+    """The wall time of a parent turn whose model calls ``count`` tasks at once."""
+
+    def task(i: int) -> dict[str, Any]:
+        prompt = {"description": f"part {i}", "prompt": f"look at part {i}"}
+        return {"type": "tool_use", "id": f"toolu_t{i}", "name": "task", "input": prompt}
+
+    slow = {"delay_ms": latency_ms}
+    scripts = [[{"blocks": [task(i) for i in range(count)], **slow}, {**done_turn(), **slow}]]
+    scripts += [[{**done_turn(), **slow}] for _ in range(count)]
+
+    async def go() -> float:
+        service = AgentService(
+            app, root, provider_factory=lambda _n, _m: ScriptedProvider(scripts.pop(0))
+        )
+        handle = await service.create_session(SessionOptions(agent="build"))
+        t0 = time.perf_counter()
+        async for update in handle.send("split it", answerer=auto_answerer(False)):
+            if isinstance(update, up.TurnEnded):
+                assert update.reason == "end_turn", update
+        elapsed = time.perf_counter() - t0
+        await handle.close()
+        return elapsed
+
+    return asyncio.run(go())
+
+
+def done_turn() -> dict[str, Any]:
+    return {"blocks": [{"type": "text", "text": "done"}]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=4, help="size of each file")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "lmdb"])
+    parser.add_argument("--latency-ms", type=int, default=200, help="scripted model latency")
     args = parser.parse_args()
-    done = {"blocks": [{"type": "text", "text": "done"}]}
+    done = done_turn()
     together: list[float] = []
     one_by_one: list[float] = []
+    one_task: list[float] = []
+    four_tasks: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         root = where / "ws"
@@ -99,6 +136,8 @@ def main() -> None:
                 names = write_files(root, f"s{r}", args.mb)
                 turns = [{"blocks": [read(n, i)]} for i, n in enumerate(names)] + [done]
                 one_by_one.append(sequential_time(asyncio.run(run(app, root, turns))))
+                one_task.append(task_turn(app, root, 1, args.latency_ms))
+                four_tasks.append(task_turn(app, root, 4, args.latency_ms))
         finally:
             app.close()
     par, seq = statistics.median(together), statistics.median(one_by_one)
@@ -106,6 +145,11 @@ def main() -> None:
     print(f"  sequential (one per response, baseline): {seq * 1000:8.1f} ms")
     print(f"  parallel (one response):                 {par * 1000:8.1f} ms")
     print(f"  ratio parallel/sequential: {par / seq:.2f} (target <= 0.5)")
+    one, four = statistics.median(one_task), statistics.median(four_tasks)
+    print(f"task calls, model latency {args.latency_ms} ms per call")
+    print(f"  one task in a response (baseline):  {one * 1000:8.1f} ms")
+    print(f"  four tasks in one response:         {four * 1000:8.1f} ms")
+    print(f"  ratio four/one: {four / one:.2f} (target <= 1.5)")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from coder_es.cli.progress import shown
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule, parse_rule
+from coder_es.permissions.subagents import agent_definitions
 from coder_es.providers.catalogue import notice
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
@@ -146,6 +147,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         ctx.app,
         ctx.workspace,
         models=models,
+        agents=agent_definitions(ctx.settings.agents),
         sandbox=SandboxSettings(
             mode="off" if sandbox.mode == "off" else "auto",
             network=sandbox.network,

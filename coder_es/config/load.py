@@ -369,9 +369,13 @@ def build(
         f"POSTGRES_{rest[0].upper()}": str(s.value)
         for rest, s in _under(merged, ("store", "postgres"))
     }
+    agents: dict[str, dict[str, Any]] = {}
+    for rest, s in _under(merged, ("agents",)):
+        agents.setdefault(rest[0], {})[rest[1]] = s.value
     return Config(
         workspace=workspace,
         provider=provider,
+        agents=MappingProxyType(agents),
         model=_get(merged, ("model",), DEFAULT_MODELS[provider]),
         agent=_get(merged, ("agent",), DEFAULT_AGENT),
         providers=MappingProxyType({p: _provider(p, merged, environ) for p in PROVIDERS}),

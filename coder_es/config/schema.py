@@ -334,11 +334,24 @@ MCP_SERVER = Table(
     }
 )
 
+AGENT_DEFINITION = Table(
+    {
+        "name": Leaf(Text(), "the name the model uses (default: the table's)"),
+        "description": Leaf(Text(), "what the agent is for (the model sees it)"),
+        "preset": Leaf(Choice(AGENTS, "agent"), "its permissions (default: the parent's)"),
+        "model": Leaf(Text(), "its model (default: the parent's)"),
+        "prompt": Leaf(Text(), "instructions put before each task's prompt"),
+        "max_steps": Leaf(Integer(1, 10_000), "its step limit"),
+        "tools": Leaf(ListOf(Text()), "the tools it may use (never more than the parent's)"),
+    }
+)
+
 SCHEMA = Table(
     {
         "provider": Leaf(Choice(PROVIDERS, "provider"), "the model provider"),
         "model": Leaf(Text(), "the model name"),
         "agent": Leaf(Choice(AGENTS, "agent"), "the agent preset"),
+        "agents": Entries(Text(), AGENT_DEFINITION, "subagents the task tool can start"),
         "providers": Table({name: PROVIDER for name in PROVIDERS}),
         "models": Entries(
             Text(), MODEL, "what is known of a model, over the bundled model catalogue"

@@ -236,6 +236,8 @@ class Config:
     mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=_empty)
     """By name, in the order first configured; disabled ones included (``enabled``)."""
     telemetry: TelemetryConfig = TelemetryConfig()
+    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[agents.NAME]`` subagent definitions (``coder_es.permissions.subagents``)."""
     files: tuple[Path, ...] = ()
     """The config files that were read, lowest precedence first."""
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
