@@ -33,6 +33,7 @@ def test_schemas_name_exactly_the_documented_inputs() -> None:
         ),
         "grep": (["pattern"], ["pattern", "path", "ignore_case", "max_results"]),
         "find": (["pattern"], ["pattern", "path", "max_results"]),
+        "task": (["description", "prompt"], ["description", "prompt", "agent"]),
     }
     assert set(defs) == set(expected)
     for name, (required, props) in expected.items():
