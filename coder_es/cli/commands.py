@@ -111,6 +111,11 @@ def _node(p: argparse.ArgumentParser, name: str = "node") -> None:
 
 def _sessions_args(p: argparse.ArgumentParser) -> None:
     _json(p)
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="each session under the one it was forked from (subagents under their parent)",
+    )
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:

@@ -46,13 +46,37 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     if not sessions:
         print(f"no sessions in {ctx.config.describe()}")
         return 0
+    ordered = _as_tree(sessions) if args.tree else [(0, s) for s in sessions]
     rows = [
-        (str(s.id)[:8], s.started_at.strftime("%Y-%m-%d %H:%M"), s.agent, s.model, s.title)
-        for s in sessions
+        (
+            "  " * depth + str(s.id)[:8],
+            s.started_at.strftime("%Y-%m-%d %H:%M"),
+            s.agent,
+            s.model,
+            (s.parent_session or "")[:8],
+            s.title,
+        )
+        for depth, s in ordered
     ]
-    for line in columns(("id", "started", "agent", "model", "title"), rows):
+    for line in columns(("id", "started", "agent", "model", "parent", "title"), rows):
         print(line)
     return 0
+
+
+def _as_tree(sessions: list[Any]) -> list[tuple[int, Any]]:
+    """Sessions depth first, each under its parent (forks and subagents), in start order."""
+    known = {str(s.id) for s in sessions}
+    children: dict[str | None, list[Any]] = {}
+    for s in sessions:
+        parent = s.parent_session if s.parent_session in known else None
+        children.setdefault(parent, []).append(s)
+    out: list[tuple[int, Any]] = []
+    stack = [(0, s) for s in reversed(children.get(None, []))]
+    while stack:
+        depth, s = stack.pop()
+        out.append((depth, s))
+        stack += [(depth + 1, c) for c in reversed(children.get(str(s.id), []))]
+    return out
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:

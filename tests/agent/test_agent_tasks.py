@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from agent_helpers import Harness, collect, text, tool, turn
 
 from coder_es.branching import Branching
@@ -171,3 +172,21 @@ def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
     assert "parent" in child_cancel.reason
     result = next(e for e in h.of(handle, "ToolCallCompleted") if e.tool_use_id == "t1")
     assert result.is_error and "Interrupted" in result.output
+
+
+def test_sessions_tree_lists_children_under_their_parent(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    parent = [turn(task("t1", "one"), task("t2", "two")), turn(text("ok"))]
+    handle = start(h, [parent, [turn(text("1"))], [turn(text("2"))]])
+    collect(handle, "split")
+    kids = children(h, handle)
+    h.app.close()
+    store = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+    assert main([*store, "sessions", "--tree"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ids = [line.split()[0] for line in lines[1:]]
+    assert ids == [handle.id[:8], kids["t1"][:8], kids["t2"][:8]]
+    assert lines[2].startswith("  ") and lines[2].split()[5] == handle.id[:8]
