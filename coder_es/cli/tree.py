@@ -19,7 +19,9 @@ from rich.markup import escape
 from coder_es.branching import Branching, MoveResult, NodeDiff
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.progress import bars, shown
+from coder_es.domain.session import ASSISTANT, Session
 from coder_es.errors import UsageError
+from coder_es.permissions.subagents import TASK_TOOL
 from coder_es.records import summarize
 from projections.files import FileStates
 from projections.tree import ConversationTree, events_at
@@ -111,6 +113,24 @@ def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]
     return lines
 
 
+def task_children(app: Any, sid: Any, tree: ConversationTree, events: list[Any]) -> dict[str, str]:
+    """The child session of each ``task`` result node (its ``TaskStarted`` lies between the
+    response that called it and the result)."""
+    out: dict[str, str] = {}
+    for e in events:
+        if not isinstance(e, Session.ToolCallCompleted) or e.name != TASK_TOOL:
+            continue
+        node = str(e.originator_version)
+        response = tree.parent_of(node)
+        while response is not None and tree.kind(response) != ASSISTANT:
+            response = tree.parent_of(response)
+        low = int(response) if response is not None else 0
+        for between in app.events.get(sid, gt=low, lte=e.originator_version):
+            if isinstance(between, Session.TaskStarted) and between.tool_use_id == e.tool_use_id:
+                out[node] = between.child_session
+    return out
+
+
 def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     branching = Branching(ctx.app, Path(ctx.workspace))
     sid = ctx.app.resolve_session(args.session)
@@ -118,6 +138,8 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     files = branching.files(sid)
     events = events_at(ctx.app, sid, [int(n) for n in tree.nodes()])
     texts = {str(e.originator_version): summarize(e, 60) for e in events}
+    for node, child in task_children(ctx.app, sid, tree, events).items():
+        texts[node] = f"[task -> {child[:8]}] {texts[node]}"
     branching.checkpoint()
     if args.json:
         print_json(tree_json(tree, files, texts))

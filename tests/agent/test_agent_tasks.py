@@ -190,3 +190,19 @@ def test_sessions_tree_lists_children_under_their_parent(
     ids = [line.split()[0] for line in lines[1:]]
     assert ids == [handle.id[:8], kids["t1"][:8], kids["t2"][:8]]
     assert lines[2].startswith("  ") and lines[2].split()[5] == handle.id[:8]
+
+
+def test_tree_marks_task_nodes_with_the_child(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    parent = [turn(task("t1", "one"), task("t2", "two")), turn(text("ok"))]
+    handle = start(h, [parent, [turn(text("1"))], [turn(text("2"))]])
+    collect(handle, "split")
+    kids = children(h, handle)
+    h.app.close()
+    where = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+    assert main([*where, "--workspace", str(h.root), "tree", handle.id]) == 0
+    out = capsys.readouterr().out
+    assert f"[task -> {kids['t1'][:8]}]" in out and f"[task -> {kids['t2'][:8]}]" in out
