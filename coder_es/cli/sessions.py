@@ -12,8 +12,10 @@ from typing import Any
 from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns
+from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
+from projections.usage import usage_of
 
 
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
@@ -79,6 +81,10 @@ def _as_tree(sessions: list[Any]) -> list[tuple[int, Any]]:
     return out
 
 
+def _tokens(usage: dict[str, int]) -> str:
+    return f"in={usage.get('input_tokens', 0)} out={usage.get('output_tokens', 0)}"
+
+
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     from rich.console import Console
 
@@ -92,6 +98,13 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     console = Console()
     console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
+    if any(isinstance(e, Session.TaskStarted) for e in events):
+        usage = usage_of(ctx.app, session.id)
+        console.print(
+            f"usage  own {_tokens(usage.own)}  subagents {_tokens(usage.subagents)}  "
+            f"total {_tokens(usage.total)}",
+            markup=False,
+        )
     for event in events:
         console.print(
             f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "

@@ -206,3 +206,25 @@ def test_tree_marks_task_nodes_with_the_child(
     assert main([*where, "--workspace", str(h.root), "tree", handle.id]) == 0
     out = capsys.readouterr().out
     assert f"[task -> {kids['t1'][:8]}]" in out and f"[task -> {kids['t2'][:8]}]" in out
+
+
+def test_children_usage_rolls_up_into_the_parent_shown_apart(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+    from projections.usage import usage_of
+
+    used = {"usage": {"input_tokens": 100, "output_tokens": 10}}
+    parent = [turn(task("t1", "one"), task("t2", "two"), **used), turn(text("ok"), **used)]
+    kid = {"usage": {"input_tokens": 7, "output_tokens": 3}}
+    handle = start(h, [parent, [turn(text("1"), **kid)], [turn(text("2"), **kid)]])
+    collect(handle, "split")
+    usage = usage_of(h.app, handle.loop.session.id)
+    assert (usage.own["input_tokens"], usage.own["output_tokens"]) == (200, 20)
+    assert (usage.subagents["input_tokens"], usage.subagents["output_tokens"]) == (14, 6)
+    assert usage.total["input_tokens"] == 214
+    h.app.close()
+    where = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+    assert main([*where, "show", handle.id]) == 0
+    out = capsys.readouterr().out
+    assert "usage  own in=200 out=20  subagents in=14 out=6  total in=214 out=26" in out
