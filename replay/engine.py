@@ -257,7 +257,10 @@ class ReplayEngine:
                 run = _ToolRun(str(f["name"]), dict(f["input"]), f"{cid}#{occurrences[cid]}")
                 self.runs.setdefault(cid, deque()).append(run)
                 open_runs[cid] = run
-            elif e.kind in ("FileObserved", "EditApplied") and f.get("tool_use_id") in open_runs:
+            elif (
+                e.kind in ("FileObserved", "EditApplied", "TaskStarted")
+                and f.get("tool_use_id") in open_runs
+            ):
                 open_runs[str(f["tool_use_id"])].sink.append((e.kind, _plain(f)))
             elif e.kind == "ToolCallCompleted" and f.get("tool_use_id") in open_runs:
                 open_runs.pop(str(f["tool_use_id"])).completed = _plain(f)
@@ -415,6 +418,11 @@ class ReplayEngine:
         for kind, fields in run.sink:
             if kind == "FileObserved":
                 ctx.sink.observe_file(**fields)
+            elif kind == "TaskStarted":
+                # The child's result is served from the recording; the link to it stays. The
+                # loop's sink (runner._RoutingSink) records it with the result.
+                sink: Any = ctx.sink
+                sink.start_task(**fields)
             else:
                 ctx.sink.apply_edit(**fields)
         for kind, fields in [*run.sink, ("ToolCallCompleted", run.completed)]:

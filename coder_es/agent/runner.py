@@ -114,7 +114,9 @@ class TurnOutcome:
 
 
 class _RoutingSink:
-    """File events from tools, kept per call until the call's result is recorded."""
+    """File events from tools (and a ``task``'s link to its child), kept per call until the
+    call's result is recorded: the log holds them in the model's call order whatever order the
+    calls of a batch ran in."""
 
     def __init__(self) -> None:
         self.buffers: dict[str | None, list[tuple[str, dict[str, Any]]]] = {}
@@ -124,6 +126,9 @@ class _RoutingSink:
 
     def apply_edit(self, **kwargs: Any) -> None:
         self.buffers.setdefault(kwargs.get("tool_use_id"), []).append(("apply_edit", kwargs))
+
+    def start_task(self, **kwargs: Any) -> None:
+        self.buffers.setdefault(kwargs.get("tool_use_id"), []).append(("start_task", kwargs))
 
     def take(self, tool_use_id: str) -> list[tuple[str, dict[str, Any]]]:
         return self.buffers.pop(tool_use_id, [])
@@ -605,6 +610,11 @@ class AgentLoop:
     def _close(self, action: d.CloseCalls) -> None:
         for closed in action.calls:
             call = closed.call
+            # A task cancelled while its child ran: the link to the child is kept (the other
+            # events of an interrupted call are not its result's).
+            for method, kwargs in self.sink.take(call.id):
+                if method == "start_task":
+                    self._trigger(partial(Session.start_task, **kwargs))
             self._trigger(
                 partial(
                     Session.complete_tool_call,

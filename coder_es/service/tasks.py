@@ -5,7 +5,7 @@ The child is a session like any other (it can be listed, inspected, rewound, rep
 - forked from the node the parent's model answered when it called ``task`` (the parent's
   conversation up to that response; nothing is copied), its ``Started`` naming the parent and
   that node, and ``settings["task"]`` naming the tool_use id, agent and description;
-- the parent records ``TaskStarted`` (tool_use id -> child session) before the child runs;
+- the parent records ``TaskStarted`` (tool_use id -> child session) with the task's result;
 - the child's lease is its own session's, held while it runs;
 - its permissions: ``coder_es.permissions.subagents.child_policy`` (never more than the
   parent's); its questions go to the parent's answerer, labelled with the child's session and
@@ -75,16 +75,14 @@ class TaskRunner:
             settings=settings,
         )
         child_id = str(child.id)
-        parent._trigger(
-            partial(
-                Session.start_task,
-                tool_use_id=call.id,
-                child_session=child_id,
-                agent=definition.name,
-                description=args.description,
-            )
+        # Recorded with the task's result (so in call order); the child's Started already
+        # names the parent, the node and the call, should the parent stop before that.
+        parent.sink.start_task(
+            tool_use_id=call.id,
+            child_session=child_id,
+            agent=definition.name,
+            description=args.description,
         )
-        parent.flush()
         label = f"[{definition.name} {child_id[:8]}]"
         deps = LoopDeps(
             provider=provider,

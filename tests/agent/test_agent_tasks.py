@@ -228,3 +228,17 @@ def test_children_usage_rolls_up_into_the_parent_shown_apart(
     assert main([*where, "show", handle.id]) == 0
     out = capsys.readouterr().out
     assert "usage  own in=200 out=20  subagents in=14 out=6  total in=214 out=26" in out
+
+
+def test_a_parent_cassette_with_tasks_replays_in_verify_mode(h: Harness) -> None:
+    from replay.cassette import dumps, export_session, loads
+    from replay.engine import ReplayOptions, replay_cassette
+
+    parent = [turn(task("t1", "one"), task("t2", "two")), turn(text("both answered"))]
+    child_a = [turn(tool("read", "r1", path="README.md")), turn(text("it is a demo"))]
+    handle = start(h, [parent, child_a, [turn(text("2"))]])
+    collect(handle, "split")
+    cassette = loads(dumps(export_session(h.app, handle.id)), "parent")
+    report = replay_cassette(cassette, ReplayOptions(mode="verify"))
+    assert report.ok, report.divergence
+    assert report.tool_calls == 2  # the two tasks, served from the recording
