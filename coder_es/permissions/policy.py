@@ -58,6 +58,9 @@ UNTRUSTED_SOURCE = "untrusted-project"
 that may only make a decision stricter, never turn a deny into a question."""
 
 
+_ANY_TOOL = tuple(n for n in TOOL_NAMES if n != "task")
+
+
 @dataclass(frozen=True)
 class Evaluation:
     action: str  # "allow" | "ask" | "deny"
@@ -98,7 +101,9 @@ class Policy:
         for rule in self.user_rules:
             if rule.action == "deny" or rule.source == UNTRUSTED_SOURCE:
                 continue
-            names = TOOL_NAMES if rule.tool == "*" else (rule.tool,)
+            # ``*`` widens to the file and shell tools: subagents come with the preset or by
+            # name (a session recorded before ``task`` existed is offered what it was).
+            names = _ANY_TOOL if rule.tool == "*" else (rule.tool,)
             extra += [n for n in names if n not in self.preset.tools and n not in extra]
         return (*self.preset.tools, *extra)
 

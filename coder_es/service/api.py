@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import (
     AsyncGenerator,
@@ -57,7 +58,7 @@ from coder_es.errors import UsageError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
-from coder_es.permissions.subagents import AgentDefinition
+from coder_es.permissions.subagents import TASK_TOOL, AgentDefinition
 from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
@@ -384,6 +385,9 @@ class AgentService:
         prompt_blobs = self.app.blobs.for_session(session_id)
         settings = await asyncio.to_thread(record_prompt, self.workspace, prompt_blobs)
         settings["permissions"] = policy.to_settings()
+        # The subagents ``task`` offers (a session without this record was started before
+        # they existed: its replay is offered the tools it was).
+        settings["subagents"] = self.tools.get("task") is not None
         settings["max_tokens"] = self.config.max_tokens
         # The step limit changes what the loop decides, so replay must see the one used.
         settings["max_steps"] = options.max_steps
@@ -392,6 +396,7 @@ class AgentService:
         budget = self.context_budget(provider.model)
         settings["context_budget"] = budget
         settings.update(options.settings)
+        policy = _with_subagents(policy, settings)
         session = self.app.start_session(
             workspace=str(self.workspace),
             agent=agent,
@@ -419,6 +424,7 @@ class AgentService:
         # The Started rules; the loop moves to those of the session's last PermissionsChanged.
         started = rules_from_records(permissions.get("rules", []))
         policy = Policy.for_agent(agent, started, permissions.get("default", "ask"))
+        policy = _with_subagents(policy, session.settings)
         provider = self.provider_factory(
             options.provider or session.provider, options.model or session.model
         )
@@ -444,6 +450,14 @@ def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
     from coder_es.mcp.manager import McpManager
 
     return McpManager(servers) if servers else None
+
+
+def _with_subagents(policy: Policy, settings: Mapping[str, Any]) -> Policy:
+    """``policy`` without ``task`` for a session that did not record ``subagents``."""
+    if settings.get("subagents") or TASK_TOOL not in policy.preset.tools:
+        return policy
+    tools = tuple(t for t in policy.preset.tools if t != TASK_TOOL)
+    return dataclasses.replace(policy, preset=dataclasses.replace(policy.preset, tools=tools))
 
 
 def _key(record: dict[str, Any]) -> tuple[Any, ...]:

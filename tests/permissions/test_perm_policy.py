@@ -152,9 +152,8 @@ def test_user_allow_rules_offer_tools_the_preset_leaves_out() -> None:
     assert Policy.for_agent("plan").tools == ("read", "grep", "find", "bash")
     widened = Policy.for_agent("plan", [parse_rule("write", "allow"), parse_rule("edit", "deny")])
     assert widened.tools == ("read", "grep", "find", "bash", "write")
-    assert Policy.for_agent("explore", [parse_rule("*", "allow")]).tools[-4:] == (
+    assert Policy.for_agent("explore", [parse_rule("*", "allow")]).tools[-3:] == (
         "bash",
         "write",
         "edit",
-        "task",
     )
