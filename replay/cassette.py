@@ -118,6 +118,8 @@ class Cassette:
     ancestors: tuple[tuple[str, tuple[RecordedEvent, ...]], ...] = ()
     """(session id, events up to the fork node) of the sessions this one was forked from,
     outermost first."""
+    children: tuple[tuple[str, Cassette], ...] = ()
+    """(tool_use id, cassette) of the subagents its ``task`` calls started, in call order."""
 
     @property
     def name(self) -> str:
@@ -209,6 +211,21 @@ def export_session(
         redactions=redactions,
         created_by=f"coder-es {__version__}",
         ancestors=tuple((sid, tuple(recorded)) for sid, recorded in ancestors),
+        children=tuple(
+            (
+                str(e.fields["tool_use_id"]),
+                export_session(
+                    app,
+                    str(e.fields["child_session"]),
+                    workspace=workspace,
+                    redactor=redactor,
+                    include_workspace=include_workspace,
+                    options=options,
+                ),
+            )
+            for e in events
+            if e.kind == "TaskStarted"
+        ),
     )
 
 
@@ -440,6 +457,9 @@ def records(cassette: Cassette) -> Iterator[dict[str, Any]]:
         yield {"t": "file", "path": path, "blob": cassette.files[path]}
     for digest in sorted(cassette.blobs):
         yield _blob_record(digest, cassette.blobs[digest])
+    for call, child in cassette.children:
+        # A whole cassette in one line: it carries its own events, files and blobs.
+        yield {"t": "child", "tool_use_id": call, "cassette": dumps(child)}
 
 
 def _counts(cassette: Cassette) -> dict[str, int]:
@@ -548,6 +568,7 @@ def _build(items: list[Any], source: str) -> Cassette:
     ancestors: dict[str, list[RecordedEvent]] = {}
     files: dict[str, str | None] = {}
     blobs: dict[str, bytes] = {}
+    children: list[tuple[str, Cassette]] = []
     for n, item in enumerate(items[1:], 2):
         where = f"{source}: record {n}"
         if not isinstance(item, dict):
@@ -579,6 +600,9 @@ def _build(items: list[Any], source: str) -> Cassette:
                 if hashlib.sha256(data).hexdigest() != digest:
                     raise CassetteError(f"{where}: blob {digest[:16]} does not match its digest")
                 blobs[digest] = data
+            elif kind == "child":
+                call = str(item["tool_use_id"])
+                children.append((call, loads(item["cassette"], f"{source} (task {call})")))
             else:
                 raise CassetteError(f"{where}: unknown record type {kind!r}")
         except (KeyError, TypeError, ValueError) as e:
@@ -604,6 +628,7 @@ def _build(items: list[Any], source: str) -> Cassette:
         created_by=str(header.get("created_by") or ""),
         source=source,
         ancestors=tuple((sid, tuple(inherited)) for sid, inherited in ancestors.items()),
+        children=tuple(children),
     )
 
 

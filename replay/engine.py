@@ -832,9 +832,22 @@ async def areplay_cassette(
     *,
     store: StoreConfig | None = None,
 ) -> ReplayReport:
+    options = options or ReplayOptions()
     app = ReplayApp(store)
     try:
-        engine = ReplayEngine(cassette, app, options or ReplayOptions())
-        return await engine.run()
+        engine = ReplayEngine(cassette, app, options)
+        report = await engine.run()
     finally:
         app.close()
+    if report.ok and options.mode == "verify":
+        # Each subagent is a session of its own: replayed from its cassette (its ancestors
+        # carry the parent's conversation up to the fork); the first divergence names it.
+        child_options = dataclasses.replace(options, session_id=None, workspace=None)
+        for call, child in cassette.children:
+            found = await areplay_cassette(child, child_options)
+            if found.divergence is not None:
+                d = found.divergence
+                where = f"subagent {child.session} (task {call})"
+                divergence = dataclasses.replace(d, summary=f"in {where}: {d.summary}")
+                return dataclasses.replace(report, divergence=divergence)
+    return report

@@ -453,10 +453,16 @@ def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
 
 
 def _with_subagents(policy: Policy, settings: Mapping[str, Any]) -> Policy:
-    """``policy`` without ``task`` for a session that did not record ``subagents``."""
-    if settings.get("subagents") or TASK_TOOL not in policy.preset.tools:
+    """``policy`` without ``task`` for a session that did not record ``subagents``, and only
+    with the ``tools`` it recorded, if it did (a subagent's)."""
+    tools = tuple(
+        t
+        for t in policy.preset.tools
+        if (t != TASK_TOOL or settings.get("subagents"))
+        and ("tools" not in settings or t in settings["tools"])
+    )
+    if tools == policy.preset.tools:
         return policy
-    tools = tuple(t for t in policy.preset.tools if t != TASK_TOOL)
     return dataclasses.replace(policy, preset=dataclasses.replace(policy.preset, tools=tools))
 
 

@@ -59,6 +59,9 @@ class TaskRunner:
         settings = dict(state.settings)
         settings["permissions"] = policy.to_settings()
         settings["max_steps"] = steps
+        # What it is offered, as recorded (a replay or a resume of the child offers the same).
+        settings["subagents"] = False
+        settings["tools"] = list(policy.preset.tools)
         settings["task"] = {
             "tool_use_id": call.id,
             "agent": definition.name,

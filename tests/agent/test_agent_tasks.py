@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -239,6 +240,25 @@ def test_a_parent_cassette_with_tasks_replays_in_verify_mode(h: Harness) -> None
     handle = start(h, [parent, child_a, [turn(text("2"))]])
     collect(handle, "split")
     cassette = loads(dumps(export_session(h.app, handle.id)), "parent")
+    kids = children(h, handle)
+    assert [(call, c.session) for call, c in cassette.children] == [
+        ("t1", kids["t1"]),
+        ("t2", kids["t2"]),
+    ]
     report = replay_cassette(cassette, ReplayOptions(mode="verify"))
     assert report.ok, report.divergence
     assert report.tool_calls == 2  # the two tasks, served from the recording
+    # A child that no longer does what was recorded: the divergence names the child.
+    call, child = cassette.children[0]
+    events = tuple(
+        dataclasses.replace(e, fields={**e.fields, "input": {"path": "AGENTS.md"}})
+        if e.kind == "ToolCallRequested"
+        else e
+        for e in child.events
+    )
+    changed = dataclasses.replace(child, events=events)
+    tampered = dataclasses.replace(cassette, children=((call, changed), *cassette.children[1:]))
+    report = replay_cassette(tampered, ReplayOptions(mode="verify"))
+    assert report.divergence is not None
+    assert f"in subagent {kids['t1']} (task t1)" in report.divergence.summary
+    assert report.divergence.kind == "ToolCallRequested"
