@@ -175,22 +175,28 @@ def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
     assert result.is_error and "Interrupted" in result.output
 
 
-def test_sessions_tree_lists_children_under_their_parent(
-    h: Harness, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from coder_es.cli.main import main
-
+def two_children(h: Harness) -> tuple[str, dict[str, str], list[str]]:
+    """A parent whose model started two tasks; its id, its children, the CLI's store flags
+    (the harness's app is closed, so the CLI opens the store)."""
     parent = [turn(task("t1", "one"), task("t2", "two")), turn(text("ok"))]
     handle = start(h, [parent, [turn(text("1"))], [turn(text("2"))]])
     collect(handle, "split")
     kids = children(h, handle)
     h.app.close()
-    store = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+    return handle.id, kids, ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+
+
+def test_sessions_tree_lists_children_under_their_parent(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    parent_id, kids, store = two_children(h)
     assert main([*store, "sessions", "--tree"]) == 0
     lines = capsys.readouterr().out.splitlines()
     ids = [line.split()[0] for line in lines[1:]]
-    assert ids == [handle.id[:8], kids["t1"][:8], kids["t2"][:8]]
-    assert lines[2].startswith("  ") and lines[2].split()[5] == handle.id[:8]
+    assert ids == [parent_id[:8], kids["t1"][:8], kids["t2"][:8]]
+    assert lines[2].startswith("  ") and lines[2].split()[5] == parent_id[:8]
 
 
 def test_tree_marks_task_nodes_with_the_child(
@@ -198,13 +204,8 @@ def test_tree_marks_task_nodes_with_the_child(
 ) -> None:
     from coder_es.cli.main import main
 
-    parent = [turn(task("t1", "one"), task("t2", "two")), turn(text("ok"))]
-    handle = start(h, [parent, [turn(text("1"))], [turn(text("2"))]])
-    collect(handle, "split")
-    kids = children(h, handle)
-    h.app.close()
-    where = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
-    assert main([*where, "--workspace", str(h.root), "tree", handle.id]) == 0
+    parent_id, kids, store = two_children(h)
+    assert main([*store, "--workspace", str(h.root), "tree", parent_id]) == 0
     out = capsys.readouterr().out
     assert f"[task -> {kids['t1'][:8]}]" in out and f"[task -> {kids['t2'][:8]}]" in out
 
