@@ -95,7 +95,8 @@ def _text_of_blocks(blocks: Any) -> str:
 
 def image_placeholder(block: dict[str, Any]) -> str:
     """An image of a user message in a text export: what it is and the blob that holds it."""
-    return f"[image {block.get('media_type')}, {block.get('size')} bytes, blob sha256:{block.get('blob')}]"
+    kind, size, blob = block.get("media_type"), block.get("size"), block.get("blob")
+    return f"[image {kind}, {size} bytes, blob sha256:{blob}]"
 
 
 class _Files:
