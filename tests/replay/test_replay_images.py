@@ -28,14 +28,16 @@ from test_images import PNG, png
 GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,"
 
 
-def record(root: Path, images: list[bytes | tuple[str, bytes]]) -> tuple[CoderApp, str, list]:  # type: ignore[type-arg]
+def record(
+    root: Path, images: list[bytes | tuple[str, bytes]], message: str = "What is this?"
+) -> tuple[CoderApp, str, list]:  # type: ignore[type-arg]
     app = CoderApp()
     provider = ScriptedProvider([{"blocks": [text("A grey pixel.")]}])
     service = AgentService(app, root, provider_factory=lambda _n, _m: provider)
 
     async def go() -> str:
         handle = await service.create_session(SessionOptions())
-        async for _update in handle.send("What is this?", images=images):
+        async for _update in handle.send(message, images=images):
             pass
         await handle.close()
         return handle.id
@@ -63,6 +65,15 @@ def test_an_image_message_is_stored_as_a_blob_sent_with_its_bytes_and_replayed(
     report = replay_cassette(cassette, ReplayOptions(mode="verify"))
     assert report.ok, report
     assert report.model_calls == 1
+
+
+def test_a_message_of_only_an_image_has_no_empty_text_block(tmp_path: Path) -> None:
+    app, sid, requests = record(tmp_path, [PNG], message="")
+    user = next(e for e in app.session_events(sid) if type(e).__name__ == "UserMessageAdded")
+    assert [b["type"] for b in user.content] == ["image"]
+    assert [b["type"] for b in requests[0].messages[0]["content"]] == ["image"]
+    report = replay_cassette(export_session(app, sid, workspace=tmp_path), ReplayOptions())
+    assert report.ok, report
 
 
 def test_a_cassette_whose_image_was_swapped_is_refused(tmp_path: Path) -> None:
