@@ -8,6 +8,7 @@ import base64
 import json
 import sys
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from replay_helpers import text
@@ -18,6 +19,7 @@ from coder_es.audit.export import export_session as export_session_audit
 from coder_es.errors import UsageError
 from coder_es.providers.images import ImageError
 from coder_es.providers.scripted import ScriptedProvider
+from coder_es.providers.types import ModelRequest
 from coder_es.service.api import AgentService, SessionOptions
 from replay.cassette import CassetteError, dumps, export_session, loads
 from replay.engine import ReplayOptions, replay_cassette
@@ -30,7 +32,7 @@ GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\
 
 def record(
     root: Path, images: list[bytes | tuple[str, bytes]], message: str = "What is this?"
-) -> tuple[CoderApp, str, list]:  # type: ignore[type-arg]
+) -> tuple[CoderApp, str, list[ModelRequest]]:
     app = CoderApp()
     provider = ScriptedProvider([{"blocks": [text("A grey pixel.")]}])
     service = AgentService(app, root, provider_factory=lambda _n, _m: provider)
@@ -50,7 +52,7 @@ def test_an_image_message_is_stored_as_a_blob_sent_with_its_bytes_and_replayed(
     tmp_path: Path,
 ) -> None:
     app, sid, requests = record(tmp_path, [PNG, ("image/jpeg", GIF)])  # declared type not trusted
-    user = next(e for e in app.session_events(sid) if type(e).__name__ == "UserMessageAdded")
+    user = next(e for e in app.session_events(UUID(sid)) if type(e).__name__ == "UserMessageAdded")
     stored_text, first, second = user.content
     assert stored_text == {"type": "text", "text": "What is this?"}
     assert first["media_type"] == "image/png" and first["size"] == len(PNG)
@@ -69,7 +71,7 @@ def test_an_image_message_is_stored_as_a_blob_sent_with_its_bytes_and_replayed(
 
 def test_a_message_of_only_an_image_has_no_empty_text_block(tmp_path: Path) -> None:
     app, sid, requests = record(tmp_path, [PNG], message="")
-    user = next(e for e in app.session_events(sid) if type(e).__name__ == "UserMessageAdded")
+    user = next(e for e in app.session_events(UUID(sid)) if type(e).__name__ == "UserMessageAdded")
     assert [b["type"] for b in user.content] == ["image"]
     assert [b["type"] for b in requests[0].messages[0]["content"]] == ["image"]
     report = replay_cassette(export_session(app, sid, workspace=tmp_path), ReplayOptions())
@@ -92,7 +94,7 @@ def export_audit(app: CoderApp, sid: str, fmt: str) -> str:
 def test_exports_name_the_image_blob(tmp_path: Path) -> None:
     app, sid, _ = record(tmp_path, [PNG])
     digest = next(
-        e for e in app.session_events(sid) if type(e).__name__ == "UserMessageAdded"
+        e for e in app.session_events(UUID(sid)) if type(e).__name__ == "UserMessageAdded"
     ).content[1]["blob"]
     md = export_audit(app, sid, "md")
     assert f"[image image/png, {len(PNG)} bytes, blob sha256:{digest}]" in md
