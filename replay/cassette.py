@@ -269,6 +269,8 @@ def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
         if isinstance(git, dict):
             yield git.get("staged")
             yield git.get("unstaged")
+    elif kind == "UserMessageAdded":
+        yield from (b.get("blob") for b in fields.get("content") or [] if _is_image(b))
     elif kind == "ModelResponded":
         yield fields.get("request_digest")
         yield fields.get("raw_stream_blob")
@@ -284,6 +286,10 @@ def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
     for touch in disk.touches(kind, dict(fields)):
         yield touch.before
         yield touch.after
+
+
+def _is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "image"
 
 
 def _manifest_refs(data: bytes) -> list[str]:

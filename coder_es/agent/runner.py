@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -48,6 +48,7 @@ from coder_es.permissions.policy import Evaluation, PermissionAnswer
 from coder_es.providers import types as pt
 from coder_es.providers.base import Provider, ResponseAssembler
 from coder_es.providers.errors import ContextTooLongError, ProviderError
+from coder_es.providers.images import ImageInput, check_images, image_block, with_image_data
 from coder_es.sandbox import SandboxSettings
 from coder_es.sandbox import recover as recover_transactions
 from coder_es.service import updates as up
@@ -287,19 +288,29 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ turns
 
-    async def send(self, text: str) -> TurnOutcome:
-        """Add a user message and run the turn it starts."""
-        return await self._guarded(self._send(text))
+    async def send(self, text: str, images: Sequence[ImageInput] = ()) -> TurnOutcome:
+        """Add a user message (its text, then any images) and run the turn it starts.
+
+        Each image is its bytes, or ``(media_type, bytes)`` as ACP clients give it; the media
+        type is always sniffed from the bytes (a declared one is not trusted). A file that is
+        not a PNG/JPEG/GIF/WebP image or is too large raises ``ImageError`` before anything is
+        recorded."""
+        blocks = [
+            image_block(kind, self.blobs.put(data), len(data))
+            for kind, data in check_images(images)
+        ]
+        return await self._guarded(self._send(text, blocks))
 
     async def resume(self) -> TurnOutcome:
         """Continue whatever the session was doing when its last run stopped."""
         return await self._guarded(self._resume())
 
-    async def _send(self, text: str) -> TurnOutcome:
+    async def _send(self, text: str, images: list[dict[str, Any]]) -> TurnOutcome:
         leftover = d.abandon(self.state)
         if leftover is not None:
             self._close(leftover)
-        node = self._trigger(lambda s: s.add_user_message(text))
+        content = [{"type": "text", "text": text}] if text or not images else []
+        node = self._trigger(lambda s: s.add_user_message([*content, *images]))
         self._turn_start = True
         self.flush()
         self.emit(up.UserMessage(node, text))
@@ -418,7 +429,7 @@ class AgentLoop:
         while True:
             attempt += 1
             try:
-                response = await self._stream(request)
+                response = await self._stream(with_image_data(request, self.blobs.get))
                 break
             except _StreamFailure as failure:
                 e = failure.error

@@ -1,4 +1,5 @@
-"""Which blobs an event refers to (file snapshots, large tool outputs, raw model streams)."""
+"""Which blobs an event refers to (file snapshots, large tool outputs, raw model streams, images
+in user messages)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
             for key in ("before", "after", "proposed"):
                 if isinstance(change, dict) and _is_digest(change.get(key)):
                     yield change[key], f"{change.get('path')} ({key})"
+    elif kind == "UserMessageAdded":
+        for block in f.get("content") or []:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "image"
+                and _is_digest(block.get("blob"))
+            ):
+                yield block["blob"], f"image ({block.get('media_type')})"
     elif kind == "ModelResponded":
         if _is_digest(f.get("raw_stream_blob")):
             yield f["raw_stream_blob"], "raw model stream"
@@ -45,4 +54,6 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
                     yield entry[key], f"{entry.get('path')} ({key})"
 
 
-REF_KINDS = frozenset({"ToolCallCompleted", "ModelResponded", "EditApplied", "WorkspaceRestored"})
+REF_KINDS = frozenset(
+    {"UserMessageAdded", "ToolCallCompleted", "ModelResponded", "EditApplied", "WorkspaceRestored"}
+)

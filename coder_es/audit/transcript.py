@@ -86,9 +86,17 @@ def _text_of_blocks(blocks: Any) -> str:
         elif block.get("type") == "tool_use":
             args = json.dumps(block.get("input"), indent=2, sort_keys=True, ensure_ascii=False)
             parts.append(f"→ tool call {block.get('name')} ({block.get('id')}):\n{args}")
+        elif block.get("type") == "image":
+            parts.append(image_placeholder(block))
         else:
             parts.append(f"[{block.get('type')} block]")
     return "\n\n".join(parts)
+
+
+def image_placeholder(block: dict[str, Any]) -> str:
+    """An image of a user message in a text export: what it is and the blob that holds it."""
+    kind, size, blob = block.get("media_type"), block.get("size"), block.get("blob")
+    return f"[image {kind}, {size} bytes, blob sha256:{blob}]"
 
 
 class _Files:

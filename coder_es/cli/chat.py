@@ -26,11 +26,14 @@ from rich.markup import escape
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.progress import shown
 from coder_es.cli.run import Renderer, _conflict_hints, _open, _version
+from coder_es.errors import UsageError
 from coder_es.permissions.policy import PermissionAnswer
+from coder_es.providers.images import read_image_file
 from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle, auto_answerer
 
 QUIT = ("/exit", "/quit")
+IMAGE = "/image"
 
 
 class LineReader:
@@ -97,6 +100,7 @@ class Chat:
         self._shown: dict[str, asyncio.Event] = {}
         self.at_prompt = False  # waiting at the message prompt
         self.prompting = False  # a prompt is on the screen, its line not typed yet
+        self.images: list[bytes] = []  # attached with /image, sent with the next message
 
     def prompt(self, text: str) -> None:
         self.err.file.write(text)
@@ -136,12 +140,29 @@ class Chat:
                 return 0
             if text.strip() in QUIT:
                 return 0
-            if text.strip():
+            command, _, path = text.strip().partition(" ")
+            if command == IMAGE:
+                self.attach(path.strip())
+            elif text.strip():
                 await self.turn(text)
+
+    def attach(self, path: str) -> None:
+        """``/image PATH``: the image goes with the next message (a bad one is refused here)."""
+        if not path:
+            self.err.print("[red]/image needs a PATH[/red]")
+            return
+        try:
+            self.images.append(read_image_file(path))
+        except UsageError as e:
+            self.err.print(f"[red]{escape(str(e))}[/red]")
+            return
+        count = len(self.images)
+        self.err.print(f"[dim]image attached ({count}); it goes with your next message[/dim]")
 
     async def turn(self, text: str) -> None:
         before = _version(self.ctx, self.handle)
-        async for update in self.handle.send(text, answerer=self.answerer):
+        images, self.images = self.images, []
+        async for update in self.handle.send(text, images=images, answerer=self.answerer):
             if self.as_json:
                 print_json(update.to_dict())
                 sys.stdout.flush()

@@ -201,6 +201,13 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         nargs="?",
         help="the message (omit with --session to continue an interrupted turn)",
     )
+    p.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a PNG, JPEG, GIF or WebP image to the message (repeatable)",
+    )
     _turn_args(p)
 
 

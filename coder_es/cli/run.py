@@ -39,6 +39,7 @@ from coder_es.permissions.rules import Rule, parse_rule
 from coder_es.permissions.subagents import agent_definitions
 from coder_es.providers.catalogue import notice
 from coder_es.providers.factory import SCRIPT_ENV
+from coder_es.providers.images import read_image_file
 from coder_es.providers.script_file import resolve_script
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
@@ -317,7 +318,10 @@ class RunningTools:
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.prompt and not args.session:
         raise UsageError("run needs a PROMPT (or --session ID to continue an interrupted turn)")
-    return asyncio.run(_run(args, ctx))
+    if args.image and not args.prompt:
+        raise UsageError("--image goes with a PROMPT")
+    images = [read_image_file(path) for path in args.image]  # a bad one: exit 2, no session
+    return asyncio.run(_run(args, ctx, images))
 
 
 def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
@@ -338,13 +342,13 @@ def _version(ctx: Context, handle: SessionHandle) -> int:
     return int(ctx.app.get_session(handle.id).version)
 
 
-async def _run(args: argparse.Namespace, ctx: Context) -> int:
+async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> int:
     handle = await _open(args, ctx)
     try:
         before = _version(ctx, handle)
         answerer = auto_answerer(args.yes)
         stream: AsyncIterator[up.Update] = (
-            handle.send(args.prompt, answerer=answerer)
+            handle.send(args.prompt, images=images, answerer=answerer)
             if args.prompt
             else handle.resume(answerer=answerer)
         )

@@ -10,6 +10,7 @@ import httpx
 
 from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
 from coder_es.providers.errors import StreamProtocolError
+from coder_es.providers.images import is_image, wire_anthropic
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.sse import SSEDecoder, loads
 from coder_es.providers.types import (
@@ -109,7 +110,7 @@ def build_anthropic_body(request: ModelRequest, *, prompt_caching: bool = True) 
     messages: list[dict[str, Any]] = []
     for message in request.messages:
         blocks = [
-            dict(b)
+            wire_anthropic(b) if is_image(b) else dict(b)
             for b in message_blocks(message)
             # A thinking block without a signature came from another provider: Anthropic would
             # reject it, and it cannot be verified anyway. An OpenAI Responses item is OpenAI's.

@@ -15,6 +15,7 @@ import httpx
 from coder_es.providers.accumulate import DeltaBlocks
 from coder_es.providers.base import HTTPProvider, RetryCallback, Sleep, error_from_payload
 from coder_es.providers.errors import ProviderConfigError, ServerError, StreamProtocolError
+from coder_es.providers.images import is_image, wire_ollama
 from coder_es.providers.openai import _result_text, function_tools
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.sse import NDJSONDecoder, loads
@@ -108,7 +109,10 @@ def build_ollama_body(request: ModelRequest) -> dict[str, Any]:
                             "tool_name": tool_names.get(b["tool_use_id"], ""),
                         }
                     )
-            if text:
+            images = [wire_ollama(b) for b in blocks if is_image(b)]
+            if images:
+                messages.append({"role": "user", "content": text, "images": images})
+            elif text:
                 messages.append({"role": "user", "content": text})
             continue
         out: dict[str, Any] = {"role": "assistant", "content": text}

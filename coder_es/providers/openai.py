@@ -21,6 +21,7 @@ from coder_es.providers.base import (
     error_from_payload,
 )
 from coder_es.providers.errors import StreamProtocolError
+from coder_es.providers.images import is_image, wire_openai_chat
 from coder_es.providers.retry import RetryPolicy
 from coder_es.providers.sse import SSEDecoder, loads
 from coder_es.providers.types import (
@@ -123,7 +124,11 @@ def build_openai_body(
                         {"role": "tool", "tool_call_id": b["tool_use_id"], "content": content}
                     )
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
-            if text:
+            images = [wire_openai_chat(b) for b in blocks if is_image(b)]
+            if images:
+                parts = [{"type": "text", "text": text}] if text else []
+                messages.append({"role": "user", "content": [*parts, *images]})
+            elif text:
                 messages.append({"role": "user", "content": text})
         else:
             text = "".join(b["text"] for b in blocks if b["type"] == "text")

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from coder_es.providers.base import WireParser, error_from_payload
 from coder_es.providers.errors import ServerError, StreamProtocolError
+from coder_es.providers.images import is_image, wire_openai_responses
 from coder_es.providers.openai import OpenAIProvider, _result_text
 from coder_es.providers.sse import SSEDecoder, loads
 from coder_es.providers.types import (
@@ -73,13 +74,18 @@ def _input_items(role: str, blocks: list[Block]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     text: list[str] = []
     kind = "input_text" if role == "user" else "output_text"
+    images: list[dict[str, Any]] = []
     for block in [*blocks, {"type": "end"}]:
         if block["type"] == "text":
             text.append(block["text"])
             continue
-        if text:
-            items.append({"role": role, "content": [{"type": kind, "text": "".join(text)}]})
-            text = []
+        if is_image(block) and role == "user":
+            images.append(wire_openai_responses(block))
+            continue
+        if text or images:
+            parts = [{"type": kind, "text": "".join(text)}] if text else []
+            items.append({"role": role, "content": [*parts, *images]})
+            text, images = [], []
         if block["type"] == "tool_result":
             items.append(
                 {

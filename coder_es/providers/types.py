@@ -6,6 +6,8 @@ Content blocks are plain JSON dicts because they are stored in events as they ar
 - ``{"type": "thinking", "thinking": str, "signature": str}``
 - ``{"type": "tool_use", "id": str, "name": str, "input": dict}``
 - ``{"type": "tool_result", "tool_use_id": str, "content": str, "is_error": bool}``
+- ``{"type": "image", "media_type": str, "blob": sha256, "size": int}`` in user messages (plus
+  base64 ``data`` once attached for sending; see coder_es.providers.images)
 - any other block (``server_tool_use``, ``web_search_tool_result``, ``redacted_thinking``, ...) is
   kept verbatim and sent back to the provider that produced it exactly as received.
 
@@ -112,9 +114,18 @@ def _strip_transport_keys(value: Any) -> Any:
     return value
 
 
+def _without_image_data(block: Block) -> Block:
+    # An image's base64 bytes are attached just before sending (coder_es.providers.images); its
+    # blob digest already names them.
+    if block.get("type") == "image" and "blob" in block:
+        return {k: v for k, v in block.items() if k != "data"}
+    return block
+
+
 def canonical_message(message: Message) -> dict[str, Any]:
     """One message as ``canonical_request`` holds it."""
-    return {"role": message["role"], "content": _strip_transport_keys(message_blocks(message))}
+    blocks = [_without_image_data(b) for b in message_blocks(message)]
+    return {"role": message["role"], "content": _strip_transport_keys(blocks)}
 
 
 def canonical_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from coder_es.permissions.subagents import TASK_TOOL, AgentDefinition
 from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
+from coder_es.providers.images import ImageInput, check_images
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.service.tasks import TaskRunner
@@ -180,12 +181,20 @@ class SessionHandle:
     # ------------------------------------------------------------------ turns
 
     def send(
-        self, text: str, *, answerer: PermissionAnswerer | None = None
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageInput] = (),
+        answerer: PermissionAnswerer | None = None,
     ) -> AsyncIterator[up.Update]:
-        if not text.strip():
+        """Send a user message. ``images``: each the bytes of a PNG/JPEG/GIF/WebP image, or
+        ``(media_type, bytes)`` (an ACP image block's ``mimeType`` and decoded ``data``); the
+        media type is sniffed from the bytes. A bad image raises ``ImageError`` (a UsageError)."""
+        if not text.strip() and not images:
             msg = "the message is empty"
             raise UsageError(msg)
-        return self._updates(lambda: self.loop.send(text), answerer)
+        check_images(images)  # a bad image is the caller's error, before the turn starts
+        return self._updates(lambda: self.loop.send(text, images), answerer)
 
     def resume(self, *, answerer: PermissionAnswerer | None = None) -> AsyncIterator[up.Update]:
         """Continue an interrupted turn (after a crash) without a new message."""

@@ -30,6 +30,8 @@ MESSAGE_OVERHEAD = 4
 """Role markers and separators around a message."""
 BLOCK_OVERHEAD = 2
 """Block boundaries (and a tool call's id)."""
+IMAGE_TOKENS = 1600
+"""What one image costs (the most Anthropic bills for one it does not scale down)."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -66,6 +68,9 @@ def block_tokens(block: dict[str, Any], count: TokenCounter) -> int:
         return BLOCK_OVERHEAD + count(text)
     if kind == "thinking":
         return BLOCK_OVERHEAD + count(str(block.get("thinking", "")))
+    if kind == "image":
+        # Providers bill an image by its pixels, not by its base64 text.
+        return BLOCK_OVERHEAD + IMAGE_TOKENS
     # Blocks kept verbatim (redacted thinking, server tools): their JSON is what is sent.
     return BLOCK_OVERHEAD + count(canonical_json(block))
 
