@@ -75,11 +75,13 @@ def split_prompt(prompt: str) -> tuple[str, str]:
 def _settings(ctx: Context, state: ContextState) -> ContextSettings:
     from coder_es.agent.prompt import recorded_prompt
     from coder_es.permissions.presets import get_preset
+    from coder_es.permissions.subagents import recorded_tools
     from coder_es.tools.registry import default_registry
 
     registry = default_registry()
     try:
-        names: Any = get_preset(state.agent).tools
+        # What the loop offers this session (``task`` only where it recorded subagents).
+        names: Any = recorded_tools(get_preset(state.agent).tools, state.settings)
     except UsageError:
         names = None  # an agent this version does not know: show every tool
     system, instructions = split_prompt(

@@ -15,7 +15,6 @@ from coder_es.cli.plain import columns
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
-from projections.usage import usage_of
 
 
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
@@ -99,6 +98,9 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     console = Console()
     console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
     if any(isinstance(e, Session.TaskStarted) for e in events):
+        # Imported here: `sessions` shares this module and must not load the projections.
+        from projections.usage import usage_of
+
         usage = usage_of(ctx.app, session.id)
         console.print(
             f"usage  own {_tokens(usage.own)}  subagents {_tokens(usage.subagents)}  "

@@ -21,7 +21,6 @@ from coder_es.cli.context import Context, print_json
 from coder_es.cli.progress import bars, shown
 from coder_es.domain.session import ASSISTANT, Session
 from coder_es.errors import UsageError
-from coder_es.permissions.subagents import TASK_TOOL
 from coder_es.records import summarize
 from projections.files import FileStates
 from projections.tree import ConversationTree, events_at
@@ -113,12 +112,17 @@ def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]
     return lines
 
 
+# coder_es.permissions.subagents.TASK_TOOL, not imported: that package loads the shell parser
+# (tree-sitter), which `tree` never needs (start-up time; tests/core/test_cli_startup.py).
+TASK_TOOL_NAME = "task"
+
+
 def task_children(app: Any, sid: Any, tree: ConversationTree, events: list[Any]) -> dict[str, str]:
     """The child session of each ``task`` result node (its ``TaskStarted`` lies between the
     response that called it and the result)."""
     out: dict[str, str] = {}
     for e in events:
-        if not isinstance(e, Session.ToolCallCompleted) or e.name != TASK_TOOL:
+        if not isinstance(e, Session.ToolCallCompleted) or e.name != TASK_TOOL_NAME:
             continue
         node = str(e.originator_version)
         response = tree.parent_of(node)

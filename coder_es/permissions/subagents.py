@@ -76,6 +76,18 @@ def agent_definitions(config: Mapping[str, Mapping[str, Any]] | None) -> dict[st
     return out
 
 
+def recorded_tools(tools: Iterable[str], settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tools a session offers, of ``tools``: ``task`` only where it recorded ``subagents``
+    (sessions started before subagents existed never offer it), and only those of its recorded
+    ``tools`` where it has them (a subagent's)."""
+    return tuple(
+        t
+        for t in tools
+        if (t != TASK_TOOL or settings.get("subagents"))
+        and ("tools" not in settings or t in settings["tools"])
+    )
+
+
 def child_policy(definition: AgentDefinition, parent: Policy) -> Policy:
     """The child's policy: never more than the parent's, and no further ``task`` calls."""
     offered = set(parent.tools)

@@ -58,7 +58,7 @@ from coder_es.errors import UsageError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.rules import Rule
-from coder_es.permissions.subagents import TASK_TOOL, AgentDefinition
+from coder_es.permissions.subagents import AgentDefinition, recorded_tools
 from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
@@ -462,14 +462,8 @@ def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
 
 
 def _with_subagents(policy: Policy, settings: Mapping[str, Any]) -> Policy:
-    """``policy`` without ``task`` for a session that did not record ``subagents``, and only
-    with the ``tools`` it recorded, if it did (a subagent's)."""
-    tools = tuple(
-        t
-        for t in policy.preset.tools
-        if (t != TASK_TOOL or settings.get("subagents"))
-        and ("tools" not in settings or t in settings["tools"])
-    )
+    """``policy`` offering only the tools the session recorded (``recorded_tools``)."""
+    tools = recorded_tools(policy.preset.tools, settings)
     if tools == policy.preset.tools:
         return policy
     return dataclasses.replace(policy, preset=dataclasses.replace(policy.preset, tools=tools))

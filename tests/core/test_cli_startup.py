@@ -133,5 +133,9 @@ def test_the_tables_copies_of_choices_agree_with_their_sources() -> None:
     assert commands.BACKEND_CHOICES == BACKENDS
     assert commands.PROVIDERS == PROVIDERS
     assert commands.AGENTS == AGENTS
+    from coder_es.cli.tree import TASK_TOOL_NAME
+    from coder_es.permissions.subagents import TASK_TOOL
+
+    assert TASK_TOOL_NAME == TASK_TOOL
     assert set(commands.AGENTS) == set(PRESETS)
     assert (SESSIONS / f"{commands.DEMO_CASSETTE}{SUFFIX}").is_file()
