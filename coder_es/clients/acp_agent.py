@@ -38,6 +38,9 @@ from acp.schema import (
     AvailableCommandInput,
     AvailableCommandsUpdate,
     ClientCapabilities,
+    CloseSessionResponse,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
     Implementation,
@@ -50,15 +53,25 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
     ToolCallProgress,
     ToolCallUpdate,
     UnstructuredCommandInput,
+    UsageUpdate,
 )
 from acp.stdio import stdio_streams
 
@@ -75,8 +88,9 @@ from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.presets import PRESETS
 from coder_es.service import updates as up
-from coder_es.service.api import AgentService, SessionHandle
+from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.text import decode_text
@@ -103,6 +117,13 @@ COMMANDS = (
     ("rewind", "go back to an earlier node on this branch", "NODE [--conversation|--files]"),
     ("tree", "show the conversation tree with node ids", ""),
 )
+
+MODES = {
+    "build": "every tool; edits and commands run (paths outside the workspace still ask)",
+    "plan": "reads, searches and look-only commands; no edits; the shell is read-only",
+    "explore": "reads and searches only; no shell, no edits",
+}
+assert set(MODES) == set(PRESETS), "every agent preset is a mode"
 
 
 def permission_options(question: up.PermissionRequired) -> list[PermissionOption]:
@@ -202,6 +223,8 @@ class AcpSession:
     service: AgentService
     handle: SessionHandle
     buffers: _Buffers | None = None
+    options: SessionOptions = field(default_factory=SessionOptions)
+    """What the handle was opened with: a mode or model change reopens it with these."""
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -260,7 +283,10 @@ class CoderAcpAgent:
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(
-                    fork=SessionForkCapabilities(), list=SessionListCapabilities()
+                    fork=SessionForkCapabilities(),
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="coder-es", title="coder-es", version=__version__),
@@ -289,11 +315,24 @@ class CoderAcpAgent:
         return own, buffers
 
     def _register(
-        self, service: AgentService, buffers: _Buffers, handle: SessionHandle, mcp: list[Any] | None
+        self,
+        service: AgentService,
+        buffers: _Buffers,
+        handle: SessionHandle,
+        mcp: list[Any] | None,
+        options: SessionOptions,
     ) -> AcpSession:
         buffers.session_id = handle.id
         servers = [c.describe() for c in acp_mcp_servers(mcp)]
-        session = AcpSession(handle.id, service.workspace, service, handle, buffers, servers)
+        session = AcpSession(
+            handle.id,
+            service.workspace,
+            service,
+            handle,
+            buffers,
+            replace(options, settings={}),
+            servers,
+        )
         old = self.sessions.get(handle.id)
         if old is not None:
             self._spawn(old.handle.close())
@@ -340,9 +379,14 @@ class CoderAcpAgent:
                 mcp_servers=configs,
             )
             handle = await service.create_session(options)
-            session = self._register(service, buffers, handle, mcp_servers)
+            session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return NewSessionResponse(session_id=session.id, field_meta=self._meta(session))
+            return NewSessionResponse(
+                session_id=session.id,
+                modes=self._modes(session),
+                config_options=self._config_options(session),
+                field_meta=self._meta(session),
+            )
 
         return await self._guard(work())
 
@@ -353,12 +397,152 @@ class CoderAcpAgent:
             service, buffers = self._service(cwd)
             options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
             handle = await service.open_session(session_id, options)
-            session = self._register(service, buffers, handle, mcp_servers)
+            session = self._register(service, buffers, handle, mcp_servers, options)
             await self._replay(session)
             self._spawn(self._advertise(session.id))
-            return LoadSessionResponse(field_meta=self._meta(session))
+            return LoadSessionResponse(
+                modes=self._modes(session),
+                config_options=self._config_options(session),
+                field_meta=self._meta(session),
+            )
 
         return await self._guard(work())
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        """``session/load`` without the replay: the client already shows the conversation."""
+
+        async def work() -> ResumeSessionResponse:
+            service, buffers = self._service(cwd)
+            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
+            handle = await service.open_session(session_id, options)
+            session = self._register(service, buffers, handle, mcp_servers, options)
+            self._spawn(self._advertise(session.id))
+            return ResumeSessionResponse(
+                modes=self._modes(session),
+                config_options=self._config_options(session),
+                field_meta=self._meta(session),
+            )
+
+        return await self._guard(work())
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Cancel the session's turn, stop its provider and MCP servers, forget it here; its
+        record stays in the store (``session/load`` or ``session/resume`` opens it again)."""
+        session = self._session(session_id)
+        del self.sessions[session_id]
+        await session.handle.close()
+        return CloseSessionResponse()
+
+    # ------------------------------------------------------------------ modes and options
+
+    def _modes(self, session: AcpSession) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=session.handle.opened().agent,
+            available_modes=[
+                SessionMode(id=name, name=name, description=desc) for name, desc in MODES.items()
+            ],
+        )
+
+    def _config_options(self, session: AcpSession) -> list[Any]:
+        opened = session.handle.opened()
+        models = dict.fromkeys(
+            (opened.model, self.runtime.choice.model, *session.service.models.models)
+        )
+        return [
+            SessionConfigOptionSelect(
+                type="select",
+                id="mode",
+                name="Agent",
+                category="mode",
+                description="the agent preset: which tools it is offered and its permission rules",
+                current_value=opened.agent,
+                options=[
+                    SessionConfigSelectOption(value=n, name=n, description=d)
+                    for n, d in MODES.items()
+                ],
+            ),
+            SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                description=f"the model of the {opened.provider} provider",
+                current_value=opened.model,
+                options=[SessionConfigSelectOption(value=n, name=n) for n in models if n],
+            ),
+        ]
+
+    async def _reopen(
+        self, session: AcpSession, *, agent: str | None = None, model: str | None = None
+    ) -> bool:
+        """Open the session again with another agent preset or model (as ``coder-es resume
+        --agent/--model`` would); False when nothing changes."""
+        opened = session.handle.opened()
+        if agent in (None, opened.agent) and model in (None, opened.model):
+            return False
+        if session.handle.running:
+            raise UsageError("a turn is running; cancel it before changing the mode or model")
+        # Unchanged parts keep what the handle was opened with (a scripted provider's "model"
+        # is its script's path, which the provider reports under another name).
+        options = replace(
+            session.options,
+            agent=agent or opened.agent,
+            model=model if model not in (None, opened.model) else session.options.model,
+        )
+        handle = await session.service.open_session(session.id, options)
+        old, session.handle, session.options = session.handle, handle, options
+        await old.close()
+        return True
+
+    async def _mode_changed(self, session: AcpSession) -> None:
+        await self.client.session_update(
+            session_id=session.id,
+            update=CurrentModeUpdate(
+                session_update="current_mode_update",
+                current_mode_id=session.handle.opened().agent,
+            ),
+        )
+
+    async def set_session_mode(
+        self, mode_id: str, session_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        session = self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError.invalid_params(
+                {"details": f"unknown mode {mode_id!r}; choose one of {', '.join(MODES)}"}
+            )
+        if await self._guard(self._reopen(session, agent=mode_id)):
+            await self._mode_changed(session)
+            await self.client.session_update(
+                session_id=session.id,
+                update=ConfigOptionUpdate(
+                    session_update="config_option_update",
+                    config_options=self._config_options(session),
+                ),
+            )
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        choices = {o.id: [c.value for c in o.options] for o in self._config_options(session)}
+        if config_id not in choices:
+            raise RequestError.invalid_params(
+                {"details": f"unknown option {config_id!r}; the options are mode and model"}
+            )
+        if value not in choices[config_id]:
+            raise RequestError.invalid_params(
+                {"details": f"{value!r} is not a choice of the option {config_id!r}"}
+            )
+        if config_id == "mode":
+            if await self._guard(self._reopen(session, agent=str(value))):
+                await self._mode_changed(session)
+        else:
+            await self._guard(self._reopen(session, model=str(value)))
+        return SetSessionConfigOptionResponse(config_options=self._config_options(session))
 
     async def _replay(self, session: AcpSession) -> None:
         items = session_history(self.runtime.app, session.id)
@@ -413,7 +597,7 @@ class CoderAcpAgent:
             )
             options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
             handle = await service.open_session(result.session, options)
-            session = self._register(service, buffers, handle, mcp_servers)
+            session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
             return ForkSessionResponse(session_id=session.id, field_meta=self._meta(session))
 
@@ -565,6 +749,8 @@ class CoderAcpAgent:
                     self.runtime.app.blobs.get,
                 ),
             )
+        elif isinstance(update, up.ModelResponse) and update.usage:
+            await client.session_update(session_id=sid, update=self._usage(session, update.usage))
         elif isinstance(update, up.Retry):
             await client.session_update(
                 session_id=sid,
@@ -575,6 +761,17 @@ class CoderAcpAgent:
                     ),
                 ),
             )
+
+    def _usage(self, session: AcpSession, usage: dict[str, int]) -> UsageUpdate:
+        """The context the last request filled (what it read and what it wrote, all of which
+        the next request carries) against the model's context window."""
+        model = session.handle.opened().model
+        used = sum(
+            usage.get(k, 0)
+            for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+        )
+        size = session.service.models.info(model).context_window
+        return UsageUpdate(session_update="usage_update", used=used, size=size)
 
     # ------------------------------------------------------------------ permissions
 

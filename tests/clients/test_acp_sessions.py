@@ -1,0 +1,97 @@
+"""ACP session lifecycle beyond new/load: modes and config options (agent preset, model),
+``session/resume``, ``session/close``, ``session/list`` by cwd and usage updates, driven through
+the ``acp`` package's own client side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import RequestError, text_block
+from client_helpers import make_workspace, run, stored_events
+from test_acp import WRITE_TURNS, EditorClient, agent, start
+
+
+def test_modes_switch_the_agent_preset_and_usage_is_reported(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, "", WRITE_TURNS)
+    client = EditorClient()
+
+    async def scenario() -> str:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = new.session_id
+            assert new.modes.current_mode_id == "build"
+            assert [m.id for m in new.modes.available_modes] == ["build", "plan", "explore"]
+            options = {o.id: o for o in new.config_options}
+            assert options["mode"].category == "mode" and options["mode"].current_value == "build"
+            assert options["model"].category == "model"
+            assert options["model"].current_value in [c.value for c in options["model"].options]
+
+            await conn.set_session_mode(session_id=sid, mode_id="plan")
+            assert [u.current_mode_id for u in client.of("current_mode_update")] == ["plan"]
+            [changed] = client.of("config_option_update")
+            assert {o.id: o.current_value for o in changed.config_options}["mode"] == "plan"
+
+            # In plan mode the model's write is refused: the file is not written.
+            response = await conn.prompt(session_id=sid, prompt=[text_block("go")])
+            assert response.stop_reason == "end_turn"
+            assert not (ws / "hello.txt").exists()
+            statuses = [u.status for u in client.of("tool_call_update") if u.status]
+            assert statuses[-1] == "failed"
+            # Each model response reports how full the context is against the model's window.
+            usage = client.of("usage_update")
+            assert usage and all(u.size > 0 and u.used >= 0 for u in usage)
+
+            # Back to build through the config option; an unknown choice is refused.
+            answer = await conn.set_config_option(session_id=sid, config_id="mode", value="build")
+            assert {o.id: o.current_value for o in answer.config_options}["mode"] == "build"
+            assert client.of("current_mode_update")[-1].current_mode_id == "build"
+            with pytest.raises(RequestError) as refused:
+                await conn.set_config_option(session_id=sid, config_id="model", value="nope-1")
+            assert "not a choice" in str(refused.value.data)
+            with pytest.raises(RequestError) as refused:
+                await conn.set_session_mode(session_id=sid, mode_id="yolo")
+            assert "unknown mode" in str(refused.value.data)
+            return str(sid)
+
+    sid = run(scenario())
+    [done] = [e for e in stored_events(ws, sid) if type(e).__name__ == "ToolCallCompleted"]
+    assert done.is_error
+
+
+def test_resume_reattaches_without_replay_and_close_forgets_the_session(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [{"blocks": [{"type": "text", "text": "Answer."}]}] * 3
+    ws = make_workspace(tmp_path, "", turns)
+    other = tmp_path / "other"
+    other.mkdir()
+    client = EditorClient()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            init = await start(conn, fs=False)
+            caps = init.agent_capabilities.session_capabilities
+            assert caps.resume is not None and caps.close is not None
+            new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = new.session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("first")])
+
+            await conn.close_session(session_id=sid)
+            with pytest.raises(RequestError) as refused:
+                await conn.prompt(session_id=sid, prompt=[text_block("again")])
+            assert "not open" in str(refused.value.data)
+
+            client.updates.clear()
+            resumed = await conn.resume_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            assert resumed.modes.current_mode_id == "build"
+            # Nothing of the conversation is sent again: the client already shows it.
+            assert not client.of("user_message_chunk") and not client.of("agent_message_chunk")
+            await conn.prompt(session_id=sid, prompt=[text_block("second")])
+            assert client.text() == "Answer."
+
+            listed = await conn.list_sessions(cwd=str(ws))
+            assert [s.session_id for s in listed.sessions] == [sid]
+            assert (await conn.list_sessions(cwd=str(other))).sessions == []
+
+    run(scenario())
