@@ -83,7 +83,7 @@ from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
-from coder_es.clients.search_ops import sessions_matching
+from coder_es.clients.search_ops import search_hits, sessions_matching
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
@@ -116,6 +116,9 @@ COMMANDS = (
     ("switch", "move to another node or branch (files follow through a merge)", "NODE"),
     ("rewind", "go back to an earlier node on this branch", "NODE [--conversation|--files]"),
     ("tree", "show the conversation tree with node ids", ""),
+    ("label", "name a node (the name works wherever a node id does)", "NODE NAME"),
+    ("diff", "compare two nodes: the turns on each side and the files", "NODE_A [NODE_B]"),
+    ("search", "find text in this session's messages and tool results", "TEXT"),
 )
 
 MODES = {
@@ -229,6 +232,8 @@ class AcpSession:
     started: set[str] = field(default_factory=set)
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     progress: dict[str, str] = field(default_factory=dict)
+    moves: int = 0
+    """Branch moves shown as tool calls (their ids: ``rewind-3``)."""
 
 
 class CoderAcpAgent:
@@ -813,7 +818,8 @@ class CoderAcpAgent:
     # ------------------------------------------------------------------ slash commands
 
     async def _command(self, session: AcpSession, text: str) -> str | None:
-        """Run ``/fork``, ``/switch``, ``/rewind`` or ``/tree``; None if ``text`` is not one."""
+        """Run one of ``COMMANDS`` (or ``/checkout``); None if ``text`` is not one. A branch move
+        is also shown as a finished tool call listing the files it restored."""
         try:
             words = shlex.split(text[1:])
         except ValueError as e:
@@ -824,10 +830,20 @@ class CoderAcpAgent:
         app, cwd = self.runtime.app, session.cwd
         if name == "tree":
             return branch_ops.tree_text(app, cwd, session.id)
+        if name == "search":
+            return self._search(session, " ".join(args))
+        if name == "diff":
+            if not 1 <= len(args) <= 2:
+                raise UsageError("/diff needs NODE_A [NODE_B] (default HEAD); see /tree")
+            return branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
         if session.handle.running:
             raise UsageError("a turn is running; cancel it first")
         flags = {a for a in args if a.startswith("--")}
         nodes = [a for a in args if not a.startswith("--")]
+        if name == "label":
+            if len(nodes) != 2:
+                raise UsageError("/label needs NODE NAME; see /tree")
+            return branch_ops.label(app, cwd, session.id, nodes[0], nodes[1]).describe()
         if name == "fork":
             result = branch_ops.fork(
                 app,
@@ -836,11 +852,6 @@ class CoderAcpAgent:
                 nodes[0] if nodes else None,
                 new_session="--new-session" in flags,
             )
-            if result.forked_from is not None:
-                return (
-                    f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
-                    "Load that session to continue there; this one is unchanged."
-                )
         else:
             if len(nodes) != 1:
                 raise UsageError(f"/{name} needs one NODE (a node id or label); see /tree")
@@ -856,10 +867,16 @@ class CoderAcpAgent:
                     conversation=only_c or not only_f,
                     files=only_f or not only_c,
                 )
-        session.handle.reload()
-        session.started.clear()
-        session.shown.clear()
-        lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
+        if result.forked_from is not None:
+            lines = [
+                f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
+                "Load that session to continue there; this one is unchanged."
+            ]
+        else:
+            session.handle.reload()
+            session.started.clear()
+            session.shown.clear()
+            lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
         for f in result.files:
             lines.append(f"  {f.outcome:9} {f.path}" + (f" ({f.detail})" if f.detail else ""))
         if result.conflicts:
@@ -867,7 +884,24 @@ class CoderAcpAgent:
                 "Files left as you have them (conflicts): "
                 + ", ".join(c.path for c in result.conflicts)
             )
-        return "\n".join(lines)
+        reply = "\n".join(lines)
+        session.moves += 1
+        call = m.move_call(f"{result.reason}-{session.moves}", result, reply, cwd)
+        await self.client.session_update(session_id=session.id, update=call)
+        return reply
+
+    def _search(self, session: AcpSession, text: str) -> str:
+        if not text.strip():
+            raise UsageError("/search needs the text to look for")
+        try:
+            hits = search_hits(self.runtime.app, text, session=session.id)
+        except ClientError as e:
+            raise UsageError(str(e)) from e
+        if not hits:
+            return f"no match for {text!r} in this session"
+        return "\n".join(
+            f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}" for h in hits
+        )
 
     def config_changed(self, config: Config, sections: list[str]) -> None:
         if "permissions" in sections:

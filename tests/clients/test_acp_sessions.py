@@ -4,6 +4,7 @@ the ``acp`` package's own client side."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -93,5 +94,45 @@ def test_resume_reattaches_without_replay_and_close_forgets_the_session(tmp_path
             listed = await conn.list_sessions(cwd=str(ws))
             assert [s.session_id for s in listed.sessions] == [sid]
             assert (await conn.list_sessions(cwd=str(other))).sessions == []
+
+    run(scenario())
+
+
+def test_branch_commands_and_rewind_results_as_a_tool_call(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, "", WRITE_TURNS)
+    client = EditorClient()
+
+    async def say(conn: Any, sid: str, text: str) -> str:
+        client.updates.clear()
+        await conn.prompt(session_id=sid, prompt=[text_block(text)])
+        return client.text()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = new.session_id
+            await asyncio.sleep(0.2)  # the commands are advertised after the response
+            [commands] = client.of("available_commands_update")
+            names = {c.name for c in commands.available_commands}
+            assert names >= {"tree", "rewind", "switch", "fork", "label", "diff", "search"}
+            await say(conn, sid, "write the greeting")
+            assert (ws / "hello.txt").read_text() == "hi\n"
+
+            tree = await say(conn, sid, "/tree")
+            user = next(line.split()[0] for line in tree.splitlines() if "user write" in line)
+            assert "start" in await say(conn, sid, f"/label {user} start")
+            assert "hello.txt" in await say(conn, sid, "/diff start")
+            assert "greeting" in await say(conn, sid, "/search greeting")
+
+            reply = await say(conn, sid, "/rewind start")
+            assert f"-> {user}" in reply
+            assert not (ws / "hello.txt").exists()
+            # The editor sees the rewind as a finished tool call naming the restored files.
+            [call] = client.of("tool_call")
+            assert call.status == "completed" and call.title == f"rewind to node {user}"
+            assert [loc.path for loc in call.locations] == [str(ws / "hello.txt")]
+            assert call.raw_output["files"][0]["path"] == "hello.txt"
+            assert call.raw_output["conflicts"] == []
 
     run(scenario())
