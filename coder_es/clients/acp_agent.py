@@ -24,6 +24,7 @@ import logging
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -40,6 +41,7 @@ from acp.schema import (
     ClientCapabilities,
     CloseSessionResponse,
     ConfigOptionUpdate,
+    Cost,
     CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
@@ -89,6 +91,7 @@ from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.presets import PRESETS
+from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.tools.registry import LocalExecutor, default_registry
@@ -233,6 +236,9 @@ class AcpSession:
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     progress: dict[str, str] = field(default_factory=dict)
     moves: int = 0
+    spent: Decimal | None = Decimal(0)
+    """Dollars the session's model responses cost so far; None once one has no known price
+    (the figure is then left out rather than guessed)."""
     """Branch moves shown as tool calls (their ids: ``rewind-3``)."""
 
 
@@ -338,6 +344,7 @@ class CoderAcpAgent:
             replace(options, settings={}),
             servers,
         )
+        session.spent = self._spent(handle.id)
         old = self.sessions.get(handle.id)
         if old is not None:
             self._spawn(old.handle.close())
@@ -767,16 +774,39 @@ class CoderAcpAgent:
                 ),
             )
 
+    def _cost(self, model: str, usage: dict[str, Any]) -> Decimal | None:
+        return self.runtime.config.price_table().cost(model, usage_from(usage))
+
+    def _spent(self, session_id: str) -> Decimal | None:
+        """What the recorded model responses cost (a loaded session's earlier turns count)."""
+        app = self.runtime.app
+        total: Decimal | None = Decimal(0)
+        for e in app.session_events(app.resolve_session(session_id)):
+            if type(e).__name__ == "ModelResponded" and total is not None:
+                cost = self._cost(e.model, e.usage)
+                total = None if cost is None else total + cost
+        return total
+
     def _usage(self, session: AcpSession, usage: dict[str, int]) -> UsageUpdate:
         """The context the last request filled (what it read and what it wrote, all of which
-        the next request carries) against the model's context window."""
+        the next request carries) against the model's context window, and what the session
+        cost so far when every model it used has a known price."""
         model = session.handle.opened().model
+        cost = self._cost(model, usage)
+        session.spent = None if cost is None or session.spent is None else session.spent + cost
         used = sum(
             usage.get(k, 0)
             for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
         )
         size = session.service.models.info(model).context_window
-        return UsageUpdate(session_update="usage_update", used=used, size=size)
+        return UsageUpdate(
+            session_update="usage_update",
+            used=used,
+            size=size,
+            cost=None
+            if session.spent is None
+            else Cost(amount=float(session.spent), currency="USD"),
+        )
 
     # ------------------------------------------------------------------ permissions
 

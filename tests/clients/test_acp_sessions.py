@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from acp import RequestError, text_block
-from client_helpers import make_workspace, run, stored_events
+from client_helpers import make_workspace, run, stored_events, user_config_file
 from test_acp import WRITE_TURNS, EditorClient, agent, start
 
 
@@ -134,5 +134,35 @@ def test_branch_commands_and_rewind_results_as_a_tool_call(tmp_path: Path) -> No
             assert [loc.path for loc in call.locations] == [str(ws / "hello.txt")]
             assert call.raw_output["files"][0]["path"] == "hello.txt"
             assert call.raw_output["conflicts"] == []
+
+    run(scenario())
+
+
+def test_usage_update_carries_the_session_cost_across_a_resume(tmp_path: Path) -> None:
+    usage = {"input_tokens": 1_000_000, "output_tokens": 100_000}
+    turns: list[dict[str, Any]] = [
+        {"blocks": [{"type": "text", "text": "Answer."}], "usage": usage}
+    ] * 3
+    ws = make_workspace(tmp_path, "", turns)
+    # Dollars per million tokens for the scripted provider's model (named after its script).
+    user_config_file(tmp_path, "[models.script]\ninput = 3.0\noutput = 15.0\n")
+    client = EditorClient()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            for text in ("one", "two"):
+                await conn.prompt(session_id=sid, prompt=[text_block(text)])
+            costs = [(u.cost.amount, u.cost.currency) for u in client.of("usage_update")]
+            assert costs == [(4.5, "USD"), (9.0, "USD")]
+            assert client.of("usage_update")[0].used == 1_100_000
+
+            await conn.close_session(session_id=sid)
+            client.updates.clear()
+            await conn.resume_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            await conn.prompt(session_id=sid, prompt=[text_block("three")])
+            # The turns before the resume count: the figure is the session's, not this run's.
+            assert [u.cost.amount for u in client.of("usage_update")] == [13.5]
 
     run(scenario())
