@@ -5,8 +5,13 @@ full table is in docs/clients.md):
 
 - ``initialize``: load session, text + embedded-context prompts, session list and fork (unstable);
   the client's ``fs`` capabilities decide whether file tools go through its buffers;
-- ``session/new`` / ``session/load`` open a session of ``cwd``; load first replays the
-  conversation (root -> head) as ``session/update`` notifications;
+- ``session/new`` / ``session/load`` / ``session/resume`` open a session of ``cwd``; load first
+  replays the conversation (root -> head) as ``session/update`` notifications, resume does not;
+  ``session/close`` stops a session's handle (its record stays);
+- modes are the agent presets (build, plan, explore): ``session/set_mode`` or the ``mode`` config
+  option reopen the handle with another preset, the ``model`` config option with another model
+  (as ``coder-es resume --agent/--model``); ``current_mode_update`` / ``config_option_update``
+  follow; ``usage_update`` after each model response (context used, window, session cost);
 - ``session/prompt`` streams text and thinking chunks, ``tool_call`` / ``tool_call_update``
   (kind, status, locations, diffs) and returns the stop reason;
 - a question of the permission layer becomes ``session/request_permission`` with allow_once /
@@ -14,7 +19,9 @@ full table is in docs/clients.md):
   ``decided_by = "client"``; a cancelled answer cancels the turn;
 - ``session/cancel`` cancels the running turn (recorded); the prompt returns ``cancelled``;
 - branching: ``session/fork`` (unstable) and the slash commands ``/fork``, ``/switch``,
-  ``/rewind``, ``/tree``, advertised with ``available_commands_update``.
+  ``/rewind``, ``/tree``, ``/label``, ``/diff``, ``/search``, advertised with
+  ``available_commands_update``; a fork, switch or rewind is also shown as a finished tool call
+  whose locations are the restored files and whose raw output lists the conflicts.
 """
 
 from __future__ import annotations
@@ -611,7 +618,12 @@ class CoderAcpAgent:
             handle = await service.open_session(result.session, options)
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return ForkSessionResponse(session_id=session.id, field_meta=self._meta(session))
+            return ForkSessionResponse(
+                session_id=session.id,
+                modes=self._modes(session),
+                config_options=self._config_options(session),
+                field_meta=self._meta(session),
+            )
 
         return await self._guard(work())
 
@@ -973,7 +985,7 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        # The methods we do not implement (modes, config options...) answer "method not found":
+        # The methods we do not implement (session/delete, terminals...) answer "method not found":
         # the router looks handlers up by name, so a partial Agent is what the package expects.
         await _run_guarded(cast(Agent, agent))
     finally:
