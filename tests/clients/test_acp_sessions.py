@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 from client_helpers import make_workspace, run, stored_events, user_config_file
-from test_acp import WRITE_TURNS, EditorClient, agent, start
+from test_acp import ASK_EDITS, WRITE_TURNS, EditorClient, agent, start
 
 
 def test_modes_switch_the_agent_preset_and_usage_is_reported(tmp_path: Path) -> None:
@@ -164,5 +164,36 @@ def test_usage_update_carries_the_session_cost_across_a_resume(tmp_path: Path) -
             await conn.prompt(session_id=sid, prompt=[text_block("three")])
             # The turns before the resume count: the figure is the session's, not this run's.
             assert [u.cost.amount for u in client.of("usage_update")] == [13.5]
+
+    run(scenario())
+
+
+def test_the_mode_cannot_change_under_a_running_turn(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [
+        {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "touch gone"}}]},
+        {"blocks": [{"type": "text", "text": "never reached"}]},
+    ]
+    ws = make_workspace(tmp_path, ASK_EDITS, turns)
+    client = EditorClient(answer=None)
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=sid, prompt=[text_block("run it")])
+            )
+            await asyncio.wait_for(client.asked.wait(), 30)
+            for change in (
+                conn.set_session_mode(session_id=sid, mode_id="explore"),
+                conn.set_config_option(session_id=sid, config_id="mode", value="plan"),
+            ):
+                with pytest.raises(RequestError) as refused:
+                    await change
+                assert "a turn is running" in str(refused.value.data)
+            await conn.cancel(session_id=sid)
+            client.release.set()
+            assert (await prompt).stop_reason == "cancelled"
+            assert not client.of("current_mode_update")
 
     run(scenario())
