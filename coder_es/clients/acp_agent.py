@@ -400,51 +400,43 @@ class CoderAcpAgent:
             handle = await service.create_session(options)
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return NewSessionResponse(
-                session_id=session.id,
-                modes=self._modes(session),
-                config_options=self._config_options(session),
-                field_meta=self._meta(session),
-            )
+            return NewSessionResponse(session_id=session.id, **self._described(session))
 
         return await self._guard(work())
+
+    async def _open(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None, *, replay: bool
+    ) -> AcpSession:
+        """``session/load`` (``replay``: the conversation is sent first) or ``session/resume``."""
+        service, buffers = self._service(cwd)
+        options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
+        handle = await service.open_session(session_id, options)
+        session = self._register(service, buffers, handle, mcp_servers, options)
+        if replay:
+            await self._replay(session)
+        self._spawn(self._advertise(session.id))
+        return session
+
+    def _described(self, session: AcpSession) -> dict[str, Any]:
+        """What every response that opens a session carries besides its id."""
+        return {
+            "modes": self._modes(session),
+            "config_options": self._config_options(session),
+            "field_meta": self._meta(session),
+        }
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        async def work() -> LoadSessionResponse:
-            service, buffers = self._service(cwd)
-            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-            handle = await service.open_session(session_id, options)
-            session = self._register(service, buffers, handle, mcp_servers, options)
-            await self._replay(session)
-            self._spawn(self._advertise(session.id))
-            return LoadSessionResponse(
-                modes=self._modes(session),
-                config_options=self._config_options(session),
-                field_meta=self._meta(session),
-            )
-
-        return await self._guard(work())
+        session = await self._guard(self._open(cwd, session_id, mcp_servers, replay=True))
+        return LoadSessionResponse(**self._described(session))
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> ResumeSessionResponse:
         """``session/load`` without the replay: the client already shows the conversation."""
-
-        async def work() -> ResumeSessionResponse:
-            service, buffers = self._service(cwd)
-            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-            handle = await service.open_session(session_id, options)
-            session = self._register(service, buffers, handle, mcp_servers, options)
-            self._spawn(self._advertise(session.id))
-            return ResumeSessionResponse(
-                modes=self._modes(session),
-                config_options=self._config_options(session),
-                field_meta=self._meta(session),
-            )
-
-        return await self._guard(work())
+        session = await self._guard(self._open(cwd, session_id, mcp_servers, replay=False))
+        return ResumeSessionResponse(**self._described(session))
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         """Cancel the session's turn, stop its provider and MCP servers, forget it here; its
@@ -618,12 +610,7 @@ class CoderAcpAgent:
             handle = await service.open_session(result.session, options)
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return ForkSessionResponse(
-                session_id=session.id,
-                modes=self._modes(session),
-                config_options=self._config_options(session),
-                field_meta=self._meta(session),
-            )
+            return ForkSessionResponse(session_id=session.id, **self._described(session))
 
         return await self._guard(work())
 
