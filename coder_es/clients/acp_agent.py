@@ -27,6 +27,8 @@ full table is in docs/clients.md):
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import shlex
 from collections.abc import Awaitable, Callable
@@ -52,6 +54,7 @@ from acp.schema import (
     CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
+    ImageContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -184,6 +187,20 @@ def prompt_text(blocks: list[Any]) -> str:
     return "\n".join(parts)
 
 
+def prompt_images(blocks: list[Any]) -> list[tuple[str, bytes]]:
+    """The prompt's image blocks as ``(mimeType, bytes)``; the session sniffs the real type."""
+    images = []
+    for i, block in enumerate(blocks, 1):
+        if isinstance(block, ImageContentBlock):
+            try:
+                images.append((block.mime_type, base64.b64decode(block.data, validate=True)))
+            except binascii.Error as e:
+                raise RequestError.invalid_params(
+                    {"details": f"prompt block {i}: the image data is not base64 ({e})"}
+                ) from e
+    return images
+
+
 @dataclass
 class _Buffers:
     """``BufferAccess`` over this connection for one session (the id is known after creation)."""
@@ -297,7 +314,7 @@ class CoderAcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=True, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(
@@ -632,14 +649,19 @@ class CoderAcpAgent:
             if reply is not None:
                 await self._say(session, reply)
                 return PromptResponse(stop_reason="end_turn")
-        if not text.strip():
+        images = prompt_images(prompt)
+        if not text.strip() and not images:
             raise RequestError.invalid_params({"details": "the prompt has no text"})
-        return await self._guard(self._turn(session, text))
+        return await self._guard(self._turn(session, text, images))
 
-    async def _turn(self, session: AcpSession, text: str) -> PromptResponse:
+    async def _turn(
+        self, session: AcpSession, text: str, images: list[tuple[str, bytes]]
+    ) -> PromptResponse:
         handle = session.handle
         error: str | None = None
-        async for update in handle.send(text, answerer=self._answerer(session)):
+        # A bad image (not PNG/JPEG/GIF/WebP, too large) raises here, before anything is recorded.
+        updates = handle.send(text, images=images, answerer=self._answerer(session))
+        async for update in updates:
             if isinstance(update, up.Error) and not update.retryable:
                 error = f"{update.kind}: {update.message}"
             await self._forward(session, update)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, image_block, text_block
 from client_helpers import make_workspace, run, stored_events, user_config_file
 from test_acp import ASK_EDITS, WRITE_TURNS, EditorClient, agent, start
 
@@ -197,3 +197,39 @@ def test_the_mode_cannot_change_under_a_running_turn(tmp_path: Path) -> None:
             assert not client.of("current_mode_update")
 
     run(scenario())
+
+
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"
+    "hwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def test_image_content_goes_into_the_user_message(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [{"blocks": [{"type": "text", "text": "A pixel."}]}] * 2
+    ws = make_workspace(tmp_path, "", turns)
+    client = EditorClient()
+
+    async def scenario() -> str:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            init = await start(conn, fs=False)
+            assert init.agent_capabilities.prompt_capabilities.image
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            # The declared type is not trusted: the bytes say PNG.
+            picture = image_block(PNG_1PX, "image/jpeg")
+            await conn.prompt(session_id=sid, prompt=[text_block("what is it?"), picture])
+            assert client.text() == "A pixel."
+            for bad in (
+                image_block("bm90IGFuIGltYWdl", "image/png"),
+                image_block("%%", "image/png"),
+            ):
+                with pytest.raises(RequestError) as refused:
+                    await conn.prompt(session_id=sid, prompt=[text_block("and this?"), bad])
+                assert "image" in str(refused.value.data)
+            return str(sid)
+
+    sid = run(scenario())
+    [message] = [e for e in stored_events(ws, sid) if type(e).__name__ == "UserMessageAdded"]
+    text, image = message.content
+    assert text == {"type": "text", "text": "what is it?"}
+    assert image["type"] == "image" and image["media_type"] == "image/png" and image["size"] == 70
