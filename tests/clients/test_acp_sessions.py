@@ -112,11 +112,11 @@ def test_branch_commands_and_rewind_results_as_a_tool_call(tmp_path: Path) -> No
             await start(conn, fs=False)
             new = await conn.new_session(cwd=str(ws), mcp_servers=[])
             sid = new.session_id
-            await asyncio.sleep(0.2)  # the commands are advertised after the response
+            # The commands are advertised right after the response, before the turn's updates.
+            await conn.prompt(session_id=sid, prompt=[text_block("write the greeting")])
             [commands] = client.of("available_commands_update")
             names = {c.name for c in commands.available_commands}
             assert names >= {"tree", "rewind", "switch", "fork", "label", "diff", "search"}
-            await say(conn, sid, "write the greeting")
             assert (ws / "hello.txt").read_text() == "hi\n"
 
             tree = await say(conn, sid, "/tree")
