@@ -5,8 +5,13 @@ full table is in docs/clients.md):
 
 - ``initialize``: load session, text + embedded-context prompts, session list and fork (unstable);
   the client's ``fs`` capabilities decide whether file tools go through its buffers;
-- ``session/new`` / ``session/load`` open a session of ``cwd``; load first replays the
-  conversation (root -> head) as ``session/update`` notifications;
+- ``session/new`` / ``session/load`` / ``session/resume`` open a session of ``cwd``; load first
+  replays the conversation (root -> head) as ``session/update`` notifications, resume does not;
+  ``session/close`` stops a session's handle (its record stays);
+- modes are the agent presets (build, plan, explore): ``session/set_mode`` or the ``mode`` config
+  option reopen the handle with another preset, the ``model`` config option with another model
+  (as ``coder-es resume --agent/--model``); ``current_mode_update`` / ``config_option_update``
+  follow; ``usage_update`` after each model response (context used, window, session cost);
 - ``session/prompt`` streams text and thinking chunks, ``tool_call`` / ``tool_call_update``
   (kind, status, locations, diffs) and returns the stop reason;
 - a question of the permission layer becomes ``session/request_permission`` with allow_once /
@@ -14,16 +19,21 @@ full table is in docs/clients.md):
   ``decided_by = "client"``; a cancelled answer cancels the turn;
 - ``session/cancel`` cancels the running turn (recorded); the prompt returns ``cancelled``;
 - branching: ``session/fork`` (unstable) and the slash commands ``/fork``, ``/switch``,
-  ``/rewind``, ``/tree``, advertised with ``available_commands_update``.
+  ``/rewind``, ``/tree``, ``/label``, ``/diff``, ``/search``, advertised with
+  ``available_commands_update``; a fork, switch or rewind is also shown as a finished tool call
+  whose locations are the restored files and whose raw output lists the conflicts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -38,8 +48,13 @@ from acp.schema import (
     AvailableCommandInput,
     AvailableCommandsUpdate,
     ClientCapabilities,
+    CloseSessionResponse,
+    ConfigOptionUpdate,
+    Cost,
+    CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
+    ImageContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -50,15 +65,25 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
     ToolCallProgress,
     ToolCallUpdate,
     UnstructuredCommandInput,
+    UsageUpdate,
 )
 from acp.stdio import stdio_streams
 
@@ -70,13 +95,15 @@ from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
-from coder_es.clients.search_ops import sessions_matching
+from coder_es.clients.search_ops import search_hits, sessions_matching
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.presets import PRESETS
+from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
-from coder_es.service.api import AgentService, SessionHandle
+from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.text import decode_text
@@ -102,7 +129,17 @@ COMMANDS = (
     ("switch", "move to another node or branch (files follow through a merge)", "NODE"),
     ("rewind", "go back to an earlier node on this branch", "NODE [--conversation|--files]"),
     ("tree", "show the conversation tree with node ids", ""),
+    ("label", "name a node (the name works wherever a node id does)", "NODE NAME"),
+    ("diff", "compare two nodes: the turns on each side and the files", "NODE_A [NODE_B]"),
+    ("search", "find text in this session's messages and tool results", "TEXT"),
 )
+
+MODES = {
+    "build": "every tool; edits and commands run (paths outside the workspace still ask)",
+    "plan": "reads, searches and look-only commands; no edits; the shell is read-only",
+    "explore": "reads and searches only; no shell, no edits",
+}
+assert set(MODES) == set(PRESETS), "every agent preset is a mode"
 
 
 def permission_options(question: up.PermissionRequired) -> list[PermissionOption]:
@@ -148,6 +185,20 @@ def prompt_text(blocks: list[Any]) -> str:
         elif isinstance(block, ResourceContentBlock):
             parts.append(f"[{block.name}]({block.uri})")
     return "\n".join(parts)
+
+
+def prompt_images(blocks: list[Any]) -> list[tuple[str, bytes]]:
+    """The prompt's image blocks as ``(mimeType, bytes)``; the session sniffs the real type."""
+    images = []
+    for i, block in enumerate(blocks, 1):
+        if isinstance(block, ImageContentBlock):
+            try:
+                images.append((block.mime_type, base64.b64decode(block.data, validate=True)))
+            except binascii.Error as e:
+                raise RequestError.invalid_params(
+                    {"details": f"prompt block {i}: the image data is not base64 ({e})"}
+                ) from e
+    return images
 
 
 @dataclass
@@ -202,10 +253,17 @@ class AcpSession:
     service: AgentService
     handle: SessionHandle
     buffers: _Buffers | None = None
+    options: SessionOptions = field(default_factory=SessionOptions)
+    """What the handle was opened with: a mode or model change reopens it with these."""
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     progress: dict[str, str] = field(default_factory=dict)
+    moves: int = 0
+    spent: Decimal | None = Decimal(0)
+    """Dollars the session's model responses cost so far; None once one has no known price
+    (the figure is then left out rather than guessed)."""
+    """Branch moves shown as tool calls (their ids: ``rewind-3``)."""
 
 
 class CoderAcpAgent:
@@ -256,11 +314,14 @@ class CoderAcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=True, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(
-                    fork=SessionForkCapabilities(), list=SessionListCapabilities()
+                    fork=SessionForkCapabilities(),
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="coder-es", title="coder-es", version=__version__),
@@ -289,11 +350,25 @@ class CoderAcpAgent:
         return own, buffers
 
     def _register(
-        self, service: AgentService, buffers: _Buffers, handle: SessionHandle, mcp: list[Any] | None
+        self,
+        service: AgentService,
+        buffers: _Buffers,
+        handle: SessionHandle,
+        mcp: list[Any] | None,
+        options: SessionOptions,
     ) -> AcpSession:
         buffers.session_id = handle.id
         servers = [c.describe() for c in acp_mcp_servers(mcp)]
-        session = AcpSession(handle.id, service.workspace, service, handle, buffers, servers)
+        session = AcpSession(
+            handle.id,
+            service.workspace,
+            service,
+            handle,
+            buffers,
+            replace(options, settings={}),
+            servers,
+        )
+        session.spent = self._spent(handle.id)
         old = self.sessions.get(handle.id)
         if old is not None:
             self._spawn(old.handle.close())
@@ -340,25 +415,162 @@ class CoderAcpAgent:
                 mcp_servers=configs,
             )
             handle = await service.create_session(options)
-            session = self._register(service, buffers, handle, mcp_servers)
+            session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return NewSessionResponse(session_id=session.id, field_meta=self._meta(session))
+            return NewSessionResponse(session_id=session.id, **self._described(session))
 
         return await self._guard(work())
+
+    async def _open(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None, *, replay: bool
+    ) -> AcpSession:
+        """``session/load`` (``replay``: the conversation is sent first) or ``session/resume``."""
+        service, buffers = self._service(cwd)
+        options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
+        handle = await service.open_session(session_id, options)
+        session = self._register(service, buffers, handle, mcp_servers, options)
+        if replay:
+            await self._replay(session)
+        self._spawn(self._advertise(session.id))
+        return session
+
+    def _described(self, session: AcpSession) -> dict[str, Any]:
+        """What every response that opens a session carries besides its id."""
+        return {
+            "modes": self._modes(session),
+            "config_options": self._config_options(session),
+            "field_meta": self._meta(session),
+        }
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
-        async def work() -> LoadSessionResponse:
-            service, buffers = self._service(cwd)
-            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-            handle = await service.open_session(session_id, options)
-            session = self._register(service, buffers, handle, mcp_servers)
-            await self._replay(session)
-            self._spawn(self._advertise(session.id))
-            return LoadSessionResponse(field_meta=self._meta(session))
+        session = await self._guard(self._open(cwd, session_id, mcp_servers, replay=True))
+        return LoadSessionResponse(**self._described(session))
 
-        return await self._guard(work())
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        """``session/load`` without the replay: the client already shows the conversation."""
+        session = await self._guard(self._open(cwd, session_id, mcp_servers, replay=False))
+        return ResumeSessionResponse(**self._described(session))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Cancel the session's turn, stop its provider and MCP servers, forget it here; its
+        record stays in the store (``session/load`` or ``session/resume`` opens it again)."""
+        session = self._session(session_id)
+        del self.sessions[session_id]
+        await session.handle.close()
+        return CloseSessionResponse()
+
+    # ------------------------------------------------------------------ modes and options
+
+    def _modes(self, session: AcpSession) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=session.handle.opened().agent,
+            available_modes=[
+                SessionMode(id=name, name=name, description=desc) for name, desc in MODES.items()
+            ],
+        )
+
+    def _config_options(self, session: AcpSession) -> list[Any]:
+        opened = session.handle.opened()
+        models = dict.fromkeys(
+            (opened.model, self.runtime.choice.model, *session.service.models.models)
+        )
+        return [
+            SessionConfigOptionSelect(
+                type="select",
+                id="mode",
+                name="Agent",
+                category="mode",
+                description="the agent preset: which tools it is offered and its permission rules",
+                current_value=opened.agent,
+                options=[
+                    SessionConfigSelectOption(value=n, name=n, description=d)
+                    for n, d in MODES.items()
+                ],
+            ),
+            SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                description=f"the model of the {opened.provider} provider",
+                current_value=opened.model,
+                options=[SessionConfigSelectOption(value=n, name=n) for n in models if n],
+            ),
+        ]
+
+    async def _reopen(
+        self, session: AcpSession, *, agent: str | None = None, model: str | None = None
+    ) -> bool:
+        """Open the session again with another agent preset or model (as ``coder-es resume
+        --agent/--model`` would); False when nothing changes."""
+        opened = session.handle.opened()
+        if agent in (None, opened.agent) and model in (None, opened.model):
+            return False
+        if session.handle.running:
+            raise UsageError("a turn is running; cancel it before changing the mode or model")
+        # Unchanged parts keep what the handle was opened with (a scripted provider's "model"
+        # is its script's path, which the provider reports under another name).
+        options = replace(
+            session.options,
+            agent=agent or opened.agent,
+            model=model if model not in (None, opened.model) else session.options.model,
+        )
+        handle = await session.service.open_session(session.id, options)
+        old, session.handle, session.options = session.handle, handle, options
+        await old.close()
+        return True
+
+    async def _mode_changed(self, session: AcpSession) -> None:
+        await self.client.session_update(
+            session_id=session.id,
+            update=CurrentModeUpdate(
+                session_update="current_mode_update",
+                current_mode_id=session.handle.opened().agent,
+            ),
+        )
+
+    async def set_session_mode(
+        self, mode_id: str, session_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        session = self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError.invalid_params(
+                {"details": f"unknown mode {mode_id!r}; choose one of {', '.join(MODES)}"}
+            )
+        if await self._guard(self._reopen(session, agent=mode_id)):
+            await self._mode_changed(session)
+            await self.client.session_update(
+                session_id=session.id,
+                update=ConfigOptionUpdate(
+                    session_update="config_option_update",
+                    config_options=self._config_options(session),
+                ),
+            )
+        return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        choices = {o.id: [c.value for c in o.options] for o in self._config_options(session)}
+        if config_id not in choices:
+            raise RequestError.invalid_params(
+                {"details": f"unknown option {config_id!r}; the options are mode and model"}
+            )
+        if value not in choices[config_id]:
+            raise RequestError.invalid_params(
+                {"details": f"{value!r} is not a choice of the option {config_id!r}"}
+            )
+        if config_id == "mode":
+            if await self._guard(self._reopen(session, agent=str(value))):
+                await self._mode_changed(session)
+        else:
+            await self._guard(self._reopen(session, model=str(value)))
+        return SetSessionConfigOptionResponse(config_options=self._config_options(session))
 
     async def _replay(self, session: AcpSession) -> None:
         items = session_history(self.runtime.app, session.id)
@@ -413,9 +625,9 @@ class CoderAcpAgent:
             )
             options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
             handle = await service.open_session(result.session, options)
-            session = self._register(service, buffers, handle, mcp_servers)
+            session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
-            return ForkSessionResponse(session_id=session.id, field_meta=self._meta(session))
+            return ForkSessionResponse(session_id=session.id, **self._described(session))
 
         return await self._guard(work())
 
@@ -437,14 +649,19 @@ class CoderAcpAgent:
             if reply is not None:
                 await self._say(session, reply)
                 return PromptResponse(stop_reason="end_turn")
-        if not text.strip():
+        images = prompt_images(prompt)
+        if not text.strip() and not images:
             raise RequestError.invalid_params({"details": "the prompt has no text"})
-        return await self._guard(self._turn(session, text))
+        return await self._guard(self._turn(session, text, images))
 
-    async def _turn(self, session: AcpSession, text: str) -> PromptResponse:
+    async def _turn(
+        self, session: AcpSession, text: str, images: list[tuple[str, bytes]]
+    ) -> PromptResponse:
         handle = session.handle
         error: str | None = None
-        async for update in handle.send(text, answerer=self._answerer(session)):
+        # A bad image (not PNG/JPEG/GIF/WebP, too large) raises here, before anything is recorded.
+        updates = handle.send(text, images=images, answerer=self._answerer(session))
+        async for update in updates:
             if isinstance(update, up.Error) and not update.retryable:
                 error = f"{update.kind}: {update.message}"
             await self._forward(session, update)
@@ -565,6 +782,8 @@ class CoderAcpAgent:
                     self.runtime.app.blobs.get,
                 ),
             )
+        elif isinstance(update, up.ModelResponse) and update.usage:
+            await client.session_update(session_id=sid, update=self._usage(session, update.usage))
         elif isinstance(update, up.Retry):
             await client.session_update(
                 session_id=sid,
@@ -575,6 +794,40 @@ class CoderAcpAgent:
                     ),
                 ),
             )
+
+    def _cost(self, model: str, usage: dict[str, Any]) -> Decimal | None:
+        return self.runtime.config.price_table().cost(model, usage_from(usage))
+
+    def _spent(self, session_id: str) -> Decimal | None:
+        """What the recorded model responses cost (a loaded session's earlier turns count)."""
+        app = self.runtime.app
+        total: Decimal | None = Decimal(0)
+        for e in app.session_events(app.resolve_session(session_id)):
+            if type(e).__name__ == "ModelResponded" and total is not None:
+                cost = self._cost(e.model, e.usage)
+                total = None if cost is None else total + cost
+        return total
+
+    def _usage(self, session: AcpSession, usage: dict[str, int]) -> UsageUpdate:
+        """The context the last request filled (what it read and what it wrote, all of which
+        the next request carries) against the model's context window, and what the session
+        cost so far when every model it used has a known price."""
+        model = session.handle.opened().model
+        cost = self._cost(model, usage)
+        session.spent = None if cost is None or session.spent is None else session.spent + cost
+        used = sum(
+            usage.get(k, 0)
+            for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+        )
+        size = session.service.models.info(model).context_window
+        return UsageUpdate(
+            session_update="usage_update",
+            used=used,
+            size=size,
+            cost=None
+            if session.spent is None
+            else Cost(amount=float(session.spent), currency="USD"),
+        )
 
     # ------------------------------------------------------------------ permissions
 
@@ -616,7 +869,8 @@ class CoderAcpAgent:
     # ------------------------------------------------------------------ slash commands
 
     async def _command(self, session: AcpSession, text: str) -> str | None:
-        """Run ``/fork``, ``/switch``, ``/rewind`` or ``/tree``; None if ``text`` is not one."""
+        """Run one of ``COMMANDS`` (or ``/checkout``); None if ``text`` is not one. A branch move
+        is also shown as a finished tool call listing the files it restored."""
         try:
             words = shlex.split(text[1:])
         except ValueError as e:
@@ -627,10 +881,20 @@ class CoderAcpAgent:
         app, cwd = self.runtime.app, session.cwd
         if name == "tree":
             return branch_ops.tree_text(app, cwd, session.id)
+        if name == "search":
+            return self._search(session, " ".join(args))
+        if name == "diff":
+            if not 1 <= len(args) <= 2:
+                raise UsageError("/diff needs NODE_A [NODE_B] (default HEAD); see /tree")
+            return branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
         if session.handle.running:
             raise UsageError("a turn is running; cancel it first")
         flags = {a for a in args if a.startswith("--")}
         nodes = [a for a in args if not a.startswith("--")]
+        if name == "label":
+            if len(nodes) != 2:
+                raise UsageError("/label needs NODE NAME; see /tree")
+            return branch_ops.label(app, cwd, session.id, nodes[0], nodes[1]).describe()
         if name == "fork":
             result = branch_ops.fork(
                 app,
@@ -639,11 +903,6 @@ class CoderAcpAgent:
                 nodes[0] if nodes else None,
                 new_session="--new-session" in flags,
             )
-            if result.forked_from is not None:
-                return (
-                    f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
-                    "Load that session to continue there; this one is unchanged."
-                )
         else:
             if len(nodes) != 1:
                 raise UsageError(f"/{name} needs one NODE (a node id or label); see /tree")
@@ -659,10 +918,16 @@ class CoderAcpAgent:
                     conversation=only_c or not only_f,
                     files=only_f or not only_c,
                 )
-        session.handle.reload()
-        session.started.clear()
-        session.shown.clear()
-        lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
+        if result.forked_from is not None:
+            lines = [
+                f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
+                "Load that session to continue there; this one is unchanged."
+            ]
+        else:
+            session.handle.reload()
+            session.started.clear()
+            session.shown.clear()
+            lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
         for f in result.files:
             lines.append(f"  {f.outcome:9} {f.path}" + (f" ({f.detail})" if f.detail else ""))
         if result.conflicts:
@@ -670,7 +935,24 @@ class CoderAcpAgent:
                 "Files left as you have them (conflicts): "
                 + ", ".join(c.path for c in result.conflicts)
             )
-        return "\n".join(lines)
+        reply = "\n".join(lines)
+        session.moves += 1
+        call = m.move_call(f"{result.reason}-{session.moves}", result, reply, cwd)
+        await self.client.session_update(session_id=session.id, update=call)
+        return reply
+
+    def _search(self, session: AcpSession, text: str) -> str:
+        if not text.strip():
+            raise UsageError("/search needs the text to look for")
+        try:
+            hits = search_hits(self.runtime.app, text, session=session.id)
+        except ClientError as e:
+            raise UsageError(str(e)) from e
+        if not hits:
+            return f"no match for {text!r} in this session"
+        return "\n".join(
+            f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}" for h in hits
+        )
 
     def config_changed(self, config: Config, sections: list[str]) -> None:
         if "permissions" in sections:
@@ -712,7 +994,7 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        # The methods we do not implement (modes, config options...) answer "method not found":
+        # The methods we do not implement (session/delete, terminals...) answer "method not found":
         # the router looks handlers up by name, so a partial Agent is what the package expects.
         await _run_guarded(cast(Agent, agent))
     finally:

@@ -23,6 +23,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from coder_es.branching import MoveResult
 from coder_es.clients.history import (
     SUMMARY,
     TEXT,
@@ -157,6 +158,22 @@ def finish(
         status="failed" if is_error else "completed",
         content=content or None,
         raw_output={"output": output, "is_error": is_error},
+    )
+
+
+def move_call(call_id: str, result: MoveResult, summary: str, root: Path) -> ToolCallStart:
+    """A fork, switch or rewind as a finished tool call: the editor lists the files it restored
+    (as locations) and the conflicts (files left as the user has them) with the call."""
+    target = result.forked_from[1] if result.forked_from is not None else result.node
+    return ToolCallStart(
+        session_update="tool_call",
+        tool_call_id=call_id,
+        title=f"{result.reason} to node {target}",
+        kind="other",
+        status="failed" if result.conflicts else "completed",
+        content=[text_content(summary)],
+        locations=[ToolCallLocation(path=str(root / f.path)) for f in result.files] or None,
+        raw_output=result.to_json(),
     )
 
 

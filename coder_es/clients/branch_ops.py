@@ -1,4 +1,4 @@
-"""Fork, switch (checkout), rewind and the tree, for a session a client has open.
+"""Fork, switch (checkout), rewind, label, diff and the tree, for a session a client has open.
 
 The commands are ``coder_es.branching``'s; what this adds is the client's view: they are refused
 while a turn runs (the turn's loop holds the session), and after one the caller reloads its
@@ -13,7 +13,8 @@ from typing import Any
 from rich.text import Text
 
 from coder_es.application import CoderApp
-from coder_es.branching import Branching, MoveResult
+from coder_es.branching import Branching, LabelMove, MoveResult
+from coder_es.cli.file_views import file_patches, render_stat
 from coder_es.cli.tree import render_tree, tree_json
 from coder_es.records import summarize
 from projections.tree import events_at
@@ -39,6 +40,23 @@ def rewind(
     files: bool = True,
 ) -> MoveResult:
     return Branching(app, workspace).rewind(session, node, conversation=conversation, files=files)
+
+
+def label(app: CoderApp, workspace: Path, session: str, node: str, name: str) -> LabelMove:
+    return Branching(app, workspace).label(session, node, name)
+
+
+def diff_text(app: CoderApp, workspace: Path, session: str, a: str, b: str) -> str:
+    """Two nodes compared as ``coder-es diff --stat`` shows them."""
+    diff = Branching(app, workspace).diff(session, a, b)
+    lines = [f"{diff.a} vs {diff.b}: common ancestor {diff.common or '(root)'}"]
+    for side, turns in ((diff.a, diff.only_a), (diff.b, diff.only_b)):
+        lines.append(f"only on the path to {side}: {len(turns)} node(s)")
+        lines += [f"  {t.node:>6} {t.kind:<11} {' '.join(t.text.split())}" for t in turns]
+    patches = file_patches(app, diff)
+    lines.append(f"files that differ: {len(patches)}")
+    lines += render_stat(patches)
+    return "\n".join(lines)
 
 
 def _texts(app: CoderApp, branching: Branching, session: str) -> tuple[Any, Any, dict[str, str]]:
