@@ -39,9 +39,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from coder_es.errors import CoderESError
 from coder_es.redaction import MARKER, Redactor
 from coder_es.store.views import ViewRecord, ViewStore
@@ -109,13 +106,29 @@ def load_user_key(environ: Mapping[str, str] = os.environ, *, create: bool) -> U
     return UserKey(material, str(path))
 
 
+class _NotOpened(Exception):
+    """AES-GCM refused a record: the wrong key, or a damaged record (``InvalidTag``)."""
+
+
+# cryptography is imported on first use: commands that never seal or open a value (`sessions`,
+# `tree`, ...) do not load it (start-up time).
+
+
 def _encrypt(key: bytes, data: bytes, aad: bytes) -> bytes:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = os.urandom(12)
     return nonce + AESGCM(key).encrypt(nonce, data, aad)
 
 
 def _decrypt(key: bytes, record: bytes, aad: bytes) -> bytes:
-    return AESGCM(key).decrypt(record[:12], record[12:], aad)
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    try:
+        return AESGCM(key).decrypt(record[:12], record[12:], aad)
+    except InvalidTag:
+        raise _NotOpened from None
 
 
 class SecretVault:
@@ -161,7 +174,7 @@ class SecretVault:
                 user = self._user_key(create=False)
                 try:
                     key = _decrypt(user.material, record.data, aad)
-                except InvalidTag:
+                except _NotOpened:
                     msg = (
                         f"the sealing key from {user.source} does not open the sealed values of "
                         f"session {session}{self.where}: it is not the key they were sealed "
@@ -210,7 +223,7 @@ class SecretVault:
             return None
         try:
             raw = _decrypt(key, record.data, session.bytes + id.encode())
-        except InvalidTag:
+        except _NotOpened:
             msg = f"sealed value {id} of session {session} is damaged"
             raise SealedValueUnavailableError(msg) from None
         return raw.decode("utf-8", "surrogateescape")
@@ -260,7 +273,7 @@ class SecretVault:
             return zlib.decompress(
                 _decrypt(key, record.data, session.bytes + bytes.fromhex(digest))
             )
-        except (InvalidTag, zlib.error):
+        except (_NotOpened, zlib.error):
             msg = f"the sealed copy of blob {digest} in session {session} is damaged"
             raise SealedValueUnavailableError(msg) from None
 

@@ -21,10 +21,16 @@ def start_telemetry(
     """A ``LiveTelemetry`` following ``app``'s saves, or None when none is configured. Settings
     that cannot be used are reported on stderr and leave telemetry off: a telemetry problem
     never stops a session (``export --push`` resolves them itself and fails instead)."""
+    env = os.environ if environ is None else environ
+    if not (config is not None and config.endpoint) and not any(
+        name.startswith("OTEL_EXPORTER_OTLP_") for name in env
+    ):
+        # Nothing configured: the settings (and the span tree they import) stay unloaded.
+        return None
     from coder_es.telemetry.settings import TelemetrySettings, TelemetrySettingsError
 
     try:
-        settings = TelemetrySettings.resolve(os.environ if environ is None else environ, config)
+        settings = TelemetrySettings.resolve(env, config)
     except TelemetrySettingsError as e:
         print(f"coder-es: telemetry off: {e}", file=sys.stderr)
         return None
