@@ -158,21 +158,27 @@ def install(path: Path, tmp: Path, *, expected: bytes | None, locked: bool = Fal
     ``tmp`` is gone afterwards either way. The directory entry is not flushed (``fsync_dir``).
     """
     try:
-        if expected is None:
-            try:
-                # link() fails if the name exists: creating a file cannot overwrite another one.
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            return True
-        with _locked_if_holds(path, expected, locked) as holds:
-            if not holds:
-                return False
-            os.replace(tmp, path)
-        return True
+        return _place(path, tmp, expected, locked)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _place(path: Path, source: Path, expected: bytes | None, locked: bool) -> bool:
+    """Put ``source`` at ``path`` iff ``path`` holds ``expected`` (None: absent). A created file
+    is a hard link (``source`` stays: the caller removes it); a replaced one is a rename."""
+    if expected is None:
+        try:
+            # link() fails if the name exists: creating a file cannot overwrite another one.
+            os.link(source, path)
+        except FileExistsError:
+            return False
+        return True
+    with _locked_if_holds(path, expected, locked) as holds:
+        if not holds:
+            return False
+        os.replace(source, path)
+    return True
 
 
 def remove_if(path: Path, expected: bytes | None, *, locked: bool = False) -> bool:
@@ -275,26 +281,21 @@ def _writer_gone(name: str) -> bool:
 
 def move_into_place(path: Path, source: Path, *, expected: bytes | None) -> bool:
     """Rename the file ``source`` (same file system) to ``path`` iff ``path`` holds ``expected``
-    (None: absent), without copying its content. False, with nothing moved, when it does not
-    (or the rename crosses file systems: the caller writes a copy instead).
+    (None: absent), without copying its content. False, with ``source`` left as it is, when it
+    does not (or the rename crosses file systems: the caller writes a copy instead).
 
     The directory is not fsynced: a caller moving many files syncs each directory once
     (``sync_dirs``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        if expected is None:
-            os.link(source, path)  # fails if the name exists: nothing is overwritten
-            os.unlink(source)
-        else:
-            with _locked_if_holds(path, expected, False) as holds:
-                if not holds:
-                    return False
-                os.replace(source, path)
-    except (FileExistsError, OSError) as e:
-        if isinstance(e, FileExistsError) or e.errno in (errno.EXDEV, errno.EPERM):
+        placed = _place(path, source, expected, False)
+    except OSError as e:
+        if e.errno in (errno.EXDEV, errno.EPERM):
             return False
         raise
-    return True
+    if placed and expected is None:
+        os.unlink(source)
+    return placed
 
 
 def sync_dirs(paths: Iterable[Path]) -> None:
