@@ -212,11 +212,6 @@ class ConversationTree:
             head=self.head_node,
         )
 
-    def label_of(self, name: str) -> NodeId | None:
-        """The node a label names now, None when there is no such label."""
-        num = self.labels.get(name)
-        return None if num is None else str(num)
-
     # ------------------------------------------------------------------ queries
 
     def path(self, node: NodeId | None) -> list[NodeId]:
