@@ -11,6 +11,11 @@ seams (``coder_es.service.api.AgentService`` builds it, as for a real run):
   their outputs are compared too). Edits the user made during the recorded session are made
   again in the scratch workspace right before the step that saw them (``replay.disk``);
 - permission questions are answered from the recording;
+- subagents (``task`` calls): verify mode serves the task's result from the recording and then
+  replays each child from its own cassette (``areplay_cassette``); live mode runs each child
+  again, as a new session forked from the replayed parent under its recorded id, with a child
+  engine of its own serving its model calls and answers from its cassette and running its
+  tools in the shared scratch workspace (``replay.children``);
 - the user's side is replayed at the points it was recorded: messages, fork / checkout / rewind /
   label (``coder_es.branching``, on the scratch workspace), permission rule changes
   (``SessionHandle.update_permissions``), and cancellations (a recorded ``TurnCancelled`` cancels
@@ -41,7 +46,7 @@ from typing import Any
 from uuid import UUID
 
 from coder_es.agent.decider import ABANDONED, rules_from_records
-from coder_es.agent.runner import LoopConfig
+from coder_es.agent.runner import AgentLoop, LoopConfig
 from coder_es.application import CoderApp
 from coder_es.branching import Branching
 from coder_es.config.values import McpServerConfig
@@ -52,12 +57,14 @@ from coder_es.records import event_fields, event_kind
 from coder_es.sealing import resolve_env_markers
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+from coder_es.service.tasks import ChildSeams
 from coder_es.store.config import StoreConfig
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
 from coder_es.workspace import git_state
 from replay import disk
 from replay.cassette import Cassette, CassetteError, RecordedEvent
+from replay.children import ReplaySpawner
 from replay.normalize import Normalizer, compared_fields
 from replay.provider import ReplayProvider, RequestMatcher, model_calls
 from replay.report import (
@@ -112,6 +119,12 @@ class ReplayApp(CoderApp):
             self.snapshotting_intervals = {}  # type: ignore[misc]
         self.watched: UUID | None = None
         self.observed: list[Any] = []
+        self.children: dict[UUID, list[Any]] = {}
+        """The events of the subagents a live replay runs again, per child session."""
+
+    def watch_child(self, session: UUID) -> list[Any]:
+        self.children[session] = []
+        return self.children[session]
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         recordings = super().save(*objs, **kwargs)
@@ -119,7 +132,23 @@ class ReplayApp(CoderApp):
             event = recording.domain_event
             if event.originator_id == self.watched:
                 self.observed.append(event)
+            elif self.children and event.originator_id in self.children:
+                self.children[event.originator_id].append(event)
         return recordings
+
+
+# Events of the user's side: a child session's recording may go on with them after its task.
+_USER_SIDE = frozenset(
+    {
+        "UserMessageAdded",
+        "WorkspaceRestored",
+        "HeadMoved",
+        "NodeLabelled",
+        "PermissionsChanged",
+        "ContextCompacted",
+        "TurnResumed",
+    }
+)
 
 
 class _Diverged(Exception):
@@ -133,8 +162,17 @@ class _ToolRun:
     name: str
     input: dict[str, Any]
     key: str
+    at: int
+    """The index of its ToolCallRequested in the recording."""
     sink: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     completed: dict[str, Any] | None = None
+
+    def child_session(self) -> str | None:
+        """The subagent a ``task`` call started in the recording."""
+        for kind, fields in self.sink:
+            if kind == "TaskStarted":
+                return str(fields["child_session"])
+        return None
 
 
 def _plain(fields: dict[str, Any]) -> dict[str, Any]:
@@ -201,7 +239,18 @@ class _Scratch:
 
 
 class ReplayEngine:
-    def __init__(self, cassette: Cassette, app: ReplayApp, options: ReplayOptions) -> None:
+    def __init__(
+        self,
+        cassette: Cassette,
+        app: ReplayApp,
+        options: ReplayOptions,
+        *,
+        parent: ReplayEngine | None = None,
+        task_call: str = "",
+        initial: dict[str, str | None] | None = None,
+    ) -> None:
+        """``parent``: this engine replays, live, a subagent the parent's ``task_call``
+        started; ``initial`` is what the disk held, by the recording, when the child started."""
         if options.mode not in MODES:
             msg = f"unknown replay mode {options.mode!r}; choose verify or live"
             raise ValueError(msg)
@@ -211,7 +260,21 @@ class ReplayEngine:
         self.mode = options.mode
         self.recorded = cassette.events
         self.sid = options.session_id or UUID(cassette.session)
-        self.app.watched = self.sid
+        self.parent = parent
+        self.task_call = task_call
+        self.top: ReplayEngine = self if parent is None else parent.top
+        self.child_loop: AgentLoop | None = None
+        if parent is None:
+            self.app.watched = self.sid
+            self.observed = self.app.observed
+        else:
+            self.observed = self.app.watch_child(self.sid)
+        # The top engine's: the first divergence found inside a subagent (it stops the replay
+        # at the next seam of any engine, and is what the report names).
+        self.deferred: Divergence | None = None
+        self.child_counts = [0, 0]  # model calls, tool calls of the subagents run again
+        self.child_notes: list[str] = []
+        self._counted = False
         # One normalization for both sides: recorded inputs (the system prompt) carry the
         # recorded workspace path into the replay, and the scratch path appears in new output.
         self.recorded_norm = self._normalizer(cassette.workspace)
@@ -223,7 +286,7 @@ class ReplayEngine:
         self.live = LocalExecutor(self.tools) if self.mode == "live" else None
         self.tool_calls = 0
         self.secret_notes: list[str] = []
-        self._index()
+        self._index(initial)
         self.max_steps = (
             options.max_steps
             or int(cassette.options.get("max_steps") or 0)
@@ -244,17 +307,18 @@ class ReplayEngine:
 
     # ------------------------------------------------------------------ recording index
 
-    def _index(self) -> None:
+    def _index(self, initial: dict[str, str | None] | None = None) -> None:
         self.runs: dict[str, deque[_ToolRun]] = {}
         self.answers: dict[str, deque[dict[str, Any]]] = {}
         occurrences: dict[str, int] = {}
         open_runs: dict[str, _ToolRun] = {}
-        for e in self.recorded:
+        for at, e in enumerate(self.recorded):
             f = e.fields
             if e.kind == "ToolCallRequested":
                 cid = str(f["tool_use_id"])
                 occurrences[cid] = occurrences.get(cid, 0) + 1
-                run = _ToolRun(str(f["name"]), dict(f["input"]), f"{cid}#{occurrences[cid]}")
+                key = f"{cid}#{occurrences[cid]}"
+                run = _ToolRun(str(f["name"]), dict(f["input"]), key, at)
                 self.runs.setdefault(cid, deque()).append(run)
                 open_runs[cid] = run
             elif (
@@ -266,16 +330,17 @@ class ReplayEngine:
                 open_runs.pop(str(f["tool_use_id"])).completed = _plain(f)
             elif e.kind == "PermissionDecided" and f.get("decided_by") != "rule":
                 self.answers.setdefault(str(f["tool_use_id"]), deque()).append(_plain(f))
-        self.initial = dict(self.cassette.files)
+        self.initial = dict(self.cassette.files if initial is None else initial)
         self.edits = disk.external_edits(_with_call_keys(self.recorded), self.initial)
         self.calls = model_calls(self.recorded)
 
     # ------------------------------------------------------------------ comparing
 
     def current(self) -> list[Any]:
-        events = self.app.observed
-        if self.handle is not None and self.handle.loop.session.pending_events:
-            return [*events, *self.handle.loop.session.pending_events]
+        events = self.observed
+        loop = self.handle.loop if self.handle is not None else self.child_loop
+        if loop is not None and loop.session.pending_events:
+            return [*events, *loop.session.pending_events]
         return events
 
     def expected_event(self, index: int) -> dict[str, Any]:
@@ -368,12 +433,30 @@ class ReplayEngine:
     def before_seam(self) -> None:
         """Run before the current code gets anything from the recording: compare what it has
         recorded so far, and cancel the turn where the recording has a cancellation."""
+        if self.top.deferred is not None:
+            raise _Diverged(self.top.deferred)
         self.check()
         pos = len(self.current())
         if pos < len(self.recorded) and self.recorded[pos].kind == "TurnCancelled":
+            reason = str(self.recorded[pos].fields.get("reason"))
             if self.handle is not None:
-                self.handle.loop.cancel_reason = str(self.recorded[pos].fields.get("reason"))
+                self.handle.loop.cancel_reason = reason
+            elif self.child_loop is not None:
+                # A subagent is cancelled with its parent's turn: the recorded parent's turn
+                # was cancelled here, so it is again (the parent then cancels its children).
+                self.child_loop.cancel_reason = reason
+                self.top._cancel_turn()
             raise asyncio.CancelledError
+
+    def _cancel_turn(self) -> None:
+        """Cancel the running turn as the recording's next cancellation did."""
+        pos = len(self.current())
+        cancelled = next(
+            (e for e in self.recorded[pos:] if e.kind == "TurnCancelled"),
+            None,
+        )
+        if cancelled is not None and self.handle is not None:
+            self.handle.cancel(str(cancelled.fields.get("reason")))
 
     def _mismatch(self, m: ReplayMismatch) -> Divergence:
         step = len(self.current()) + 1
@@ -403,9 +486,13 @@ class ReplayEngine:
         assert queue is not None
         queue.popleft()
         self.tool_calls += 1
-        for path, digest in self.edits.get(f"call:{run.key}", []):
+        child = run.child_session() if self.live is not None else None
+        # A subagent run again makes the user's recorded edits itself, when its steps saw them.
+        for path, digest in [] if child else self.edits.get(f"call:{run.key}", []):
             self.scratch.put(path, digest)
         if self.live is not None:
+            if ctx.spawn is not None:
+                ctx = dataclasses.replace(ctx, spawn=partial(self._spawn, call, run))
             # The cassette carries no secret: a variable's value comes from this environment by
             # name; any other redacted value runs as its marker, and the report says so.
             live_input, missing = resolve_env_markers(call.input, os.environ)
@@ -464,6 +551,103 @@ class ReplayEngine:
             decided_by=str(a["decided_by"]),
         )
 
+    # ------------------------------------------------------------------ subagents (live mode)
+
+    async def _spawn(self, call: ToolCall, run: _ToolRun, definition: Any, args: Any) -> ToolResult:
+        """A ``task`` call of the replayed session starts its subagent again: forked from the
+        replayed parent under the recorded child's id, its model calls and answers served from
+        the child's cassette by an engine of its own, its tools run in this scratch workspace."""
+        sid = run.child_session()
+        child = next((c for _call, c in self.cassette.children if c.session == sid), None)
+        if child is None or self.handle is None:
+            why = "started none" if sid is None else f"has no cassette of its subagent {sid}"
+            m = ReplayMismatch(
+                "tool",
+                "ToolCallCompleted",
+                None,
+                {"task": call.id, "agent": getattr(definition, "name", "")},
+                f"the current code starts a subagent for {call.name} ({call.id}); the "
+                f"recording {why}",
+            )
+            # Raised inside the tool, it would become the call's error result: kept instead.
+            self._defer(self._mismatch(m))
+            raise m
+        root = self.scratch.root
+        options = dataclasses.replace(self.options, session_id=None, workspace=None, progress=None)
+        engine = ReplayEngine(
+            child, self.app, options, parent=self, task_call=call.id, initial=self._disk_at(run.at)
+        )
+        engine.scratch = _Scratch(root, child.blob)
+        engine.recorded_norm = engine.replayed_norm = engine._normalizer(child.workspace, root)
+        for data in child.blobs.values():
+            self.app.blobs.put(data)
+        result: ToolResult = await ReplaySpawner(engine).run_child(
+            self.handle.loop, call, definition, args
+        )
+        return result
+
+    def _disk_at(self, index: int) -> dict[str, str | None]:
+        """What the recording says the disk held just before event ``index``."""
+        state = dict(self.initial)
+        for e in self.recorded[:index]:
+            for t in disk.touches(e.kind, e.fields):
+                if disk.relative(t.path):
+                    state[t.path] = t.after
+        return state
+
+    def _defer(self, divergence: Divergence) -> None:
+        if self.top.deferred is None:
+            self.top.deferred = divergence
+
+    # The ChildReplay side (``replay.children``), on a subagent's engine.
+
+    def child_seams(self, model: str) -> ChildSeams:
+        matcher = RequestMatcher(self.app.blobs.get, self.recorded_norm, self.replayed_norm)
+        self.provider = ReplayProvider(self.calls, matcher, model=model, before=self.before_seam)
+        return ChildSeams(self.provider, self, self.answer, self.sid, self._attach)
+
+    def _attach(self, loop: AgentLoop) -> None:
+        self.child_loop = loop
+        self.check()  # its Started
+
+    def child_finished(self) -> None:
+        self._count()
+        self.check()
+        pos = len(self.current())
+        if pos < len(self.recorded):
+            if self._message_at(pos) is None and self.recorded[pos].kind not in _USER_SIDE:
+                raise _Diverged(self._missing(pos))
+            # The child session was continued by its user later: not part of the task.
+            self.top.child_notes.append(
+                f"subagent {self.sid} (task {self.task_call}): its events from step {pos + 1} "
+                f"({self.recorded[pos].kind}) came after its task and were not replayed"
+            )
+
+    def child_failed(self, error: Exception) -> None:
+        self._count()
+        if isinstance(error, _Diverged):
+            found = error.divergence
+        else:
+            try:
+                self.check()
+                if isinstance(error, ReplayMismatch):
+                    found = self._mismatch(error)
+                else:
+                    found = self._crash(error)
+            except _Diverged as d:
+                found = d.divergence
+        if found is self.top.deferred:
+            return  # a sibling's, seen here first
+        where = f"subagent {self.sid} (task {self.task_call})"
+        self._defer(dataclasses.replace(found, summary=f"in {where}: {found.summary}"))
+
+    def _count(self) -> None:
+        if self.parent is not None and not self._counted:
+            self._counted = True
+            served = self.provider.served if hasattr(self, "provider") else 0
+            self.top.child_counts[0] += served
+            self.top.child_counts[1] += self.tool_calls
+
     # ------------------------------------------------------------------ running
 
     async def run(self) -> ReplayReport:
@@ -501,6 +685,9 @@ class ReplayEngine:
                     divergence = d.divergence
             except Exception as e:  # the current code crashed: that is a finding too
                 divergence = self._crash(e)
+            if self.deferred is not None:
+                # Found inside a subagent; what the parent did next follows from it.
+                divergence = self.deferred
         finally:
             if self.handle is not None:
                 with contextlib.suppress(Exception):
@@ -516,13 +703,14 @@ class ReplayEngine:
             session=str(self.sid),
             recorded_events=len(self.recorded),
             replayed_events=self.compared,
-            model_calls=self.provider.served if hasattr(self, "provider") else 0,
-            tool_calls=self.tool_calls,
+            model_calls=(self.provider.served if hasattr(self, "provider") else 0)
+            + self.child_counts[0],
+            tool_calls=self.tool_calls + self.child_counts[1],
             elapsed_s=time.perf_counter() - started,
             recorded_wall_s=self.cassette.recorded_wall_s,
             divergence=divergence,
             workspace=kept if self.options.keep_workspace or not own_dir else None,
-            notes=tuple(self.secret_notes),
+            notes=tuple([*self.secret_notes, *self.child_notes]),
         )
 
     def _repository(self) -> tuple[git_state.GitState, Path] | None:
@@ -651,21 +839,23 @@ class ReplayEngine:
                 await self._consume(handle.resume(answerer=self.answer))
             self.check()
             if len(self.current()) == pos:
-                expected = self.expected_event(pos)
-                raise _Diverged(
-                    Divergence(
-                        step=pos + 1,
-                        kind=event.kind,
-                        what="missing",
-                        expected=expected,
-                        actual=None,
-                        diff=diff_values(expected, None),
-                        summary=(
-                            f"step {pos + 1}: the recording continues with {event.kind}; the "
-                            "current code records nothing more here"
-                        ),
-                    )
-                )
+                raise _Diverged(self._missing(pos))
+
+    def _missing(self, pos: int) -> Divergence:
+        event = self.recorded[pos]
+        expected = self.expected_event(pos)
+        return Divergence(
+            step=pos + 1,
+            kind=event.kind,
+            what="missing",
+            expected=expected,
+            actual=None,
+            diff=diff_values(expected, None),
+            summary=(
+                f"step {pos + 1}: the recording continues with {event.kind}; the "
+                "current code records nothing more here"
+            ),
+        )
 
     def _message_at(self, pos: int) -> RecordedEvent | None:
         """The user message that starts here (after the closing of an abandoned turn's calls,

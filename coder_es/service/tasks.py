@@ -15,6 +15,10 @@ The child is a session like any other (it can be listed, inspected, rewound, rep
 - its final text is the task's result; the files it changed (net, per path) are the result's
   ``files_changed``, so the parent's file history holds them and rewinding the parent past the
   call restores them.
+
+What the child runs with (its model, tool executor, answerer, id) comes from ``TaskRunner.seams``:
+a live replay overrides it to serve the child's recorded model calls and permission answers
+(``replay.children``) while everything else here runs as it does for a real run.
 """
 
 from __future__ import annotations
@@ -22,19 +26,37 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 from coder_es.agent.decider import DecisionContext
-from coder_es.agent.runner import AgentLoop, LoopDeps, TurnOutcome
+from coder_es.agent.runner import AgentLoop, LoopDeps, PermissionAnswerer, TurnOutcome
 from coder_es.domain.session import Session
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.subagents import AgentDefinition, child_policy, net_changes
 from coder_es.providers.base import Provider
 from coder_es.service import updates as up
 from coder_es.tools.base import FileChange, ToolCall, ToolResult
+from coder_es.tools.registry import ToolExecutor
 
 ProviderFactory = Callable[[str, str], Provider]
+
+
+@dataclass(frozen=True)
+class ChildSeams:
+    """What one child runs with."""
+
+    provider: Provider
+    executor: ToolExecutor
+    answerer: PermissionAnswerer | None = None
+    """Who answers its permission questions (asked labelled, one at a time across the parent's
+    children); None: the parent's answerer."""
+    session_id: UUID | None = None
+    """The child session's id; None: a new one."""
+    attach: Callable[[AgentLoop], None] | None = None
+    """Called with the child's loop before its turn starts."""
 
 
 class TaskRunner:
@@ -42,6 +64,10 @@ class TaskRunner:
 
     def __init__(self, provider_factory: ProviderFactory) -> None:
         self.provider_factory = provider_factory
+
+    def seams(self, parent: AgentLoop, call: ToolCall, provider: str, model: str) -> ChildSeams:
+        """The child's seams: the parent's executor and answerer, a provider of its own."""
+        return ChildSeams(self.provider_factory(provider, model), parent.deps.executor)
 
     async def run_child(
         self, parent: AgentLoop, call: ToolCall, definition: AgentDefinition, args: Any
@@ -53,9 +79,13 @@ class TaskRunner:
         policy = child_policy(definition, parent.deps.decision.policy)
         steps = definition.max_steps
         provider_name = state.provider or parent.deps.provider.name
-        provider = self.provider_factory(
-            provider_name, definition.model or state.model or parent.deps.provider.model
+        seams = self.seams(
+            parent,
+            call,
+            provider_name,
+            definition.model or state.model or parent.deps.provider.model,
         )
+        provider = seams.provider
         settings = dict(state.settings)
         settings["permissions"] = policy.to_settings()
         settings["max_steps"] = steps
@@ -76,6 +106,7 @@ class TaskRunner:
             parent_session=parent.session_id,
             parent_node=fork,
             settings=settings,
+            id=seams.session_id,
         )
         child_id = str(child.id)
         # Recorded with the task's result (so in call order); the child's Started already
@@ -89,8 +120,8 @@ class TaskRunner:
         label = f"[{definition.name} {child_id[:8]}]"
         deps = LoopDeps(
             provider=provider,
-            executor=parent.deps.executor,
-            answerer=partial(_ask_for_child, parent, child_id),
+            executor=seams.executor,
+            answerer=partial(_ask_for_child, parent, child_id, seams.answerer),
             decision=DecisionContext(parent.deps.decision.tools, policy, steps),
             clock=parent.deps.clock,
             sandbox=parent.deps.sandbox,
@@ -101,6 +132,8 @@ class TaskRunner:
         lease = app.leases.acquire(child_id, f"task {call.id} of {parent.session_id}")
         try:
             loop = AgentLoop(app, child.id, deps, emit=emit, config=config)
+            if seams.attach is not None:
+                seams.attach(loop)
             running = asyncio.ensure_future(loop.send(prompt))
             try:
                 outcome = await asyncio.shield(running)
@@ -159,9 +192,12 @@ def _brief(value: dict[str, Any]) -> str:
 
 
 async def _ask_for_child(
-    parent: AgentLoop, child_id: str, question: up.PermissionRequired
+    parent: AgentLoop,
+    child_id: str,
+    answerer: PermissionAnswerer | None,
+    question: up.PermissionRequired,
 ) -> PermissionAnswer:
     labelled = dataclasses.replace(question, session=child_id)
     async with parent.questions:
         parent.emit(labelled)
-        return await parent.deps.answerer(labelled)
+        return await (answerer or parent.deps.answerer)(labelled)
