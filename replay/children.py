@@ -31,6 +31,9 @@ class ChildReplay(Protocol):
     def child_finished(self) -> None:
         """The child's turn ended: raise if its recording has more of it."""
 
+    def child_cancelled(self) -> None:
+        """Cancelled with the parent's turn; keep any divergence up to then."""
+
     def child_failed(self, error: Exception) -> None:
         """Keep the divergence ``error`` stands for, named with the child's path."""
 
@@ -56,6 +59,7 @@ class ReplaySpawner(TaskRunner):
             result = await super().run_child(parent, call, definition, args)
             self.child.child_finished()
         except asyncio.CancelledError:
+            self.child.child_cancelled()
             raise
         except Exception as e:
             self.child.child_failed(e)

@@ -37,12 +37,12 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 from coder_es.agent.decider import ABANDONED, rules_from_records
@@ -80,6 +80,8 @@ from replay.report import (
 MODES = ("verify", "live")
 _SUMMARY_PRIORITY = ["tool_use_id", "name", "tool", "path", "decision", "node", "outcome", "output"]
 DEFAULT_MAX_STEPS = 50
+HOLD_POLL_S = 0.005
+HOLD_STALL_S = 30.0
 Progress = Callable[[int, int], None]
 
 
@@ -166,6 +168,8 @@ class _ToolRun:
     """The index of its ToolCallRequested in the recording."""
     sink: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     completed: dict[str, Any] | None = None
+    interrupted: bool = False
+    """The recorded turn was cancelled while it ran (its result is the loop's closing)."""
 
     def child_session(self) -> str | None:
         """The subagent a ``task`` call started in the recording."""
@@ -275,6 +279,9 @@ class ReplayEngine:
         self.child_counts = [0, 0]  # model calls, tool calls of the subagents run again
         self.child_notes: list[str] = []
         self._counted = False
+        self.running_children: set[ReplayEngine] = set()  # the top engine's
+        self.holding: set[ReplayEngine] = set()
+        self._turn_cancelled = False
         # One normalization for both sides: recorded inputs (the system prompt) carry the
         # recorded workspace path into the replay, and the scratch path appears in new output.
         self.recorded_norm = self._normalizer(cassette.workspace)
@@ -312,6 +319,7 @@ class ReplayEngine:
         self.answers: dict[str, deque[dict[str, Any]]] = {}
         occurrences: dict[str, int] = {}
         open_runs: dict[str, _ToolRun] = {}
+        cancelled_at = -1
         for at, e in enumerate(self.recorded):
             f = e.fields
             if e.kind == "ToolCallRequested":
@@ -327,7 +335,11 @@ class ReplayEngine:
             ):
                 open_runs[str(f["tool_use_id"])].sink.append((e.kind, _plain(f)))
             elif e.kind == "ToolCallCompleted" and f.get("tool_use_id") in open_runs:
-                open_runs.pop(str(f["tool_use_id"])).completed = _plain(f)
+                run = open_runs.pop(str(f["tool_use_id"]))
+                run.completed = _plain(f)
+                run.interrupted = cancelled_at > run.at
+            elif e.kind == "TurnCancelled":
+                cancelled_at = at
             elif e.kind == "PermissionDecided" and f.get("decided_by") != "rule":
                 self.answers.setdefault(str(f["tool_use_id"]), deque()).append(_plain(f))
         self.initial = dict(self.cassette.files if initial is None else initial)
@@ -430,33 +442,68 @@ class ReplayEngine:
             self._last_progress = done
             report(done, total)
 
-    def before_seam(self) -> None:
+    def before_seam(self) -> Awaitable[None] | None:
         """Run before the current code gets anything from the recording: compare what it has
-        recorded so far, and cancel the turn where the recording has a cancellation."""
+        recorded so far, and cancel the turn where the recording has a cancellation (a
+        subagent's is its parent's: it waits for it, see ``_hold``)."""
+        self._compare()
+        pos = len(self.current())
+        if pos < len(self.recorded) and self.recorded[pos].kind == "TurnCancelled":
+            if self.parent is not None:
+                return self.top._hold(self)
+            if self.handle is not None:
+                self.handle.loop.cancel_reason = str(self.recorded[pos].fields.get("reason"))
+            raise asyncio.CancelledError
+        return None
+
+    def _at_cancel(self) -> bool:
+        pos = len(self.current())
+        return pos < len(self.recorded) and self.recorded[pos].kind == "TurnCancelled"
+
+    def _compare(self) -> None:
         if self.top.deferred is not None:
             raise _Diverged(self.top.deferred)
         self.check()
-        pos = len(self.current())
-        if pos < len(self.recorded) and self.recorded[pos].kind == "TurnCancelled":
-            reason = str(self.recorded[pos].fields.get("reason"))
-            if self.handle is not None:
-                self.handle.loop.cancel_reason = reason
-            elif self.child_loop is not None:
-                # A subagent is cancelled with its parent's turn: the recorded parent's turn
-                # was cancelled here, so it is again (the parent then cancels its children).
-                self.child_loop.cancel_reason = reason
-                self.top._cancel_turn()
-            raise asyncio.CancelledError
 
-    def _cancel_turn(self) -> None:
-        """Cancel the running turn as the recording's next cancellation did."""
-        pos = len(self.current())
-        cancelled = next(
-            (e for e in self.recorded[pos:] if e.kind == "TurnCancelled"),
-            None,
-        )
-        if cancelled is not None and self.handle is not None:
-            self.handle.cancel(str(cancelled.fields.get("reason")))
+    async def _hold(self, engine: ReplayEngine) -> NoReturn:
+        """Where the recorded turn was cancelled while ``engine``'s call (or subagent) ran:
+        wait until every subagent running again has come to such a point (or its end) and the
+        session has recorded what it did before the cancellation, then cancel the turn as the
+        user did. The turn's cancellation ends the wait (and cancels the children), so the
+        events follow the recording whichever child got there first."""
+        self.holding.add(engine)
+        last, since = -1, time.monotonic()
+        try:
+            while not self._turn_cancelled:
+                engine._compare()
+                try:
+                    self.check()
+                except _Diverged as d:
+                    self._defer(d.divergence)
+                    raise
+                pos = len(self.current())
+                if pos != last:
+                    last, since = pos, time.monotonic()
+                # A child blocked elsewhere (behind another child's question) whose recording
+                # has its cancellation next is where it was cancelled.
+                if all(c in self.holding or c._at_cancel() for c in self.running_children):
+                    if self._at_cancel():
+                        self._turn_cancelled = True
+                        if self.handle is not None:
+                            self.handle.cancel(str(self.recorded[pos].fields.get("reason")))
+                        break
+                    if time.monotonic() - since > HOLD_STALL_S and pos < len(self.recorded):
+                        # Nothing moves, and the recording expects something else first.
+                        divergence = self._missing(pos)
+                        self._defer(divergence)
+                        raise _Diverged(divergence)
+                await asyncio.sleep(HOLD_POLL_S)
+            await asyncio.get_running_loop().create_future()  # until the turn's cancellation
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            self.holding.discard(engine)
+            if not self.holding:
+                self._turn_cancelled = False
 
     def _mismatch(self, m: ReplayMismatch) -> Divergence:
         step = len(self.current()) + 1
@@ -472,9 +519,14 @@ class ReplayEngine:
     # ------------------------------------------------------------------ seams
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        self.before_seam()
         queue = self.runs.get(call.id)
         run = queue[0] if queue else None
+        if run is not None and run.interrupted:
+            self._compare()  # the cancellation is the call's own (below)
+        else:
+            waiting = self.before_seam()
+            if waiting is not None:
+                await waiting
         if run is None or run.completed is None:
             summary = (
                 f"the current code runs {call.name} ({call.id}) and the recording has no "
@@ -490,18 +542,12 @@ class ReplayEngine:
         # A subagent run again makes the user's recorded edits itself, when its steps saw them.
         for path, digest in [] if child else self.edits.get(f"call:{run.key}", []):
             self.scratch.put(path, digest)
+        if self.live is not None and ctx.spawn is not None:
+            ctx = dataclasses.replace(ctx, spawn=partial(self._spawn, call, run))
+        if run.interrupted:
+            await self._interrupted(call, run, ctx, child is not None)
         if self.live is not None:
-            if ctx.spawn is not None:
-                ctx = dataclasses.replace(ctx, spawn=partial(self._spawn, call, run))
-            # The cassette carries no secret: a variable's value comes from this environment by
-            # name; any other redacted value runs as its marker, and the report says so.
-            live_input, missing = resolve_env_markers(call.input, os.environ)
-            if missing:
-                self.secret_notes.append(
-                    f"step {self.tool_calls} ({call.name} {call.id}) needs {', '.join(missing)}:"
-                    " a secret the cassette does not carry; it ran with the marker in its place"
-                )
-            return await self.live.execute(dataclasses.replace(call, input=live_input), ctx)
+            return await self.live_execute(call, ctx)
         for kind, fields in run.sink:
             if kind == "FileObserved":
                 ctx.sink.observe_file(**fields)
@@ -527,8 +573,37 @@ class ReplayEngine:
         )
         return ToolResult(output, bool(done.get("is_error")), changes)
 
+    async def live_execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        assert self.live is not None
+        # The cassette carries no secret: a variable's value comes from this environment by
+        # name; any other redacted value runs as its marker, and the report says so.
+        live_input, missing = resolve_env_markers(call.input, os.environ)
+        if missing:
+            self.secret_notes.append(
+                f"step {self.tool_calls} ({call.name} {call.id}) needs {', '.join(missing)}:"
+                " a secret the cassette does not carry; it ran with the marker in its place"
+            )
+        return await self.live.execute(dataclasses.replace(call, input=live_input), ctx)
+
+    async def _interrupted(
+        self, call: ToolCall, run: _ToolRun, ctx: ToolContext, again: bool
+    ) -> NoReturn:
+        """The recorded turn was cancelled while this call ran: its result is the loop's
+        closing of it. A subagent runs again up to its own cancellation (or its end); any
+        other call waits for the turn's cancellation without running."""
+        if again:
+            await self.live_execute(call, ctx)
+        else:
+            for kind, fields in run.sink:
+                if kind == "TaskStarted":  # the link to the child stays with the closing
+                    sink: Any = ctx.sink
+                    sink.start_task(**fields)
+        await self.top._hold(self)
+
     async def answer(self, question: up.PermissionRequired) -> PermissionAnswer:
-        self.before_seam()
+        waiting = self.before_seam()
+        if waiting is not None:
+            await waiting
         queue = self.answers.get(question.tool_use_id)
         if not queue:
             summary = (
@@ -577,6 +652,7 @@ class ReplayEngine:
         engine = ReplayEngine(
             child, self.app, options, parent=self, task_call=call.id, initial=self._disk_at(run.at)
         )
+        self.top.running_children.add(engine)
         engine.scratch = _Scratch(root, child.blob)
         engine.recorded_norm = engine.replayed_norm = engine._normalizer(child.workspace, root)
         for data in child.blobs.values():
@@ -611,7 +687,7 @@ class ReplayEngine:
         self.check()  # its Started
 
     def child_finished(self) -> None:
-        self._count()
+        self._leave()
         self.check()
         pos = len(self.current())
         if pos < len(self.recorded):
@@ -623,8 +699,15 @@ class ReplayEngine:
                 f"({self.recorded[pos].kind}) came after its task and were not replayed"
             )
 
+    def child_cancelled(self) -> None:
+        """Cancelled with its parent's turn: its events up to then must be the recorded ones."""
+        try:
+            self.child_finished()
+        except _Diverged as d:
+            self.child_failed(d)
+
     def child_failed(self, error: Exception) -> None:
-        self._count()
+        self._leave()
         if isinstance(error, _Diverged):
             found = error.divergence
         else:
@@ -641,9 +724,11 @@ class ReplayEngine:
         where = f"subagent {self.sid} (task {self.task_call})"
         self._defer(dataclasses.replace(found, summary=f"in {where}: {found.summary}"))
 
-    def _count(self) -> None:
+    def _leave(self) -> None:
+        self.top.running_children.discard(self)
         if self.parent is not None and not self._counted:
             self._counted = True
+            self.top.child_notes += [f"subagent {self.sid}: {n}" for n in self.secret_notes]
             served = self.provider.served if hasattr(self, "provider") else 0
             self.top.child_counts[0] += served
             self.top.child_counts[1] += self.tool_calls

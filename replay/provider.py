@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -267,7 +267,8 @@ def _error(failure: RecordedFailure) -> perrors.ProviderError:
 
 class ReplayProvider(Provider):
     """Serves ``calls`` in order. ``before`` runs first on every call (the engine checks the
-    events so far and replays a recorded cancellation there)."""
+    events so far and replays a recorded cancellation there; what it returns, if anything,
+    is awaited first)."""
 
     name: ClassVar[str] = "replay"
 
@@ -277,7 +278,7 @@ class ReplayProvider(Provider):
         matcher: RequestMatcher,
         *,
         model: str = "",
-        before: Callable[[], None] | None = None,
+        before: Callable[[], Awaitable[None] | None] | None = None,
     ) -> None:
         self.calls = list(calls)
         self.matcher = matcher
@@ -286,7 +287,9 @@ class ReplayProvider(Provider):
         self.served = 0
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        self.before()
+        waiting = self.before()
+        if waiting is not None:
+            await waiting
         number = self.served + 1
         if self.served >= len(self.calls):
             summary = (

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from agent_helpers import Harness, collect, text, tool, turn
 
+from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
+from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions
 from replay.cassette import (
     Cassette,
@@ -176,3 +178,113 @@ def test_record_cassette_then_replay_live_on_the_command_line(
     shown = capsys.readouterr().out
     reader = cassette.children[1][1].session
     assert f"DIVERGED (live mode) in subagent {reader} (task t2): step " in shown
+
+
+@pytest.mark.parametrize("long_first", [True, False])
+def test_a_turn_cancelled_while_children_ran_replays_in_both_modes(
+    h: Harness, long_first: bool
+) -> None:
+    """The user cancelled the parent while one child waited on its model and the other had
+    finished: the replay cancels at the same point, whichever child gets there first."""
+    long, quick = task("t1", "take long"), task("t2", "quick")
+    parent = [turn(long, quick) if long_first else turn(quick, long)]
+    waits = [turn(text("never seen"), delay_ms=5000)]
+    reads = [turn(tool("read", "r2", path="README.md")), turn(text("a demo"))]
+    queue = [parent, waits, reads] if long_first else [parent, reads, waits]
+
+    def factory(_name: str, _model: str) -> ScriptedProvider:
+        return ScriptedProvider(queue.pop(0), model="scripted-test")
+
+    service = AgentService(h.app, h.root, provider_factory=factory)
+    handle = asyncio.run(service.create_session(SessionOptions(agent="build")))
+
+    async def cancel(handle: Any, update: up.Update) -> None:
+        if isinstance(update, up.ToolStarted) and update.name == "task":
+            await asyncio.sleep(0.3)
+            handle.cancel()
+
+    collect(handle, "go", on_update=cancel)
+    cassette = cassette_of(h, handle.id)
+    completed = {
+        e.fields["tool_use_id"]: e.fields for e in cassette.events if e.kind == "ToolCallCompleted"
+    }
+    assert "Interrupted" in completed["t1"]["output"]
+    # The quick child's result was recorded only if the parent got to it before the cancel.
+    assert ("Interrupted" in completed["t2"]["output"]) == long_first
+    kinds = {call: [e.kind for e in c.events] for call, c in cassette.children}
+    assert kinds["t1"][-1] == "TurnCancelled" and kinds["t2"][-1] == "ModelResponded"
+    for mode in ("verify", "live"):
+        report = replay_cassette(cassette, ReplayOptions(mode=mode))
+        assert report.ok, (mode, report.divergence)
+    live = replay_cassette(cassette, ReplayOptions(mode="live"))
+    assert (live.model_calls, live.tool_calls) == (1 + 0 + 2, 2 + 1)
+
+
+def test_a_command_cancelled_mid_run_replays_in_both_modes(h: Harness) -> None:
+    """Without subagents: a turn cancelled while a command ran replays to the same closing."""
+    parent = [turn(tool("bash", "b1", command="sleep 5"))]
+    handle = asyncio.run(
+        AgentService(
+            h.app, h.root, provider_factory=lambda _n, _m: ScriptedProvider(parent)
+        ).create_session(SessionOptions(agent="build"))
+    )
+
+    async def cancel(handle: Any, update: up.Update) -> None:
+        if isinstance(update, up.ToolStarted):
+            await asyncio.sleep(0.3)
+            handle.cancel()
+
+    collect(handle, "wait", on_update=cancel)
+    cassette = cassette_of(h, handle.id)
+    assert [e.kind for e in cassette.events][-2:] == ["TurnCancelled", "ToolCallCompleted"]
+    for mode in ("verify", "live"):
+        report = replay_cassette(cassette, ReplayOptions(mode=mode))
+        assert report.ok, (mode, report.divergence)
+
+
+def test_a_child_session_continued_later_replays_its_task_and_says_so(h: Harness) -> None:
+    session = two_tasks(h)
+    reader = next(e.child_session for e in h.of(session, "TaskStarted") if e.tool_use_id == "t2")
+    later = [turn(text("still a demo"))]
+    service = AgentService(h.app, h.root, provider_factory=lambda _n, _m: ScriptedProvider(later))
+    collect(asyncio.run(service.open_session(reader)), "and now?")
+    cassette = cassette_of(h, session)
+    report = replay_cassette(cassette, ReplayOptions(mode="live"))
+    assert report.ok, report.divergence
+    (note,) = report.notes
+    assert note.startswith(
+        f"subagent {reader} (task t2): its events from step 9 (UserMessageAdded)"
+    )
+    # Verify mode replays the whole child session from its cassette, the later turn included.
+    assert replay_cassette(cassette, ReplayOptions(mode="verify")).ok
+
+
+def test_a_turn_cancelled_on_a_childs_question_replays_in_both_modes(h: Harness) -> None:
+    """The user cancelled while one child's question was open and the other child waited to
+    ask its own: both children's recordings end in the question and the cancellation."""
+    parent = [turn(task("t1", "write a"), task("t2", "write b"))]
+    one = [turn(tool("write", "w1", path="a.txt", content="a")), turn(text("x"))]
+    two = [turn(tool("write", "w2", path="b.txt", content="b")), turn(text("y"))]
+    queue = [parent, one, two]
+
+    def factory(_name: str, _model: str) -> ScriptedProvider:
+        return ScriptedProvider(queue.pop(0), model="scripted-test")
+
+    service = AgentService(h.app, h.root, provider_factory=factory)
+    options = SessionOptions(agent="build", rules=(Rule("write", None, "ask"),))
+    handle = asyncio.run(service.create_session(options))
+
+    async def cancel(handle: Any, update: up.Update) -> None:
+        if isinstance(update, up.PermissionRequired):
+            await asyncio.sleep(0.3)
+            handle.cancel()
+
+    collect(handle, "go", yes=None, on_update=cancel)
+    cassette = cassette_of(h, handle.id)
+    for _call, child in cassette.children:
+        kinds = [e.kind for e in child.events]
+        assert kinds[-3:] == ["PermissionRequested", "TurnCancelled", "ToolCallCompleted"]
+    for mode in ("verify", "live"):
+        report = replay_cassette(cassette, ReplayOptions(mode=mode))
+        assert report.ok, (mode, report.divergence)
+    assert not (h.root / "a.txt").exists() and not (h.root / "b.txt").exists()
