@@ -77,8 +77,9 @@ def _settings(ctx: Context, state: ContextState) -> ContextSettings:
     from coder_es.permissions.presets import get_preset
     from coder_es.permissions.subagents import recorded_tools
     from coder_es.tools.registry import default_registry
+    from coder_es.tools.task import session_registry
 
-    registry = default_registry()
+    registry = session_registry(default_registry(), state.settings)
     try:
         # What the loop offers this session (``task`` only where it recorded subagents).
         names: Any = recorded_tools(get_preset(state.agent).tools, state.settings)

@@ -338,6 +338,15 @@ def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Consol
         )
 
 
+def _turn_usage(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
+    """After a turn: the tokens it used and what they cost, its subagents' included."""
+    from projections.usage import usage_of, usage_summary
+
+    usage = usage_of(ctx.app, handle.loop.session.id, ctx.settings.price_table(), after=after)
+    if usage.total:
+        err.print(f"[dim]usage {escape(usage_summary(usage))}[/dim]", highlight=False)
+
+
 def _version(ctx: Context, handle: SessionHandle) -> int:
     return int(ctx.app.get_session(handle.id).version)
 
@@ -362,6 +371,7 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
                     renderer.show(update)
         if not args.json:
             _conflict_hints(ctx, handle, before, renderer.err)
+            _turn_usage(ctx, handle, before, renderer.err)
         return _exit_code(handle)
     finally:
         await handle.close()

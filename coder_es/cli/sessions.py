@@ -80,8 +80,29 @@ def _as_tree(sessions: list[Any]) -> list[tuple[int, Any]]:
     return out
 
 
-def _tokens(usage: dict[str, int]) -> str:
-    return f"in={usage.get('input_tokens', 0)} out={usage.get('output_tokens', 0)}"
+def _tokens(usage: dict[str, int], cost: str) -> str:
+    return f"in={usage.get('input_tokens', 0)} out={usage.get('output_tokens', 0)} {cost}"
+
+
+def _usage_line(ctx: Context, session: Any, events: list[Any]) -> str:
+    """Tokens and dollars: the session's own and, when it started subagents, theirs and the
+    total. A model with no known price makes its figure ``unknown`` and is named."""
+    # Imported here: `sessions` shares this module and must not load the projections.
+    from projections.usage import dollars, usage_of
+
+    usage = usage_of(ctx.app, session, ctx.settings.price_table())
+    own = _tokens(usage.own, dollars(usage.own_cost))
+    if any(isinstance(e, Session.TaskStarted) for e in events):
+        line = (
+            f"usage  own {own}  subagents "
+            f"{_tokens(usage.subagents, dollars(usage.subagents_cost))}  "
+            f"total {_tokens(usage.total, dollars(usage.total_cost))}"
+        )
+    else:
+        line = f"usage  {own}"
+    if usage.unpriced:
+        line += f"  (no price for {', '.join(usage.unpriced)}: see [models.NAME] in the config)"
+    return line
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -97,16 +118,9 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     console = Console()
     console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
-    if any(isinstance(e, Session.TaskStarted) for e in events):
-        # Imported here: `sessions` shares this module and must not load the projections.
-        from projections.usage import usage_of
-
-        usage = usage_of(ctx.app, session.id)
-        console.print(
-            f"usage  own {_tokens(usage.own)}  subagents {_tokens(usage.subagents)}  "
-            f"total {_tokens(usage.total)}",
-            markup=False,
-        )
+    if any(isinstance(e, Session.ModelResponded) for e in events):
+        line = _usage_line(ctx, session.id, events)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for event in events:
         console.print(
             f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "

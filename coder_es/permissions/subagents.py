@@ -76,6 +76,48 @@ def agent_definitions(config: Mapping[str, Mapping[str, Any]] | None) -> dict[st
     return out
 
 
+def agent_records(agents: Mapping[str, AgentDefinition]) -> list[dict[str, Any]]:
+    """The definitions ``task`` offers, as a session's ``Started`` settings record them (a list:
+    their order is the order the tool's description lists them in)."""
+    return [
+        {
+            "key": key,
+            "name": a.name,
+            "description": a.description,
+            "preset": a.preset,
+            "model": a.model,
+            "prompt": a.prompt,
+            "max_steps": a.max_steps,
+            "tools": None if a.tools is None else list(a.tools),
+        }
+        for key, a in agents.items()
+    ]
+
+
+def agents_from_records(records: Any) -> dict[str, AgentDefinition] | None:
+    """The definitions a session recorded (``agent_records``); None where it recorded none
+    (started before they were recorded). Damaged records raise ``UsageError`` naming them."""
+    if records is None:
+        return None
+    out: dict[str, AgentDefinition] = {}
+    try:
+        for r in records:
+            tools = r["tools"]
+            out[str(r["key"])] = AgentDefinition(
+                name=str(r["name"]),
+                description=str(r["description"]),
+                preset=None if r["preset"] is None else str(r["preset"]),
+                model=None if r["model"] is None else str(r["model"]),
+                prompt=str(r["prompt"]),
+                max_steps=int(r["max_steps"]),
+                tools=None if tools is None else tuple(str(t) for t in tools),
+            )
+    except (KeyError, TypeError, ValueError) as e:
+        msg = f"the session's recorded agent definitions (settings.agents) are damaged: {e!r}"
+        raise UsageError(msg) from None
+    return out
+
+
 def recorded_tools(tools: Iterable[str], settings: Mapping[str, Any]) -> tuple[str, ...]:
     """The tools a session offers, of ``tools``: ``task`` only where it recorded ``subagents``
     (sessions started before subagents existed never offer it), and only those of its recorded

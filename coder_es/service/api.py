@@ -68,6 +68,7 @@ from coder_es.service import updates as up
 from coder_es.service.tasks import TaskRunner
 from coder_es.store.lease import Lease
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
+from coder_es.tools.task import offered_agents, session_registry
 
 ProviderFactory = Callable[[str, str], Provider]
 
@@ -361,12 +362,15 @@ class AgentService:
         options: SessionOptions,
         resumed: bool,
         context_budget: int,
+        settings: Mapping[str, Any],
     ) -> SessionHandle:
         deps = LoopDeps(
             provider=provider,
             executor=self.executor,
             answerer=auto_answerer(False),
-            decision=DecisionContext(self.tools, policy, options.max_steps),
+            decision=DecisionContext(
+                session_registry(self.tools, settings), policy, options.max_steps
+            ),
             clock=self.clock,
             sandbox=self.sandbox,
             mcp=self.mcp_factory((*self.mcp_servers, *options.mcp_servers)),
@@ -397,6 +401,10 @@ class AgentService:
         # The subagents ``task`` offers (a session without this record was started before
         # they existed: its replay is offered the tools it was).
         settings["subagents"] = self.tools.get("task") is not None
+        # And which agents it lists: a resume or replay offers these, not the config's of then.
+        agents = offered_agents(self.tools)
+        if agents is not None:
+            settings["agents"] = agents
         settings["max_tokens"] = self.config.max_tokens
         # The step limit changes what the loop decides, so replay must see the one used.
         settings["max_steps"] = options.max_steps
@@ -415,7 +423,7 @@ class AgentService:
             settings=settings,
             id=session_id,
         )
-        return self._handle(session.id, provider, policy, options, False, budget)
+        return self._handle(session.id, provider, policy, options, False, budget, settings)
 
     async def open_session(
         self, session_ref: str, options: SessionOptions | None = None
@@ -444,7 +452,7 @@ class AgentService:
             budget = recorded
         else:
             budget = self.config.context_budget  # a session recorded before budgets were
-        handle = self._handle(session.id, provider, policy, options, True, budget)
+        handle = self._handle(session.id, provider, policy, options, True, budget, session.settings)
         records, default = handle.loop.state.permissions_in_force()
         wanted = records
         if options.rules and not _ends_with(records, rule_records(options.rules)):

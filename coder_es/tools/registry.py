@@ -38,6 +38,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def replaced(self, tool: Tool[Any]) -> ToolRegistry:
+        """This registry with ``tool`` in place of the tool of the same name."""
+        return ToolRegistry(tool if t.name == tool.name else t for t in self._tools.values())
+
     def definitions(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Tool definitions for a request (cached: they are the same every step)."""
         key = tuple(n for n in self._tools if names is None or n in set(names))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,21 @@ def test_chat_prompts_for_permissions_and_quits(repo: Path, tmp_path: Path) -> N
     assert (repo / "chatted").exists() != plan_commands_are_read_only(repo)
     assert not (repo / "again").exists()
     assert "not now" in proc.stderr  # the rejection reason is shown
+
+
+def test_run_ends_with_the_turns_usage_and_cost(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    used = {"usage": {"input_tokens": 1000, "output_tokens": 200}}
+    s = script(tmp_path / "s.json", turn(text("hello"), **used))
+    assert run(repo, "hi", "--script", s) == 0
+    # A script's model is its file name: no price is known for it, and none is guessed.
+    assert "usage in=1000 out=200 unknown (no price for s)\n" in capsys.readouterr().err
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[providers.scripted.prices.s]\ninput = 3\noutput = 15\n")
+    assert run(repo, "hi", "--script", s, "--json") == 0
+    sid = json.loads(capsys.readouterr().out.splitlines()[0])["session_id"]
+    assert run(repo, "again", "--session", sid, "--script", s) == 0
+    # This turn's: 1000 x $3 + 200 x $15 per million tokens, not the session's two turns.
+    assert "usage in=1000 out=200 $0.006000\n" in capsys.readouterr().err

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,10 +213,11 @@ def test_tree_marks_task_nodes_with_the_child(
     assert f"[task -> {kids['t1'][:8]}]" in out and f"[task -> {kids['t2'][:8]}]" in out
 
 
-def test_children_usage_rolls_up_into_the_parent_shown_apart(
-    h: Harness, capsys: pytest.CaptureFixture[str]
+def test_children_usage_and_cost_roll_up_into_the_parent_shown_apart(
+    h: Harness, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from coder_es.cli.main import main
+    from coder_es.providers.pricing import Price, PriceTable
     from projections.usage import usage_of
 
     used = {"usage": {"input_tokens": 100, "output_tokens": 10}}
@@ -221,15 +225,53 @@ def test_children_usage_rolls_up_into_the_parent_shown_apart(
     kid = {"usage": {"input_tokens": 7, "output_tokens": 3}}
     handle = start(h, [parent, [turn(text("1"), **kid)], [turn(text("2"), **kid)]])
     collect(handle, "split")
-    usage = usage_of(h.app, handle.loop.session.id)
+    prices = PriceTable.default().merged({"scripted-test": Price.of(3, 15)})
+    usage = usage_of(h.app, handle.loop.session.id, prices)
     assert (usage.own["input_tokens"], usage.own["output_tokens"]) == (200, 20)
     assert (usage.subagents["input_tokens"], usage.subagents["output_tokens"]) == (14, 6)
     assert usage.total["input_tokens"] == 214
+    # $3 / $15 per million tokens: 200*3 + 20*15 and 14*3 + 6*15 millionths of a dollar.
+    assert (usage.own_cost, usage.subagents_cost) == (Decimal("0.0009"), Decimal("0.000132"))
+    assert usage.total_cost == Decimal("0.001032")
+    h.app.close()
+    # The user's price for the model, in the user config: `show` prices with it.
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[providers.scripted.prices."scripted-test"]\ninput = 3\noutput = 15\n')
+    where = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
+    assert main([*where, "show", handle.id]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "usage  own in=200 out=20 $0.000900  subagents in=14 out=6 $0.000132  "
+        "total in=214 out=26 $0.001032"
+    ) in out
+
+
+def test_a_subagent_of_an_unpriced_model_makes_the_cost_unknown(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+    from coder_es.permissions.subagents import agent_definitions
+
+    def factory(_name: str, model: str) -> ScriptedProvider:
+        script = [turn(text("1"), usage={"input_tokens": 7, "output_tokens": 3})]
+        if model != "house-model-7":
+            used = {"usage": {"input_tokens": 100, "output_tokens": 10}}
+            script = [turn(task("t1", "one", agent="local"), **used), turn(text("ok"), **used)]
+        return ScriptedProvider(script, model=model or "scripted-test")
+
+    agents = agent_definitions({"local": {"description": "on our box", "model": "house-model-7"}})
+    service = AgentService(h.app, h.root, provider_factory=factory, agents=agents)
+    handle = asyncio.run(service.create_session(SessionOptions(agent="build")))
+    collect(handle, "split")
     h.app.close()
     where = ["--backend", "sqlite", "--store", str(h.root.parent / "store")]
     assert main([*where, "show", handle.id]) == 0
     out = capsys.readouterr().out
-    assert "usage  own in=200 out=20  subagents in=14 out=6  total in=214 out=26" in out
+    assert (
+        "usage  own in=200 out=20 $0  subagents in=7 out=3 unknown  total in=207 out=23 unknown"
+        "  (no price for house-model-7: see [models.NAME] in the config)"
+    ) in out
 
 
 def test_a_parent_cassette_with_tasks_replays_in_verify_mode(h: Harness) -> None:
@@ -263,3 +305,46 @@ def test_a_parent_cassette_with_tasks_replays_in_verify_mode(h: Harness) -> None
     assert report.divergence is not None
     assert f"in subagent {kids['t1']} (task t1)" in report.divergence.summary
     assert report.divergence.kind == "ToolCallRequested"
+
+
+def test_recorded_agent_definitions_are_what_a_replay_and_a_resume_offer(h: Harness) -> None:
+    from coder_es.permissions.subagents import agent_definitions
+    from replay.cassette import dumps, export_session, loads
+    from replay.engine import ReplayOptions, replay_cassette
+
+    config = {
+        "reviewer": {"description": "Reviews diffs.", "preset": "explore", "prompt": "Be terse."}
+    }
+    first = [turn(task("t1", "review it", agent="reviewer")), turn(text("reviewed"))]
+    second = [turn(task("t2", "again", agent="reviewer")), turn(text("reviewed again"))]
+    queue = [first, [turn(text("looks fine"))], second, [turn(text("still fine"))]]
+
+    def factory(_name: str, _model: str) -> ScriptedProvider:
+        provider = ScriptedProvider(queue.pop(0), model="scripted-test")
+        h.providers.append(provider)
+        return provider
+
+    configured = AgentService(
+        h.app, h.root, provider_factory=factory, agents=agent_definitions(config)
+    )
+    handle = asyncio.run(configured.create_session(SessionOptions(agent="build")))
+    collect(handle, "review")
+    offered = h.providers[0].requests[0].tools
+    assert (
+        "- reviewer: Reviews diffs."
+        in next(t for t in offered if t["name"] == "task")["description"]
+    )
+    # The configuration no longer has the agent: a replay sends what was recorded.
+    cassette = loads(dumps(export_session(h.app, handle.id)), "parent")
+    report = replay_cassette(cassette, ReplayOptions(mode="verify"))
+    assert report.ok, report.divergence
+    # Resumed without it, the session still offers it; the child runs the recorded definition.
+    plain = AgentService(h.app, h.root, provider_factory=factory)
+    resumed = asyncio.run(plain.open_session(handle.id, SessionOptions()))
+    updates = collect(resumed, "once more")
+    assert isinstance(updates[-1], up.TurnEnded) and updates[-1].reason == "end_turn"
+    kid = children(h, handle)["t2"]
+    child_request = h.providers[3].requests[0]
+    assert child_request.messages[-1]["content"][-1]["text"] == "Be terse.\n\nagain"
+    assert [t["name"] for t in child_request.tools] == ["read", "grep", "find"]
+    assert h.events(kid)[0].settings["task"]["agent"] == "reviewer"
