@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from coder_es.audit.transcript import Transcript, tree_rows
+from coder_es.audit.transcript import ChildTranscript, Transcript, tree_rows
 from coder_es.domain.chain import shown
 
 ROLE_COLOURS = {
@@ -41,6 +41,8 @@ margin:6px 0;font:12px/1.4 ui-monospace,monospace}
 .diff .add{color:#166534;background:#dcfce7}.diff .del{color:#991b1b;background:#fee2e2}
 .diff .hunk{color:#6d28d9}
 .redacted{color:#b45309;font-size:12px}.problem{color:#b91c1c}
+details.subagent{border:1px solid #cbd5e1;border-radius:6px;margin:8px 0;padding:4px 10px;
+background:#f8fafc}details.subagent>summary{cursor:pointer;font-weight:600}
 """
 
 _ROLE_OF_KIND = {
@@ -51,7 +53,7 @@ _ROLE_OF_KIND = {
 }
 
 
-def render_svg(t: Transcript) -> str:
+def render_svg(t: Transcript, prefix: str = "") -> str:
     rows = tree_rows(t.tree)
     if not rows:
         return (
@@ -64,7 +66,8 @@ def render_svg(t: Transcript) -> str:
     width = max(x for x, _ in where.values()) + 460
     height = PAD * 2 + (len(rows) - 1) * ROW
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" id="tree" width="{width}" height="{height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{prefix}tree" width="{width}" '
+        f'height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="conversation tree">'
     ]
     for node, _ in rows:
@@ -84,7 +87,8 @@ def render_svg(t: Transcript) -> str:
                 f'<circle cx="{x}" cy="{y}" r="11" fill="none" stroke="#0f172a" stroke-width="2"/>'
             )
         parts.append(
-            f'<a href="#v{escape(node.id)}"><circle cx="{x}" cy="{y}" r="7" fill="{colour}">'
+            f'<a href="#{prefix}v{escape(node.id)}">'
+            f'<circle cx="{x}" cy="{y}" r="7" fill="{colour}">'
             f"<title>{escape(node.role)} {escape(node.id)}</title></circle></a>"
         )
         labels = f" [{', '.join(node.labels)}]" if node.labels else ""
@@ -111,20 +115,11 @@ def _diff_html(text: str) -> str:
     return "\n".join(out)
 
 
-def render_html(t: Transcript) -> bytes:
+def _meta(t: Transcript) -> list[str]:
+    """The session's facts: where, which agent and model, how many events, its head, what the
+    export left out or redacted, and the chain problems the store showed."""
     h = t.header
-    title = f"coder-es session {t.session}"
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
-        f"<h1>{escape(title)}</h1>",
-    ]
-    if h["title"]:
-        out.append(f"<p><strong>{escape(str(h['title']))}</strong></p>")
-    out.append('<table class="meta">')
+    out = ['<table class="meta">']
     for key in ("workspace", "agent", "provider", "model", "started", "events", "head"):
         out.append(f"<tr><td>{key}</td><td>{escape(str(h[key]))}</td></tr>")
     out.append(
@@ -148,14 +143,19 @@ def render_html(t: Transcript) -> bytes:
         out.append("<h2>Chain problems found in the store</h2><ul>")
         out += [f'<li class="problem">{escape(p)}</li>' for p in h["store_problems"]]
         out.append("</ul>")
-    out.append('<h2>Conversation tree</h2><div class="tree">')
-    out.append(render_svg(t))
-    out.append("</div><h2>Transcript</h2>")
+    return out
+
+
+def _entries(t: Transcript, prefix: str) -> list[str]:
+    out: list[str] = []
+    under, after = t.placement()
     for e in t.entries:
         classes = ["entry", _ROLE_OF_KIND.get(e.kind, "")]
         if e.kind == "PermissionDecided":
             classes.append("deny" if "DENIED" in e.title else "allow")
-        out.append(f'<section class="{" ".join(c for c in classes if c)}" id="v{e.version}">')
+        out.append(
+            f'<section class="{" ".join(c for c in classes if c)}" id="{prefix}v{e.version}">'
+        )
         out.append(
             f"<div><strong>{e.version}. {escape(e.title)}</strong> "
             f'<span class="when">{escape(e.kind)} · {escape(e.timestamp)}</span></div>'
@@ -169,6 +169,51 @@ def render_html(t: Transcript) -> bytes:
         for d in e.diffs:
             out.append(f"<div><code>{escape(d.path)}</code>: {escape(d.caption)}</div>")
             out.append(f'<pre class="diff">{_diff_html(d.text)}</pre>')
+        for child in under.get(e.version, []):
+            out += _child(child)
         out.append("</section>")
+    if after:
+        out.append("<h2>Subagents</h2>")
+        for child in after:
+            out += _child(child)
+    return out
+
+
+def _child(c: ChildTranscript) -> list[str]:
+    """A subagent's whole transcript, folded under the task call that started it."""
+    summary = f"{c.title} · {c.description}"
+    out = [f'<details class="subagent" id="s{escape(c.session)}"><summary>{escape(summary)}']
+    out.append("</summary>")
+    if c.transcript is None:
+        out.append(f'<p class="problem">not in the export: {escape(c.missing or "")}</p>')
+    else:
+        prefix = f"s{c.session}-"
+        out += _meta(c.transcript)
+        out.append('<div class="tree">')
+        out.append(render_svg(c.transcript, prefix))
+        out.append("</div>")
+        out += _entries(c.transcript, prefix)
+    out.append("</details>")
+    return out
+
+
+def render_html(t: Transcript) -> bytes:
+    h = t.header
+    title = f"coder-es session {t.session}"
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{escape(title)}</h1>",
+    ]
+    if h["title"]:
+        out.append(f"<p><strong>{escape(str(h['title']))}</strong></p>")
+    out += _meta(t)
+    out.append('<h2>Conversation tree</h2><div class="tree">')
+    out.append(render_svg(t))
+    out.append("</div><h2>Transcript</h2>")
+    out += _entries(t, "")
     out.append("</main></body></html>")
     return shown("\n".join(out) + "\n").encode()

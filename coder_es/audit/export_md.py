@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from coder_es.audit.transcript import Transcript, tree_rows
+from coder_es.audit.transcript import ChildTranscript, Transcript, tree_rows
 from coder_es.domain.chain import shown
 
 _ROLE_MARK = {"user": "U", "assistant": "A", "tool_result": "T", "summary": "S"}
@@ -22,12 +22,9 @@ def _md_inline(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", text)
 
 
-def render_md(t: Transcript) -> bytes:
+def _meta(t: Transcript) -> list[str]:
     h = t.header
-    out = [f"# coder-es session {t.session}", ""]
-    if h["title"]:
-        out += [f"**{_md_inline(str(h['title']))}**", ""]
-    out += ["| | |", "|---|---|"]
+    out = ["| | |", "|---|---|"]
     for key in ("workspace", "agent", "provider", "model", "started", "events", "head"):
         out.append(f"| {key} | {_md_inline(str(h[key]))} |")
     out.append(f"| exported by | {_md_inline(json.dumps(h['tools'], sort_keys=True))} |")
@@ -46,7 +43,12 @@ def render_md(t: Transcript) -> bytes:
         out += ["## Chain problems found in the store", ""]
         out += [f"- {_md_inline(p)}" for p in h["store_problems"]]
         out.append("")
-    out += ["## Conversation tree", ""]
+    return out
+
+
+def _body(t: Transcript) -> list[str]:
+    """The conversation tree, then every event, each subagent quoted under its task call."""
+    out = ["## Conversation tree", ""]
     lines = []
     for node, depth in tree_rows(t.tree):
         mark = "*" if node.id == t.head else " "
@@ -63,6 +65,7 @@ def render_md(t: Transcript) -> bytes:
         "## Transcript",
         "",
     ]
+    under, after = t.placement()
     for e in t.entries:
         out.append(f"### {e.version}. {_md_inline(e.title)}")
         out.append("")
@@ -75,4 +78,30 @@ def render_md(t: Transcript) -> bytes:
         for d in e.diffs:
             out += [f"**{_md_inline(d.path)}**: {d.caption}", ""]
             out += [_fence(d.text, "diff" if d.text.startswith("---") else ""), ""]
+        for child in under.get(e.version, []):
+            out += _child(child)
+    if after:
+        out += ["## Subagents", ""]
+        for child in after:
+            out += _child(child)
+    return out
+
+
+def _child(c: ChildTranscript) -> list[str]:
+    """A subagent's transcript as a block quote (its own fences and headings inside it)."""
+    inner = [f"**{_md_inline(c.title)}**: {_md_inline(c.description)}", ""]
+    if c.transcript is None:
+        inner.append(f"not in the export: {_md_inline(c.missing or '')}")
+    else:
+        inner += _meta(c.transcript) + _body(c.transcript)
+    text = "\n".join(inner).rstrip("\n")
+    return [f"> {line}" if line else ">" for line in text.split("\n")] + [""]
+
+
+def render_md(t: Transcript) -> bytes:
+    h = t.header
+    out = [f"# coder-es session {t.session}", ""]
+    if h["title"]:
+        out += [f"**{_md_inline(str(h['title']))}**", ""]
+    out += _meta(t) + _body(t)
     return shown("\n".join(out).rstrip("\n") + "\n").encode()

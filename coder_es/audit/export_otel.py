@@ -4,7 +4,9 @@ One ``ExportTraceServiceRequest`` on one line, the shape an OpenTelemetry collec
 ``otlpjsonfile`` receiver reads. One trace per session; the spans are those of
 ``coder_es.audit.span_tree`` (the live exporter in ``coder_es.telemetry`` sends the same tree):
 ``invoke_agent`` per turn, ``chat`` per model response with ``gen_ai.usage.*``, ``execute_tool``
-per tool call with permission decisions as span events.
+per tool call with permission decisions as span events. The subagents' sessions are in the same
+trace, each a resource of its own, their turns children of the ``execute_tool task`` span of the
+call that started them.
 
 Ids are derived from the session id and event versions (sha256), so the same events always
 give the same trace. As OTLP/JSON requires, trace and span ids are hex strings and times are
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_es.audit.export import PreparedExport, tool_versions
+from coder_es.audit.export import ChildExport, PreparedExport, tool_versions
 from coder_es.audit.span_tree import (
     STATUS_ERROR,
     SpanEvent,
@@ -54,9 +56,13 @@ def _event_json(event: SpanEvent) -> dict[str, Any]:
     }
 
 
-def span_json(session: str, span: SpanRecord) -> dict[str, Any]:
+def span_json(
+    session: str, span: SpanRecord, trace: str | None = None, under: str | None = None
+) -> dict[str, Any]:
+    """``trace``: the trace it belongs to (default: the session's own); ``under``: the span id
+    its top-level spans hang from (a subagent's turns hang from the parent's ``task`` call)."""
     out: dict[str, Any] = {
-        "traceId": trace_id(session),
+        "traceId": trace or trace_id(session),
         "spanId": span_id(session, span.key),
         "name": span.name,
         "kind": span.kind,
@@ -67,14 +73,19 @@ def span_json(session: str, span: SpanRecord) -> dict[str, Any]:
     }
     if span.parent is not None:
         out["parentSpanId"] = span_id(session, span.parent)
+    elif under is not None:
+        out["parentSpanId"] = under
     if span.error is not None:
         out["status"] = {"code": STATUS_ERROR, "message": span.error}
     return out
 
 
-def render_otel(prepared: PreparedExport) -> bytes:
+def _resource_spans(
+    prepared: PreparedExport, trace: str, link: ChildExport | None = None
+) -> dict[str, Any]:
     started = prepared.started()
     spans = build_spans(prepared.session, prepared.events, started=started)
+    under = None if link is None else span_id(link.parent_session, f"tool:{link.tool_use_id}")
     resource = {
         "service.name": "coder-es",
         "service.version": tool_versions()["coder-es"],
@@ -83,22 +94,31 @@ def render_otel(prepared: PreparedExport) -> bytes:
         "coder_es.session.workspace": started.get("workspace"),
         "coder_es.session.head_version": prepared.head_version,
         "coder_es.session.head_hash": prepared.head_hash,
+        "coder_es.session.parent_id": None if link is None else link.parent_session,
+        "coder_es.task.call_id": None if link is None else link.tool_use_id,
+        "gen_ai.agent.name": None if link is None else link.agent,
         "coder_es.export.filters": canonical_json(prepared.filters) if prepared.filters else None,
         "coder_es.export.redactions": (
             canonical_json(prepared.redactions) if prepared.redactions else None
         ),
     }
-    request = {
-        "resourceSpans": [
+    return {
+        "resource": {"attributes": _attrs(resource)},
+        "scopeSpans": [
             {
-                "resource": {"attributes": _attrs(resource)},
-                "scopeSpans": [
-                    {
-                        "scope": {"name": "coder_es.audit", "version": tool_versions()["coder-es"]},
-                        "spans": [span_json(prepared.session, s) for s in spans],
-                    }
-                ],
+                "scope": {"name": "coder_es.audit", "version": tool_versions()["coder-es"]},
+                "spans": [span_json(prepared.session, s, trace, under) for s in spans],
             }
-        ]
+        ],
     }
-    return (canonical_json(request) + "\n").encode()
+
+
+def render_otel(prepared: PreparedExport) -> bytes:
+    """One trace for the whole tree of work: each subagent's session is a resource of its
+    own whose turns hang from the parent's ``execute_tool task`` span."""
+    trace = trace_id(prepared.session)
+    resources = [_resource_spans(prepared, trace)]
+    for child in prepared.descendants():
+        if child.prepared is not None:
+            resources.append(_resource_spans(child.prepared, trace, child))
+    return (canonical_json({"resourceSpans": resources}) + "\n").encode()

@@ -50,6 +50,7 @@ class Entry:
     body: str
     diffs: tuple[FileDiff, ...] = ()
     redacted: tuple[str, ...] = ()
+    tool_use_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,42 @@ class Transcript:
     tree: tuple[TreeNode, ...]
     head: str | None
     entries: tuple[Entry, ...]
+    children: tuple[ChildTranscript, ...] = ()
+
+    def placement(self) -> tuple[dict[int, list[ChildTranscript]], list[ChildTranscript]]:
+        """Where each subagent is shown: under the entry of its ``task`` call's result (else of
+        its ``TaskStarted``, should filters leave the result out), or after the transcript."""
+        by_call: dict[str, int] = {}
+        for e in self.entries:
+            if e.tool_use_id is None or e.kind not in ("ToolCallCompleted", "TaskStarted"):
+                continue
+            if e.kind == "ToolCallCompleted" or e.tool_use_id not in by_call:
+                by_call[e.tool_use_id] = e.version
+        under: dict[int, list[ChildTranscript]] = {}
+        after: list[ChildTranscript] = []
+        for child in self.children:
+            version = by_call.get(child.tool_use_id)
+            if version is None:
+                after.append(child)
+            else:
+                under.setdefault(version, []).append(child)
+        return under, after
+
+
+@dataclass(frozen=True)
+class ChildTranscript:
+    """A subagent's transcript, with the ``task`` call that started it."""
+
+    session: str
+    tool_use_id: str
+    agent: str
+    description: str
+    transcript: Transcript | None
+    missing: str | None = None
+
+    @property
+    def title(self) -> str:
+        return f"subagent {self.agent} (task {self.tool_use_id}): session {self.session}"
 
 
 def _one_line(text: str, width: int = 60) -> str:
@@ -248,6 +285,7 @@ def _entry(e: AuditEvent, files: _Files) -> Entry:
         body=body,
         diffs=tuple(diffs),
         redacted=e.redacted,
+        tool_use_id=str(f["tool_use_id"]) if isinstance(f.get("tool_use_id"), str) else None,
     )
 
 
@@ -308,7 +346,18 @@ def build_transcript(
     }
     tree, head = _tree(prepared)
     entries = tuple(_entry(e, files) for e in prepared.events)
-    return Transcript(prepared.session, header, tree, head, entries)
+    children = tuple(
+        ChildTranscript(
+            session=c.session,
+            tool_use_id=c.tool_use_id,
+            agent=c.agent,
+            description=c.description,
+            transcript=None if c.prepared is None else build_transcript(c.prepared, blobs, globs),
+            missing=c.missing,
+        )
+        for c in prepared.children
+    )
+    return Transcript(prepared.session, header, tree, head, entries, children)
 
 
 def tree_rows(tree: tuple[TreeNode, ...]) -> list[tuple[TreeNode, int]]:

@@ -12,6 +12,7 @@ A session found intact advances its anchor (``coder_es.audit.anchor``) so later 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,18 @@ from coder_es.audit.problems import (
     BLOB_MISSING,
     DELETED,
     LOST,
+    MALFORMED,
     UNDECODABLE,
     Problem,
     SessionHead,
     VerifyReport,
 )
-from coder_es.audit.records import Undecodable, iter_session_records, undecodable_reason
+from coder_es.audit.records import (
+    AuditEvent,
+    Undecodable,
+    iter_session_records,
+    undecodable_reason,
+)
 from coder_es.audit.segments import (
     PARALLEL_MIN_EVENTS,
     RangeSummary,
@@ -86,26 +93,86 @@ def _finish_session(
 
 
 def verify_session(
-    app: Any, ref: UUID | str, *, check_blobs: bool = True, advance: bool = True
+    app: Any,
+    ref: UUID | str,
+    *,
+    check_blobs: bool = True,
+    advance: bool = True,
+    _above: frozenset[str] = frozenset(),
 ) -> VerifyReport:
+    """One session's chain, its anchor and its blobs, then those of the subagents it started
+    (its ``TaskStarted`` events): verifying a session verifies the whole tree of its work."""
     sid = _resolve(app, ref)
     session = str(sid)
     check = StoreChainCheck(session, anchor=WitnessedHeads(app).anchor(session))
     refs: dict[str, tuple[str, int, str]] = {}
-    _feed_records(check, iter_session_records(app, sid), refs if check_blobs else None)
+    tasks: list[AuditEvent] = []
+    records = _noting_tasks(iter_session_records(app, sid), tasks)
+    _feed_records(check, records, refs if check_blobs else None)
     if check.events == 0 and check.anchor is None:
         raise SessionNotFoundError(session, store=app.config.describe())
     problems, head = _finish_session(app, check, advance)
     if check.events == 0:
         problems.append(_gone(session, check))
     problems += _check_blobs(app, refs)
-    return VerifyReport(
+    report = VerifyReport(
         target=session,
         sessions=1,
         events=check.events,
         blobs=len(refs),
         problems=tuple(problems),
         heads=(head,) if head else (),
+    )
+    for task in tasks:
+        report = _with_child(app, report, task, check_blobs, advance, _above | {session})
+    if tasks and not _above:
+        count = report.sessions - 1
+        report = replace(report, notes=(*report.notes, f"{count} subagent session(s) checked"))
+    return report
+
+
+def _noting_tasks(records: Any, tasks: list[AuditEvent]) -> Any:
+    for record in records:
+        if isinstance(record, AuditEvent) and record.kind == "TaskStarted":
+            tasks.append(record)
+        yield record
+
+
+def _with_child(
+    app: Any,
+    report: VerifyReport,
+    task: AuditEvent,
+    check_blobs: bool,
+    advance: bool,
+    above: frozenset[str],
+) -> VerifyReport:
+    """``report`` with the subagent ``task`` started verified too (or why it cannot be)."""
+    child = str(task.fields.get("child_session"))
+    where = f"the subagent of task {task.fields.get('tool_use_id')}"
+    problem: Problem | None = None
+    if child in above:
+        problem = Problem(task.session, task.version, MALFORMED, f"{where} is a session above it")
+    else:
+        try:
+            found = verify_session(
+                app, UUID(child), check_blobs=check_blobs, advance=advance, _above=above
+            )
+        except (ValueError, SessionNotFoundError):
+            problem = Problem(
+                task.session,
+                task.version,
+                DELETED,
+                f"{where}, session {child}, is not in the store",
+            )
+    if problem is not None:
+        return replace(report, problems=(*report.problems, problem))
+    return replace(
+        report,
+        sessions=report.sessions + found.sessions,
+        events=report.events + found.events,
+        blobs=report.blobs + found.blobs,
+        problems=report.problems + found.problems,
+        heads=report.heads + found.heads,
     )
 
 

@@ -30,7 +30,12 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     )
     if args.output == "":
         raise UsageError("--output needs a file name (leave it out to write to standard output)")
-    options = ExportOptions(format=args.format, filter=flt, redact_globs=tuple(args.redact_glob))
+    options = ExportOptions(
+        format=args.format,
+        filter=flt,
+        redact_globs=tuple(args.redact_glob),
+        children=not args.no_children,
+    )
     if args.push:
         return _push(args, ctx, options)
     with working(f"exporting {args.format}", shown()):

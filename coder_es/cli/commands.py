@@ -275,6 +275,11 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         metavar="GLOB",
         help="replace the contents of files matching GLOB (repeatable)",
     )
+    p.add_argument(
+        "--no-children",
+        action="store_true",
+        help="leave out the subagents' sessions (by default the export holds them)",
+    )
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
