@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -348,3 +349,22 @@ def test_recorded_agent_definitions_are_what_a_replay_and_a_resume_offer(h: Harn
     assert child_request.messages[-1]["content"][-1]["text"] == "Be terse.\n\nagain"
     assert [t["name"] for t in child_request.tools] == ["read", "grep", "find"]
     assert h.events(kid)[0].settings["task"]["agent"] == "reviewer"
+
+
+def test_the_export_of_a_run_with_tasks_holds_and_verifies_its_children(
+    h: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es.cli.main import main
+
+    parent_id, kids, store = two_children(h)
+    out = tmp_path / "run.jsonl"
+    assert main([*store, "export", parent_id, "--format", "jsonl", "-o", str(out)]) == 0
+    header = json.loads(out.read_bytes().splitlines()[0])
+    assert [(c["tool_use_id"], c["session"]) for c in header["children"]] == [
+        ("t1", kids["t1"]),
+        ("t2", kids["t2"]),
+    ]
+    assert main([*store, "verify", str(out)]) == 0
+    assert "OK (3 session(s)" in capsys.readouterr().out
+    assert main([*store, "verify", parent_id]) == 0
+    assert "note: 2 subagent session(s) checked" in capsys.readouterr().out
