@@ -339,6 +339,9 @@ def test_recorded_agent_definitions_are_what_a_replay_and_a_resume_offer(h: Harn
     cassette = loads(dumps(export_session(h.app, handle.id)), "parent")
     report = replay_cassette(cassette, ReplayOptions(mode="verify"))
     assert report.ok, report.divergence
+    # Run again live, the child starts from the recorded definition (its prompt, its tools).
+    report = replay_cassette(cassette, ReplayOptions(mode="live"))
+    assert report.ok, report.divergence
     # Resumed without it, the session still offers it; the child runs the recorded definition.
     plain = AgentService(h.app, h.root, provider_factory=factory)
     resumed = asyncio.run(plain.open_session(handle.id, SessionOptions()))
