@@ -36,6 +36,7 @@ from coder_es.tools.terminal import Terminal, TerminalRun
 
 # How long a killed command may take to be reported as ended before the output is read anyway.
 KILL_GRACE_S = 10.0
+SHOWN_WAIT_S = 30.0
 
 
 class TerminalAccess(Protocol):
@@ -76,7 +77,10 @@ class AcpTerminal:
         timeout_ms: int,
         output_limit: int,
     ) -> TerminalRun:
-        await self.shown()
+        # Normally at once (the loop emits ToolStarted before it runs the call); bounded, so a
+        # call the client was somehow not shown still runs.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.shown(), SHOWN_WAIT_S)
         try:
             created = await self.client.create_terminal(
                 session_id=self.session_id,
