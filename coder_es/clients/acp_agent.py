@@ -4,7 +4,9 @@ Built on the ``agent-client-protocol`` package (``acp.run_agent``). The mapping,
 full table is in docs/clients.md):
 
 - ``initialize``: load session, text + embedded-context prompts, session list and fork (unstable);
-  the client's ``fs`` capabilities decide whether file tools go through its buffers;
+  the client's ``fs`` capabilities decide whether file tools go through its buffers, its
+  ``terminal`` capability whether ``bash`` runs its command (sandbox included) in the client's
+  terminal, embedded in the tool call (``acp_terminal``);
 - ``session/new`` / ``session/load`` / ``session/resume`` open a session of ``cwd``; load first
   replays the conversation (root -> head) as ``session/update`` notifications, resume does not;
   ``session/close`` stops a session's handle (its record stays);
@@ -91,6 +93,7 @@ from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor
+from coder_es.clients.acp_terminal import AcpTerminal, ClientTerminalExecutor
 from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
@@ -104,6 +107,7 @@ from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+from coder_es.tools.base import ToolContext
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.text import decode_text
@@ -228,6 +232,23 @@ class _Buffers:
         )
 
 
+@dataclass
+class _Terminals:
+    """``TerminalAccess`` for one session: the client's terminal when it offers ``terminal/*``,
+    for the session's own calls (a subagent's calls are not shown to the client)."""
+
+    buffers: _Buffers  # shares its session id, known after creation
+
+    def terminal_for(self, ctx: ToolContext) -> AcpTerminal | None:
+        agent, sid = self.buffers.agent, self.buffers.session_id
+        session = agent.sessions.get(sid)
+        # A child's loop has its own sink (and its calls' ids may repeat the parent's).
+        if not agent.terminal or session is None or ctx.sink is not session.handle.loop.sink:
+            return None
+        shown = session.announced.setdefault(ctx.tool_use_id, asyncio.Event())
+        return AcpTerminal(agent.client, sid, ctx.tool_use_id, shown.wait)
+
+
 def acp_mcp_servers(servers: list[Any] | None) -> tuple[McpServerConfig, ...]:
     """An ACP client's ``mcpServers`` (stdio, http, sse) as server configurations."""
     out = []
@@ -259,6 +280,8 @@ class AcpSession:
     started: set[str] = field(default_factory=set)
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     progress: dict[str, str] = field(default_factory=dict)
+    announced: dict[str, asyncio.Event] = field(default_factory=dict)
+    """Set once the client has been sent a call's ``tool_call`` (a terminal is shown in it)."""
     moves: int = 0
     spent: Decimal | None = Decimal(0)
     """Dollars the session's model responses cost so far; None once one has no known price
@@ -275,6 +298,7 @@ class CoderAcpAgent:
         self.sessions: dict[str, AcpSession] = {}
         self.fs_read = False
         self.fs_write = False
+        self.terminal = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def on_connect(self, conn: Client) -> None:
@@ -309,6 +333,7 @@ class CoderAcpAgent:
         fs = client_capabilities.fs if client_capabilities is not None else None
         self.fs_read = bool(fs is not None and fs.read_text_file)
         self.fs_write = bool(fs is not None and fs.write_text_file)
+        self.terminal = bool(client_capabilities is not None and client_capabilities.terminal)
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION) or PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -337,7 +362,9 @@ class CoderAcpAgent:
             raise UsageError(f"cwd must be an absolute path, got {cwd!r}")
         buffers = _Buffers(self)
         tools = default_registry()
-        executor = ClientFileExecutor(LocalExecutor(tools), buffers)
+        executor = ClientTerminalExecutor(
+            ClientFileExecutor(LocalExecutor(tools), buffers), _Terminals(buffers)
+        )
         service = self.runtime.service(where)
         own = AgentService(
             self.runtime.app,
@@ -708,12 +735,12 @@ class CoderAcpAgent:
         inp: dict[str, Any],
         status: m.Status,
     ) -> None:
-        if tool_use_id in session.started:
-            return
-        session.started.add(tool_use_id)
-        await self.client.session_update(
-            session_id=session.id, update=m.start(tool_use_id, name, inp, session.cwd, status)
-        )
+        if tool_use_id not in session.started:
+            session.started.add(tool_use_id)
+            await self.client.session_update(
+                session_id=session.id, update=m.start(tool_use_id, name, inp, session.cwd, status)
+            )
+        session.announced.setdefault(tool_use_id, asyncio.Event()).set()
 
     def _call_input(self, session: AcpSession, tool_use_id: str) -> tuple[str, dict[str, Any]]:
         call = session.handle.loop.state.calls.get(tool_use_id)
@@ -771,6 +798,7 @@ class CoderAcpAgent:
             name, inp = self._call_input(session, update.tool_use_id)
             await self._announce(session, update.tool_use_id, update.name or name, inp, "pending")
             session.progress.pop(update.tool_use_id, None)
+            session.announced.pop(update.tool_use_id, None)
             await client.session_update(
                 session_id=sid,
                 update=m.finish(
@@ -780,6 +808,8 @@ class CoderAcpAgent:
                     update.files_changed,
                     session.cwd,
                     self.runtime.app.blobs.get,
+                    terminal=update.metadata.get("terminal"),
+                    summary=str(update.metadata.get("summary", "")),
                 ),
             )
         elif isinstance(update, up.ModelResponse) and update.usage:
@@ -927,6 +957,7 @@ class CoderAcpAgent:
             session.handle.reload()
             session.started.clear()
             session.shown.clear()
+            session.announced.clear()
             lines = [f"{result.reason}: head {result.previous} -> {result.node}"]
         for f in result.files:
             lines.append(f"  {f.outcome:9} {f.path}" + (f" ({f.detail})" if f.detail else ""))
@@ -994,7 +1025,7 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        # The methods we do not implement (session/delete, terminals...) answer "method not found":
+        # The methods we do not implement (session/delete...) answer "method not found":
         # the router looks handlers up by name, so a partial Agent is what the package expects.
         await _run_guarded(cast(Agent, agent))
     finally:

@@ -16,6 +16,7 @@ from acp.schema import (
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
+    TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
     ToolCallProgress,
@@ -148,9 +149,18 @@ def finish(
     files_changed: list[dict[str, Any]] | tuple[dict[str, Any], ...],
     root: Path,
     blob: BlobReader,
+    terminal: str | None = None,
+    summary: str = "",
 ) -> ToolCallProgress:
+    """A finished call. A command that ran in the editor's ``terminal`` keeps it as the first
+    content (it shows the output), followed by the diffs and the ``summary`` of the result
+    beyond the output; ``rawOutput`` has the whole result either way."""
     content: list[Any] = list(result_diffs(files_changed, root, blob))
-    if output:
+    if terminal is not None:
+        content.insert(0, TerminalToolCallContent(type="terminal", terminal_id=terminal))
+        if summary:
+            content.append(text_content(summary))
+    elif output:
         content.append(text_content(output))
     return ToolCallProgress(
         session_update="tool_call_update",

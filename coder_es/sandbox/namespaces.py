@@ -30,14 +30,22 @@ with one line per fact:
 ``setup <step>`` (the sandbox could not be set up: exit status ``SETUP_FAILED``) and
 ``ready`` (the command is about to start: without it, the command never ran) and
 ``left <pid> <command line>`` (a process the command left running).
+
+A command run by another process (an editor's terminal, ``coder_es.tools.terminal``) cannot be
+handed a pipe: its report comes through a FIFO of the transaction instead (``ReportFifo``), opened
+for writing by the terminal's wrapper before the namespaces are made. A FIFO is a special file: an
+open write end does not make a mount busy for the read-only remount.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SETUP_FAILED = 125
@@ -197,7 +205,66 @@ def read_report(fd: int) -> Report:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    raw = b"".join(chunks).decode("utf-8", "replace")
+    return parse_report(b"".join(chunks))
+
+
+@dataclass
+class ReportFifo:
+    """The report channel of a command that another process starts: a FIFO at ``path``.
+
+    The read end is open before the command starts, and so is a write end of our own: the reader
+    never sees an end of file before the command's PID 1 has opened its end (``open`` would
+    otherwise block, or a non-blocking read would end at once), and ``finished`` drops it once
+    the command is known to be over. ``read`` (in a thread) then reads to the end, or gives up
+    ``grace_s`` after ``finished`` should a process the client failed to kill hold the FIFO.
+    """
+
+    path: Path
+    grace_s: float = 10.0
+    _read_fd: int = -1
+    _own_writer: int = -1
+    _done_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def create(cls, path: Path) -> ReportFifo:
+        os.mkfifo(path, 0o600)
+        fifo = cls(path)
+        fifo._read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fifo._own_writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        return fifo
+
+    def finished(self) -> None:
+        """The command ended (or will never start): the reader may reach the end."""
+        with self._lock:
+            if self._own_writer >= 0:
+                os.close(self._own_writer)
+                self._own_writer = -1
+                self._done_at = time.monotonic()
+
+    def read(self) -> Report:
+        chunks = []
+        try:
+            while True:
+                ready, _, _ = select.select([self._read_fd], [], [], 0.2)
+                if ready:
+                    try:
+                        chunk = os.read(self._read_fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                elif self._done_at is not None and time.monotonic() - self._done_at > self.grace_s:
+                    break
+        finally:
+            os.close(self._read_fd)
+            self.finished()
+        return parse_report(b"".join(chunks))
+
+
+def parse_report(data: bytes) -> Report:
+    raw = data.decode("utf-8", "replace")
     ready = False
     setup = None
     left: list[str] = []

@@ -120,6 +120,9 @@ class ToolContext:
     tools: Any = None
     # Starts a subagent (``task``): (definition, TaskInput) -> its result; None: not here.
     spawn: Any = None
+    # An editor's terminal (coder_es.tools.terminal.Terminal) that runs this call's shell command
+    # where the user watches it; None: bash runs it as a child of this process.
+    terminal: Any = None
 
 
 class Tool(ABC, Generic[InputT]):

@@ -13,6 +13,12 @@ reach, and a read-only agent runs it on a read-only file system.
 Elsewhere (the fallback) it runs in a new session so that a timeout or a cancellation kills its
 process group, and the files it changed are found with the workspace's stat index, scanned before
 and after: a change anyone else makes while the command runs is attributed to the command.
+
+With ``ToolContext.terminal`` (an editor's terminal, ``coder_es.tools.terminal``) the same command
+line, sandbox wrapper included, runs there instead of as a child of this process: the user
+watches it, and its changes are found, merged and reported exactly as above. The terminal gives
+one stream (stdout and stderr interleaved as the user saw them) and keeps its tail when the
+output is larger than ``MAX_CAPTURE_BYTES``.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.sandbox import SandboxSettings, Transaction, availability
-from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
+from coder_es.sandbox.namespaces import Report, ReportFifo, SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import CommitError, Outcome
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
+from coder_es.tools.terminal import Terminal, terminal_command
 from coder_es.userdirs import protected_user_dirs
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -109,6 +116,15 @@ class _Ran:
     err: _Capture
     returncode: int | None
     timed_out: bool
+    truncated: bool = False
+    """The terminal kept only the end of the output."""
+    signal: str | None = None
+    terminal: str | None = None
+    """The id of the editor's terminal that ran it."""
+
+
+# What a command sees besides its environment: no pager waits for a key, no colour codes.
+_QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
 
 
 async def _run_process(
@@ -120,7 +136,7 @@ async def _run_process(
     extra_env: dict[str, str] | None = None,
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
-    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", **(extra_env or {})}
+    env = {**os.environ, **_QUIET_ENV, **(extra_env or {})}
     spawning = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -169,6 +185,44 @@ async def _run_process(
         if proc.returncode is None:
             _kill_group(proc.pid, signal.SIGKILL)
     return _Ran(out, err, proc.returncode, timed_out)
+
+
+async def _run_in_terminal(
+    terminal: Terminal,
+    argv: list[str],
+    report: Path | None,
+    cwd: Path,
+    timeout_ms: int,
+    ctx: ToolContext,
+    extra_env: dict[str, str] | None = None,
+) -> _Ran:
+    """Run ``argv`` in the editor's terminal. The terminal's environment is the client's (which
+    started this process); only what ``_run_process`` sets on top of it is passed."""
+    command, args = terminal_command(argv, report)
+    try:
+        got = await terminal.run(
+            command,
+            args,
+            cwd=cwd,
+            env={**_QUIET_ENV, **(extra_env or {})},
+            timeout_ms=timeout_ms,
+            output_limit=MAX_CAPTURE_BYTES,
+        )
+    except asyncio.CancelledError:
+        ctx.cancelled.set()
+        raise
+    out = _Capture()
+    # A terminal is usually a pty, whose line discipline turns "\n" into "\r\n".
+    out.add(got.output.replace("\r\n", "\n").encode("utf-8", "surrogateescape"))
+    return _Ran(
+        out,
+        _Capture(),
+        got.exit_code,
+        got.timed_out,
+        truncated=got.truncated,
+        signal=got.signal,
+        terminal=got.terminal_id,
+    )
 
 
 # The workspace is an overlay mount in the sandbox: git would stop looking for a repository
@@ -220,8 +274,6 @@ class BashTool(Tool[BashInput]):
         root: Path = workspace.root
         hidden = _hidden_paths(root, settings)
         tx = await asyncio.to_thread(Transaction.begin, root)
-        read_end, write_end = os.pipe()
-        reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
         committing: asyncio.Future[Outcome] | None = None
         try:
             read_only = settings.read_only
@@ -234,21 +286,16 @@ class BashTool(Tool[BashInput]):
                 hidden=hidden,
                 network=settings.network,
             )
-            try:
-                argv = wrap(spec, [*_shell(), command])
-                # PID 1 reads nothing: its stdin is the report pipe's write end.
-                ran = await _run_process(
-                    argv, root, timeout_ms, ctx, stdin=write_end, extra_env=_SANDBOX_ENV
-                )
-            finally:
-                os.close(write_end)
-            report = await reading
+            ran, report = await self._launch(spec, command, tx, timeout_ms, ctx)
             if not report.ready:
                 why = report.setup_failure or ran.err.text().strip() or "unknown reason"
-                return ToolResult(
-                    f"the command did not run: its sandbox could not be set up ({why})",
-                    is_error=True,
-                )
+                if ran.terminal is not None and not report.setup_failure:
+                    why = (
+                        f"the editor's terminal ended it before it started (exit "
+                        f"{ran.returncode}): {ran.out.text().strip()[-500:] or 'no output'}"
+                    )
+                failure = f"the command did not run: its sandbox could not be set up ({why})"
+                return ToolResult(failure, is_error=True, metadata=_terminal_meta(ran, failure))
             outcome = Outcome()
             if not read_only:
                 committing = asyncio.ensure_future(
@@ -260,7 +307,11 @@ class BashTool(Tool[BashInput]):
                     # Planning stores blobs and the journal before anything is applied.
                     failed = e if isinstance(e, CommitError) else CommitError(str(e))
                     parts = [*_output(ran, timeout_ms), f"[error: {failed}]"]
-                    return ToolResult("\n".join(parts), is_error=True)
+                    return ToolResult(
+                        "\n".join(parts),
+                        is_error=True,
+                        metadata=_terminal_meta(ran, parts[-2] + "\n" + parts[-1]),
+                    )
         finally:
             if committing is not None and not committing.done():
                 # Cancelled while applying: the apply finishes (it is all or nothing) before the
@@ -275,6 +326,7 @@ class BashTool(Tool[BashInput]):
         )
         workspace.note_changes(c for c in changes if c.outcome != "conflict")
         parts = _output(ran, timeout_ms)
+        status = len(parts) - 1
         if changes:
             parts.append(_listing(changes))
         conflicts = [a for a in outcome.applied if a.outcome == "conflict"]
@@ -299,7 +351,35 @@ class BashTool(Tool[BashInput]):
             "\n".join(parts),
             is_error=ran.timed_out or ran.returncode != 0 or bool(report.leftovers),
             files_changed=changes,
+            metadata=_terminal_meta(ran, "\n".join(parts[status:])),
         )
+
+    @staticmethod
+    async def _launch(
+        spec: SandboxSpec, command: str, tx: Transaction, timeout_ms: int, ctx: ToolContext
+    ) -> tuple[_Ran, Report]:
+        """Run the command in its sandbox, here or in the editor's terminal; PID 1's report."""
+        argv = wrap(spec, [*_shell(), command])
+        if ctx.terminal is not None:
+            fifo = await asyncio.to_thread(ReportFifo.create, tx.path / "report")
+            reading = asyncio.ensure_future(asyncio.to_thread(fifo.read))
+            try:
+                ran = await _run_in_terminal(
+                    ctx.terminal, argv, fifo.path, spec.workspace, timeout_ms, ctx, _SANDBOX_ENV
+                )
+            finally:
+                fifo.finished()
+            return ran, await reading
+        read_end, write_end = os.pipe()
+        reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
+        try:
+            # PID 1 reads nothing: its stdin is the report pipe's write end.
+            ran = await _run_process(
+                argv, spec.workspace, timeout_ms, ctx, stdin=write_end, extra_env=_SANDBOX_ENV
+            )
+        finally:
+            os.close(write_end)
+        return ran, await reading
 
     @staticmethod
     def _commit(tx: Transaction, workspace: Any, hidden: tuple[Path, ...]) -> Outcome:
@@ -310,19 +390,25 @@ class BashTool(Tool[BashInput]):
 
     async def _run_with_index(self, command: str, timeout_ms: int, ctx: ToolContext) -> ToolResult:
         index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
-        ran = await _run_process([*_shell(), command], Path(ctx.root), timeout_ms, ctx)
+        argv = [*_shell(), command]
+        if ctx.terminal is not None:
+            ran = await _run_in_terminal(ctx.terminal, argv, None, Path(ctx.root), timeout_ms, ctx)
+        else:
+            ran = await _run_process(argv, Path(ctx.root), timeout_ms, ctx)
         changes: tuple[FileChange, ...] = ()
         if index is not None:
             found = await asyncio.to_thread(index.rescan)
             changes = tuple(FileChange(c.path, c.before, c.after) for c in found)
             ctx.workspace.note_changes(found)
         parts = _output(ran, timeout_ms)
+        status = len(parts) - 1
         if changes:
             parts.append(_listing(changes))
         return ToolResult(
             "\n".join(parts),
             is_error=ran.timed_out or ran.returncode != 0,
             files_changed=changes,
+            metadata=_terminal_meta(ran, "\n".join(parts[status:])),
         )
 
 
@@ -341,15 +427,30 @@ def _hidden_paths(root: Path, settings: SandboxSettings) -> tuple[Path, ...]:
     return tuple(out)
 
 
+def _terminal_meta(ran: _Ran, summary: str) -> dict[str, Any]:
+    """For a client: the terminal that showed the command, and what the result says beyond the
+    output the terminal shows (status, files, notes). Not recorded (``ToolResult.metadata``)."""
+    if ran.terminal is None:
+        return {}
+    return {"terminal": ran.terminal, "summary": summary}
+
+
 def _output(ran: _Ran, timeout_ms: int) -> list[str]:
+    """The output, then one status line (always last)."""
     parts = []
     stdout, stderr = ran.out.text(), ran.err.text()
+    if ran.truncated:
+        parts.append(
+            f"[... the terminal kept only the last {MAX_CAPTURE_BYTES} bytes of the output ...]"
+        )
     if stdout:
         parts.append(stdout.rstrip("\n"))
     if stderr:
         parts.append("[stderr]\n" + stderr.rstrip("\n"))
     if ran.timed_out:
         parts.append(f"[timed out after {timeout_ms} ms; everything it started was killed]")
+    elif ran.returncode is None and ran.signal:
+        parts.append(f"[killed by signal {ran.signal}]")
     else:
         parts.append(f"[exit code {ran.returncode}]")
     return parts
