@@ -33,12 +33,17 @@ import logging
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from uuid import UUID
 
-from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
+from acp import PROTOCOL_VERSION, Agent, Client, RequestError
+from acp.agent.connection import AgentSideConnection
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.meta import AGENT_METHODS
+from acp.router import MessageRouter
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -52,6 +57,8 @@ from acp.schema import (
     ConfigOptionUpdate,
     Cost,
     CurrentModeUpdate,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
     ImageContentBlock,
@@ -70,6 +77,7 @@ from acp.schema import (
     SessionCloseCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
@@ -86,6 +94,7 @@ from acp.schema import (
     UsageUpdate,
 )
 from acp.stdio import stdio_streams
+from acp.utils import normalize_result
 
 from coder_es import __version__
 from coder_es.clients import acp_mapping as m
@@ -98,7 +107,7 @@ from coder_es.clients.runtime import ClientRuntime
 from coder_es.clients.search_ops import search_hits, sessions_matching
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
-from coder_es.errors import CoderESError, UsageError
+from coder_es.errors import CoderESError, SessionNotFoundError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
@@ -140,6 +149,25 @@ MODES = {
     "explore": "reads and searches only; no shell, no edits",
 }
 assert set(MODES) == set(PRESETS), "every agent preset is a mode"
+
+
+LIST_PAGE = 100
+"""Sessions per ``session/list`` page."""
+
+
+def _cursor_of(session_id: str) -> str:
+    return base64.urlsafe_b64encode(f"after:{session_id}".encode()).decode()
+
+
+def _cursor_session(cursor: str) -> str:
+    """The session a ``_cursor_of`` cursor names; an opaque token to clients."""
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        text = ""
+    if not text.startswith("after:"):
+        raise RequestError.invalid_params({"details": "the cursor is not one this agent gave"})
+    return text[len("after:") :]
 
 
 def permission_options(question: up.PermissionRequired) -> list[PermissionOption]:
@@ -275,6 +303,8 @@ class CoderAcpAgent:
         self.sessions: dict[str, AcpSession] = {}
         self.fs_read = False
         self.fs_write = False
+        self.can_delete = False
+        """Whether ``session/delete`` has a route (``route_session_delete``)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def on_connect(self, conn: Client) -> None:
@@ -322,6 +352,7 @@ class CoderAcpAgent:
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
+                    delete=SessionDeleteCapabilities() if self.can_delete else None,
                 ),
             ),
             agent_info=Implementation(name="coder-es", title="coder-es", version=__version__),
@@ -426,8 +457,10 @@ class CoderAcpAgent:
     ) -> AcpSession:
         """``session/load`` (``replay``: the conversation is sent first) or ``session/resume``."""
         service, buffers = self._service(cwd)
-        options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-        handle = await service.open_session(session_id, options)
+        # As it now runs: its recorded agent preset and model (ClientRuntime.open_stored).
+        handle, options = await self.runtime.open_stored(
+            service, session_id, mcp_servers=acp_mcp_servers(mcp_servers)
+        )
         session = self._register(service, buffers, handle, mcp_servers, options)
         if replay:
             await self._replay(session)
@@ -581,36 +614,92 @@ class CoderAcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        """Every session (of ``cwd`` when given); with ``_meta.query``, only the sessions whose
-        text matches it, best first, each with its hits in ``_meta.coderEs.hits``."""
+        """The sessions not deleted (of ``cwd`` when given), newest first, ``LIST_PAGE`` at a
+        time (``_meta.pageSize`` asks for fewer); ``nextCursor`` names where the next page
+        starts. With ``_meta.query``, only the sessions whose text matches it, best first, each
+        with its hits in ``_meta.coderEs.hits``."""
+        if cwd is not None and not Path(cwd).is_absolute():
+            raise RequestError.invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
         where = str(Path(cwd).resolve()) if cwd else None
-        sessions = self.runtime.app.list_sessions()
+        size = kwargs.get("pageSize", LIST_PAGE)
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= LIST_PAGE:
+            raise RequestError.invalid_params(
+                {"details": f"_meta.pageSize must be a number from 1 to {LIST_PAGE}"}
+            )
+        app = self.runtime.app
+        # Every session (deleted ones too) fixes the order a cursor points into, so deleting a
+        # session between two pages moves nothing.
+        ordered = app.list_sessions(archived=None)[::-1]
         matches: dict[str, list[dict[str, Any]]] | None = None
         if kwargs.get("query") is not None:
             try:
                 # In a thread: the first search of a store indexes it, which must not stall
                 # the sessions this agent is running.
-                matches = await asyncio.to_thread(
-                    sessions_matching, self.runtime.app, kwargs["query"]
-                )
+                matches = await asyncio.to_thread(sessions_matching, app, kwargs["query"])
             except ClientError as e:
                 raise RequestError.invalid_params({"details": str(e)}) from e
             rank = {sid: i for i, sid in enumerate(matches)}
-            sessions = sorted(
-                (s for s in sessions if str(s.id) in rank), key=lambda s: rank[str(s.id)]
+            ordered = sorted(
+                (s for s in ordered if str(s.id) in rank), key=lambda s: rank[str(s.id)]
             )
+        if cursor is not None:
+            after = _cursor_session(cursor)
+            ids = [str(s.id) for s in ordered]
+            if after not in ids:
+                raise RequestError.invalid_params(
+                    {"details": "the cursor is not one this agent gave (or its list changed)"}
+                )
+            ordered = ordered[ids.index(after) + 1 :]
+        shown = [
+            s
+            for s in ordered
+            if not s.archived and (where is None or str(Path(s.workspace).resolve()) == where)
+        ]
+        page, more = shown[:size], len(shown) > size
         infos = [
             SessionInfo(
                 session_id=str(s.id),
                 cwd=s.workspace,
                 title=s.title or None,
-                updated_at=s.started_at.isoformat(),
+                updated_at=self._last_activity(s.id, s.started_at).isoformat(),
                 field_meta=None if matches is None else {"coderEs": {"hits": matches[str(s.id)]}},
             )
-            for s in sessions
-            if where is None or str(Path(s.workspace).resolve()) == where
+            for s in page
         ]
-        return ListSessionsResponse(sessions=infos)
+        next_cursor = _cursor_of(str(page[-1].id)) if more else None
+        return ListSessionsResponse(sessions=infos, next_cursor=next_cursor)
+
+    def _last_activity(self, session_id: Any, started: datetime) -> datetime:
+        """When the session's last event was recorded (``updatedAt``: its last activity)."""
+        try:
+            last: list[Any] = list(self.runtime.app.events.get(session_id, desc=True, limit=1))
+        except Exception:  # a damaged last event: the list still shows the session
+            return started
+        return cast(datetime, last[0].timestamp) if last else started
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+        """Hide the session from ``session/list`` (and ``coder-es sessions``): an ``Archived``
+        event; nothing is removed, ``session/load`` by its id still opens it and ``coder-es
+        sessions --deleted`` lists it. A session this connection has open is closed first
+        (refused while it runs a turn). Deleting an unknown or deleted session succeeds."""
+
+        async def work() -> DeleteSessionResponse:
+            app = self.runtime.app
+            try:
+                sid = UUID(session_id)
+                app.get_session(sid)
+            except (ValueError, SessionNotFoundError):
+                return DeleteSessionResponse()
+            session = self.sessions.get(str(sid))
+            if session is not None:
+                if session.handle.running:
+                    raise UsageError("the session is running a turn; cancel it before deleting")
+                del self.sessions[str(sid)]
+                await session.handle.close()
+            app.archive_session(sid, by="client")
+            return DeleteSessionResponse()
+
+        return await self._guard(work())
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -623,8 +712,9 @@ class CoderAcpAgent:
             result = branch_ops.fork(
                 self.runtime.app, service.workspace, session_id, None, new_session=True
             )
-            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-            handle = await service.open_session(result.session, options)
+            handle, options = await self.runtime.open_stored(
+                service, result.session, mcp_servers=acp_mcp_servers(mcp_servers)
+            )
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
             return ForkSessionResponse(session_id=session.id, **self._described(session))
@@ -965,16 +1055,49 @@ class CoderAcpAgent:
         self.sessions.clear()
 
 
-async def _run_guarded(agent: Agent) -> None:
-    """``run_agent`` on stdio, with ``LineGuard`` between stdin and the package: a stray line
-    gets its JSON-RPC error instead of ending the process."""
+def route_session_delete(conn: AgentSideConnection, agent: CoderAcpAgent) -> bool:
+    """Give ``session/delete`` (stable in the ACP schema since 1.x, in the package's schema
+    models) a route to ``agent.delete_session``: the package's router (0.12.1) has none, and it
+    answers a method it has no route for with "method not found" before any hook of ours.
+
+    The router is the package's own ``MessageRouter``, reached through the connection; if a
+    later version keeps it elsewhere, nothing is routed and False says not to advertise it."""
+    router = getattr(getattr(conn, "_conn", None), "_handler", None)
+    if not isinstance(router, MessageRouter):
+        log.warning("session/delete is not offered: the acp package's router was not found")
+        return False
+    router.route_request(
+        AGENT_METHODS["session_delete"],
+        DeleteSessionRequest,
+        agent,
+        "delete_session",
+        adapt_result=normalize_result,
+    )
+    return True
+
+
+async def _run_guarded(agent: CoderAcpAgent) -> None:
+    """The package's ``run_agent`` on stdio, with ``LineGuard`` between stdin and the package
+    (a stray line gets its JSON-RPC error instead of ending the process) and the routes the
+    package lacks (``route_session_delete``)."""
     reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     guard = LineGuard(reader, writer, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     pump = asyncio.create_task(guard.pump())
     one_line = ProtocolErrorsOnOneLine()
     logging.getLogger().addFilter(one_line)
     try:
-        await run_agent(agent, writer, guard.reader, use_unstable_protocol=True)
+        conn = AgentSideConnection(
+            cast(Agent, agent),
+            writer,
+            guard.reader,
+            listening=False,
+            use_unstable_protocol=True,
+        )
+        agent.can_delete = route_session_delete(conn, agent)
+        try:
+            await conn.listen()
+        finally:
+            await asyncio.shield(conn.close())
     finally:
         logging.getLogger().removeFilter(one_line)
         pump.cancel()
@@ -994,9 +1117,9 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        # The methods we do not implement (session/delete, terminals...) answer "method not found":
-        # the router looks handlers up by name, so a partial Agent is what the package expects.
-        await _run_guarded(cast(Agent, agent))
+        # The methods we do not implement answer "method not found": the router looks handlers
+        # up by name, so a partial Agent is what the package expects.
+        await _run_guarded(agent)
     finally:
         runtime.close()
         await agent.close()
