@@ -7,11 +7,14 @@ full table is in docs/clients.md):
   the client's ``fs`` capabilities decide whether file tools go through its buffers;
 - ``session/new`` / ``session/load`` / ``session/resume`` open a session of ``cwd``; load first
   replays the conversation (root -> head) as ``session/update`` notifications, resume does not;
-  ``session/close`` stops a session's handle (its record stays);
+  ``session/close`` stops a session's handle (its record stays); ``session/delete`` hides it from
+  the lists (an ``Archived`` event: nothing is removed); ``session/list`` pages with a cursor;
 - modes are the agent presets (build, plan, explore): ``session/set_mode`` or the ``mode`` config
-  option reopen the handle with another preset, the ``model`` config option with another model
-  (as ``coder-es resume --agent/--model``); ``current_mode_update`` / ``config_option_update``
-  follow; ``usage_update`` after each model response (context used, window, session cost);
+  option reopen the handle with another preset, the ``model`` config option with another model,
+  recorded as a ``SettingsChanged`` (as ``coder-es run --session --agent/--model``), so later
+  openings see it; chosen during a turn, it applies when the turn ends;
+  ``current_mode_update`` / ``config_option_update`` follow; ``usage_update`` after each model
+  response (context used, window, session cost);
 - ``session/prompt`` streams text and thinking chunks, ``tool_call`` / ``tool_call_update``
   (kind, status, locations, diffs) and returns the stop reason;
 - a question of the permission layer becomes ``session/request_permission`` with allow_once /
@@ -288,6 +291,8 @@ class AcpSession:
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     progress: dict[str, str] = field(default_factory=dict)
     moves: int = 0
+    pending: dict[str, str] = field(default_factory=dict)
+    """A mode (``agent``) or ``model`` chosen while a turn ran: applied when it ends."""
     spent: Decimal | None = Decimal(0)
     """Dollars the session's model responses cost so far; None once one has no known price
     (the figure is then left out rather than guessed)."""
@@ -498,9 +503,18 @@ class CoderAcpAgent:
 
     # ------------------------------------------------------------------ modes and options
 
+    def _chosen(self, session: AcpSession) -> tuple[str, str]:
+        """The agent preset and model the session runs its next turn with: those it is open
+        with, or those chosen while its turn ran."""
+        opened = session.handle.opened()
+        return (
+            session.pending.get("agent", opened.agent),
+            session.pending.get("model", opened.model),
+        )
+
     def _modes(self, session: AcpSession) -> SessionModeState:
         return SessionModeState(
-            current_mode_id=session.handle.opened().agent,
+            current_mode_id=self._chosen(session)[0],
             available_modes=[
                 SessionMode(id=name, name=name, description=desc) for name, desc in MODES.items()
             ],
@@ -508,8 +522,9 @@ class CoderAcpAgent:
 
     def _config_options(self, session: AcpSession) -> list[Any]:
         opened = session.handle.opened()
+        agent, model = self._chosen(session)
         models = dict.fromkeys(
-            (opened.model, self.runtime.choice.model, *session.service.models.models)
+            (model, opened.model, self.runtime.choice.model, *session.service.models.models)
         )
         return [
             SessionConfigOptionSelect(
@@ -518,7 +533,7 @@ class CoderAcpAgent:
                 name="Agent",
                 category="mode",
                 description="the agent preset: which tools it is offered and its permission rules",
-                current_value=opened.agent,
+                current_value=agent,
                 options=[
                     SessionConfigSelectOption(value=n, name=n, description=d)
                     for n, d in MODES.items()
@@ -530,7 +545,7 @@ class CoderAcpAgent:
                 name="Model",
                 category="model",
                 description=f"the model of the {opened.provider} provider",
-                current_value=opened.model,
+                current_value=model,
                 options=[SessionConfigSelectOption(value=n, name=n) for n in models if n],
             ),
         ]
@@ -538,13 +553,23 @@ class CoderAcpAgent:
     async def _reopen(
         self, session: AcpSession, *, agent: str | None = None, model: str | None = None
     ) -> bool:
-        """Open the session again with another agent preset or model (as ``coder-es resume
-        --agent/--model`` would); False when nothing changes."""
-        opened = session.handle.opened()
-        if agent in (None, opened.agent) and model in (None, opened.model):
+        """Open the session again with another agent preset or model, which
+        ``AgentService.open_session`` records as a ``SettingsChanged`` (as ``coder-es resume
+        --agent/--model`` does); False when nothing changes.
+
+        ACP lets a client change the mode while a turn runs: that turn holds the session and
+        keeps its preset and model, and the choice is applied when it ends (``_apply_pending``).
+        """
+        chosen = self._chosen(session)
+        if agent in (None, chosen[0]) and model in (None, chosen[1]):
             return False
         if session.handle.running:
-            raise UsageError("a turn is running; cancel it before changing the mode or model")
+            if agent is not None:
+                session.pending["agent"] = agent
+            if model is not None:
+                session.pending["model"] = model
+            return True
+        opened = session.handle.opened()
         # Unchanged parts keep what the handle was opened with (a scripted provider's "model"
         # is its script's path, which the provider reports under another name).
         options = replace(
@@ -557,12 +582,31 @@ class CoderAcpAgent:
         await old.close()
         return True
 
+    async def _apply_pending(self, session: AcpSession) -> None:
+        """After a turn: the mode or model chosen while it ran. Should that fail (the new
+        model's provider cannot be built), the client is told the settings really in force."""
+        wanted, session.pending = session.pending, {}
+        if not wanted or self.sessions.get(session.id) is not session:
+            return
+        try:
+            await self._reopen(session, agent=wanted.get("agent"), model=wanted.get("model"))
+        except CoderESError as e:
+            log.error("session %s keeps its mode and model: %s", session.id, e)
+            await self._mode_changed(session)
+            await self.client.session_update(
+                session_id=session.id,
+                update=ConfigOptionUpdate(
+                    session_update="config_option_update",
+                    config_options=self._config_options(session),
+                ),
+            )
+
     async def _mode_changed(self, session: AcpSession) -> None:
         await self.client.session_update(
             session_id=session.id,
             update=CurrentModeUpdate(
                 session_update="current_mode_update",
-                current_mode_id=session.handle.opened().agent,
+                current_mode_id=self._chosen(session)[0],
             ),
         )
 
@@ -742,7 +786,10 @@ class CoderAcpAgent:
         images = prompt_images(prompt)
         if not text.strip() and not images:
             raise RequestError.invalid_params({"details": "the prompt has no text"})
-        return await self._guard(self._turn(session, text, images))
+        try:
+            return await self._guard(self._turn(session, text, images))
+        finally:
+            await self._apply_pending(session)
 
     async def _turn(
         self, session: AcpSession, text: str, images: list[tuple[str, bytes]]
@@ -1056,8 +1103,8 @@ class CoderAcpAgent:
 
 
 def route_session_delete(conn: AgentSideConnection, agent: CoderAcpAgent) -> bool:
-    """Give ``session/delete`` (stable in the ACP schema since 1.x, in the package's schema
-    models) a route to ``agent.delete_session``: the package's router (0.12.1) has none, and it
+    """Give ``session/delete`` (stable in ACP schema 1.21; its request model is in the package's
+    schema) a route to ``agent.delete_session``: the package's router (0.12.1) has none, and it
     answers a method it has no route for with "method not found" before any hook of ours.
 
     The router is the package's own ``MessageRouter``, reached through the connection; if a
