@@ -8,7 +8,7 @@ writer on the same session version gets ``eventsourcing.persistence.IntegrityErr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +36,12 @@ from coder_es.store.views import ViewStore
 T = TypeVar("T")
 
 SESSION_STARTED_TOPIC = get_topic(Session.Started)
+# The events that change what a session's summary says after its start (few per session).
+SUMMARY_TOPICS = [
+    get_topic(Session.SettingsChanged),
+    get_topic(Session.Archived),
+    get_topic(Session.Unarchived),
+]
 _BASE_KEYS = ("originator_id", "originator_version", "timestamp")
 
 
@@ -113,6 +119,8 @@ class SessionSummary:
     started_at: datetime
     parent_session: str | None
     parent_node: str | None
+    archived: bool = False
+    """Hidden from the lists (``session/delete``); still stored and opened by its id."""
 
 
 class CoderApp(ChainedLog):
@@ -234,34 +242,78 @@ class CoderApp(ChainedLog):
         return [self.sealing.unseal_event(e) for e in events]
 
     def iter_session_summaries(self) -> Iterator[SessionSummary]:
+        """Every session (archived ones too), as it is now: its agent, provider and model are
+        those of its last ``SettingsChanged``, else those it started with."""
+        changes = self._summary_changes()
+        for event in self._events_of([SESSION_STARTED_TOPIC], "the start of session"):
+            now = changes.get(event.originator_id, {})
+            yield SessionSummary(
+                id=event.originator_id,
+                title=event.title,
+                workspace=event.workspace,
+                agent=now.get("agent", event.agent),
+                provider=now.get("provider", event.provider),
+                model=now.get("model", event.model),
+                started_at=event.timestamp,
+                parent_session=event.parent_session,
+                parent_node=event.parent_node,
+                archived=bool(now.get("archived")),
+            )
+
+    def _summary_changes(self, only: UUID | None = None) -> dict[UUID, dict[str, Any]]:
+        """Per session, what its events since ``Started`` changed in its summary: the agent,
+        provider and model of its last ``SettingsChanged``, and whether it is archived."""
+        kinds = (Session.SettingsChanged, Session.Archived, Session.Unarchived)
+        if only is not None:
+            events: Iterable[Any] = (e for e in self.session_events(only) if isinstance(e, kinds))
+        else:
+            events = self._events_of(SUMMARY_TOPICS, "an event of session")
+        out: dict[UUID, dict[str, Any]] = {}
+        for e in events:
+            state = out.setdefault(e.originator_id, {})
+            if isinstance(e, Session.SettingsChanged):
+                state.update(agent=e.agent, provider=e.provider, model=e.model)
+            else:
+                state["archived"] = isinstance(e, Session.Archived)
+        return out
+
+    def _events_of(self, topics: list[str], where: str) -> Iterator[Any]:
+        """The events of these kinds, of every session, in the order they were recorded."""
         start = 1
         while True:
-            batch = self.recorder.select_notifications(
-                start=start, limit=500, topics=[SESSION_STARTED_TOPIC]
-            )
+            batch = self.recorder.select_notifications(start=start, limit=500, topics=topics)
             for notification in batch:
                 try:
                     event: Any = self.mapper.to_domain_event(notification)
                 except Exception as e:
-                    where = f"the start of session {notification.originator_id}"
-                    raise damaged_event_error(where, e) from e
-                yield SessionSummary(
-                    id=event.originator_id,
-                    title=event.title,
-                    workspace=event.workspace,
-                    agent=event.agent,
-                    provider=event.provider,
-                    model=event.model,
-                    started_at=event.timestamp,
-                    parent_session=event.parent_session,
-                    parent_node=event.parent_node,
-                )
+                    raise damaged_event_error(f"{where} {notification.originator_id}", e) from e
+                yield event
             if len(batch) < 500:
                 return
             start = batch[-1].id + 1
 
-    def list_sessions(self) -> list[SessionSummary]:
-        return list(self.iter_session_summaries())
+    def list_sessions(self, *, archived: bool | None = False) -> list[SessionSummary]:
+        """The sessions in start order: those not archived (``archived=False``), only the
+        archived ones (``True``) or all (``None``)."""
+        return [
+            s for s in self.iter_session_summaries() if archived is None or s.archived == archived
+        ]
+
+    def archive_session(self, session_id: UUID, *, by: str, archived: bool = True) -> bool:
+        """Hide a session from the lists (``archived``) or show it again; False when it already
+        was. Holds the session's lease (one writer per session): a session running a turn in
+        another process is busy (``SessionBusyError``)."""
+        with self.leases.hold(str(session_id), "archive" if archived else "unarchive"):
+            state = self._summary_changes(only=session_id).get(session_id, {})
+            if bool(state.get("archived")) == archived:
+                return False
+            session = self.get_session(session_id)
+            if archived:
+                session.archive(by=by)
+            else:
+                session.unarchive(by=by)
+            self.save(session)
+        return True
 
     def resolve_session(self, ref: str) -> UUID:
         """A full session id or a unique prefix of one."""

@@ -906,6 +906,25 @@ class ReplayEngine:
                 handle.update_permissions(
                     rules_from_records(f.get("rules") or []), str(f.get("default", "ask"))
                 )
+            elif event.kind == "SettingsChanged":
+                # Another agent preset or model between turns (an editor's mode, a resume's
+                # --agent/--model): recorded again, the loop offers that preset's tools and
+                # decides by its rules from here, as the recorded session did. The model's
+                # answers still come from the recording.
+                f = event.fields
+                handle = await self._open()
+                handle.change_settings(
+                    agent=str(f["agent"]),
+                    provider=str(f["provider"]),
+                    model=str(f["model"]),
+                    context_budget=int(f["context_budget"]),
+                )
+            elif event.kind in ("Archived", "Unarchived"):
+                # Whether the lists show it: nothing the agent decides depends on it.
+                f = event.fields
+                self.app.archive_session(
+                    self.sid, by=str(f["by"]), archived=event.kind == "Archived"
+                )
             elif event.kind == "ContextCompacted":
                 await self._close_handle()
                 f = event.fields

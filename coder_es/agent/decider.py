@@ -27,7 +27,7 @@ recorded response is made again (nothing of it was recorded, so nothing is lost)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,9 @@ from typing import Any
 from coder_es.agent.state import CallState, LoopState
 from coder_es.domain.session import SUMMARY, USER, NodeId
 from coder_es.permissions.policy import Evaluation, Policy
+from coder_es.permissions.presets import get_preset
 from coder_es.permissions.rules import Rule
+from coder_es.permissions.subagents import recorded_tools
 from coder_es.tools.base import Subject, ToolCall
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError
@@ -75,6 +77,16 @@ class DecisionContext:
         stays, since it is chosen when the session is opened, not by the rules."""
         policy = replace(self.policy, user_rules=rules_from_records(rules), default=default)
         return replace(self, policy=policy)
+
+    def with_agent(self, agent: str, settings: Mapping[str, Any]) -> DecisionContext:
+        """The same context under another agent preset (a ``SettingsChanged``): its tools, as
+        the session's ``settings`` record them (``recorded_tools``), and its rules; the user's
+        rules stay."""
+        preset = get_preset(agent)
+        tools = recorded_tools(preset.tools, settings)
+        if tools != preset.tools:
+            preset = replace(preset, tools=tools)
+        return replace(self, policy=replace(self.policy, preset=preset))
 
 
 def rules_from_records(records: Iterable[dict[str, Any]]) -> tuple[Rule, ...]:

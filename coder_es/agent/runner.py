@@ -223,6 +223,8 @@ class AgentLoop:
             self._follow_permissions()
         elif isinstance(event, Session.McpToolsListed):
             self._follow_mcp_tools()
+        elif isinstance(event, Session.SettingsChanged):
+            self._follow_settings()
 
     def _follow_permissions(self) -> None:
         # Decisions after the event use its rules, whether it was just recorded or loaded.
@@ -233,6 +235,16 @@ class AgentLoop:
             # A rule can offer a tool the preset does not (or stop offering it).
             self._settings = None
             self._builder = None
+
+    def _follow_settings(self) -> None:
+        # From here the preset's tools and rules decide, and requests fit the new model's
+        # budget: a replay switches at the same event as the recorded session did.
+        st = self.state
+        self.deps.decision = self.deps.decision.with_agent(st.agent, st.settings)
+        if st.context_budget is not None:
+            self.config = replace(self.config, context_budget=st.context_budget)
+        self._settings = None
+        self._builder = None
 
     def _follow_mcp_tools(self) -> None:
         # The tools offered follow the recorded catalog, so a replay offers what was offered.
@@ -256,6 +268,22 @@ class AgentLoop:
         for s in servers:
             if s.get("status") == "failed" and known.get(s.get("name")) != "failed":
                 self.emit(up.Error("McpServerFailed", str(s.get("error")), False))
+
+    def change_settings(
+        self, *, agent: str, provider: str, model: str, context_budget: int
+    ) -> None:
+        """Record another agent preset, provider or model for this session (between turns)
+        and run by it from now on."""
+        self._trigger(
+            partial(
+                Session.change_settings,
+                agent=agent,
+                provider=provider,
+                model=model,
+                context_budget=context_budget,
+            )
+        )
+        self.flush()
 
     def change_permissions(self, rules: list[dict[str, Any]], default: str) -> None:
         """Record new user rules for this session (between turns) and decide by them."""

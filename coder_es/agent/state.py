@@ -75,6 +75,9 @@ class LoopState:
     step_limit_at: NodeId | None = None
     # The MCP servers and their tools, as the last McpToolsListed recorded them.
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    # The request budget of the last SettingsChanged; None: the Started settings' (or the
+    # loop's configuration, for a session recorded before budgets were).
+    context_budget: int | None = None
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -181,6 +184,10 @@ class LoopState:
     def _permissions_changed(self, e: Session.PermissionsChanged) -> None:
         self.permissions = {"rules": [dict(r) for r in e.rules], "default": e.default}
 
+    def _settings_changed(self, e: Session.SettingsChanged) -> None:
+        self.agent, self.provider, self.model = e.agent, e.provider, e.model
+        self.context_budget = e.context_budget
+
     def _step_limit_reached(self, e: Session.StepLimitReached) -> None:
         self.step_limit_at = e.node
 
@@ -238,4 +245,5 @@ _HANDLERS: dict[type, Any] = {
     Session.StepLimitReached: LoopState._step_limit_reached,
     Session.PermissionsChanged: LoopState._permissions_changed,
     Session.McpToolsListed: LoopState._mcp_tools_listed,
+    Session.SettingsChanged: LoopState._settings_changed,
 }

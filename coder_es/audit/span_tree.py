@@ -219,6 +219,13 @@ class SpanTree:
             self.started = dict(f)
             self._last_time = e.timestamp
             return done
+        if e.kind == "SettingsChanged":
+            # Between turns: the next turn runs as this agent, provider and model.
+            self.started.update(agent=f.get("agent"), provider=f.get("provider"))
+            self.started["model"] = f.get("model")
+            return done
+        if e.kind in ("Archived", "Unarchived"):
+            return done  # which lists show the session: no part of a turn
         if e.kind == "UserMessageAdded" or self._turn is None:
             done.extend(self.finish())
             opened = self._open_turn(e)

@@ -116,6 +116,16 @@ def _sessions_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="each session under the one it was forked from (subagents under their parent)",
     )
+    hidden = p.add_mutually_exclusive_group()
+    hidden.add_argument(
+        "--deleted",
+        action="store_true",
+        help="list the deleted sessions instead (deleting hides a session; nothing is removed)",
+    )
+    hidden.add_argument(
+        "--delete", metavar="SESSION", help="hide SESSION from the lists (its record stays)"
+    )
+    hidden.add_argument("--restore", metavar="SESSION", help="list a deleted SESSION again")
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:

@@ -27,7 +27,16 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
         if not args.json:
             print(f"no sessions: {e}")
         return 0
-    sessions = app.list_sessions()
+    delete = getattr(args, "delete", None)
+    change = delete or getattr(args, "restore", None)
+    if change:
+        sid = app.resolve_session(change)
+        done = app.archive_session(sid, by="user", archived=bool(delete))
+        verb = "deleted" if delete else "restored"
+        print(f"session {sid} {verb}" if done else f"session {sid} was already {verb}")
+        return 0
+    deleted = bool(getattr(args, "deleted", False))
+    sessions = app.list_sessions(archived=deleted)
     if args.json:
         for s in sessions:
             print_json(
@@ -41,11 +50,13 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
                     "started_at": s.started_at.isoformat(),
                     "parent_session": s.parent_session,
                     "parent_node": s.parent_node,
+                    "deleted": s.archived,
                 }
             )
         return 0
     if not sessions:
-        print(f"no sessions in {ctx.config.describe()}")
+        which = "deleted sessions" if deleted else "sessions"
+        print(f"no {which} in {ctx.config.describe()}")
         return 0
     ordered = _as_tree(sessions) if args.tree else [(0, s) for s in sessions]
     rows = [
@@ -169,7 +180,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     started = time.perf_counter()
     try:
         app = ctx.app
-        report["sessions"] = len(app.list_sessions())
+        report["sessions"] = len(app.list_sessions(archived=None))
         report["max_notification_id"] = app.recorder.max_notification_id()
     except NoStoreError as e:
         notes.append(str(e))

@@ -9,11 +9,14 @@ full table is in docs/clients.md):
   terminal, embedded in the tool call (``acp_terminal``);
 - ``session/new`` / ``session/load`` / ``session/resume`` open a session of ``cwd``; load first
   replays the conversation (root -> head) as ``session/update`` notifications, resume does not;
-  ``session/close`` stops a session's handle (its record stays);
+  ``session/close`` stops a session's handle (its record stays); ``session/delete`` hides it from
+  the lists (an ``Archived`` event: nothing is removed); ``session/list`` pages with a cursor;
 - modes are the agent presets (build, plan, explore): ``session/set_mode`` or the ``mode`` config
-  option reopen the handle with another preset, the ``model`` config option with another model
-  (as ``coder-es resume --agent/--model``); ``current_mode_update`` / ``config_option_update``
-  follow; ``usage_update`` after each model response (context used, window, session cost);
+  option reopen the handle with another preset, the ``model`` config option with another model,
+  recorded as a ``SettingsChanged`` (as ``coder-es run --session --agent/--model``), so later
+  openings see it; chosen during a turn, it applies when the turn ends;
+  ``current_mode_update`` / ``config_option_update`` follow; ``usage_update`` after each model
+  response (context used, window, session cost);
 - ``session/prompt`` streams text and thinking chunks, ``tool_call`` / ``tool_call_update``
   (kind, status, locations, diffs) and returns the stop reason;
 - a question of the permission layer becomes ``session/request_permission`` with allow_once /
@@ -35,12 +38,17 @@ import logging
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from uuid import UUID
 
-from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
+from acp import PROTOCOL_VERSION, Agent, Client, RequestError
+from acp.agent.connection import AgentSideConnection
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.meta import AGENT_METHODS
+from acp.router import MessageRouter
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -54,6 +62,8 @@ from acp.schema import (
     ConfigOptionUpdate,
     Cost,
     CurrentModeUpdate,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
     ImageContentBlock,
@@ -72,6 +82,7 @@ from acp.schema import (
     SessionCloseCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
@@ -88,6 +99,7 @@ from acp.schema import (
     UsageUpdate,
 )
 from acp.stdio import stdio_streams
+from acp.utils import normalize_result
 
 from coder_es import __version__
 from coder_es.clients import acp_mapping as m
@@ -101,7 +113,7 @@ from coder_es.clients.runtime import ClientRuntime
 from coder_es.clients.search_ops import search_hits, sessions_matching
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
-from coder_es.errors import CoderESError, UsageError
+from coder_es.errors import CoderESError, SessionNotFoundError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
@@ -144,6 +156,25 @@ MODES = {
     "explore": "reads and searches only; no shell, no edits",
 }
 assert set(MODES) == set(PRESETS), "every agent preset is a mode"
+
+
+LIST_PAGE = 100
+"""Sessions per ``session/list`` page."""
+
+
+def _cursor_of(session_id: str) -> str:
+    return base64.urlsafe_b64encode(f"after:{session_id}".encode()).decode()
+
+
+def _cursor_session(cursor: str) -> str:
+    """The session a ``_cursor_of`` cursor names; an opaque token to clients."""
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeError, ValueError):
+        text = ""
+    if not text.startswith("after:"):
+        raise RequestError.invalid_params({"details": "the cursor is not one this agent gave"})
+    return text[len("after:") :]
 
 
 def permission_options(question: up.PermissionRequired) -> list[PermissionOption]:
@@ -283,6 +314,8 @@ class AcpSession:
     announced: dict[str, asyncio.Event] = field(default_factory=dict)
     """Set once the client has been sent a call's ``tool_call`` (a terminal is shown in it)."""
     moves: int = 0
+    pending: dict[str, str] = field(default_factory=dict)
+    """A mode (``agent``) or ``model`` chosen while a turn ran: applied when it ends."""
     spent: Decimal | None = Decimal(0)
     """Dollars the session's model responses cost so far; None once one has no known price
     (the figure is then left out rather than guessed)."""
@@ -299,6 +332,8 @@ class CoderAcpAgent:
         self.fs_read = False
         self.fs_write = False
         self.terminal = False
+        self.can_delete = False
+        """Whether ``session/delete`` has a route (``route_session_delete``)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def on_connect(self, conn: Client) -> None:
@@ -347,6 +382,7 @@ class CoderAcpAgent:
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
+                    delete=SessionDeleteCapabilities() if self.can_delete else None,
                 ),
             ),
             agent_info=Implementation(name="coder-es", title="coder-es", version=__version__),
@@ -453,8 +489,10 @@ class CoderAcpAgent:
     ) -> AcpSession:
         """``session/load`` (``replay``: the conversation is sent first) or ``session/resume``."""
         service, buffers = self._service(cwd)
-        options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-        handle = await service.open_session(session_id, options)
+        # As it now runs: its recorded agent preset and model (ClientRuntime.open_stored).
+        handle, options = await self.runtime.open_stored(
+            service, session_id, mcp_servers=acp_mcp_servers(mcp_servers)
+        )
         session = self._register(service, buffers, handle, mcp_servers, options)
         if replay:
             await self._replay(session)
@@ -492,9 +530,18 @@ class CoderAcpAgent:
 
     # ------------------------------------------------------------------ modes and options
 
+    def _chosen(self, session: AcpSession) -> tuple[str, str]:
+        """The agent preset and model the session runs its next turn with: those it is open
+        with, or those chosen while its turn ran."""
+        opened = session.handle.opened()
+        return (
+            session.pending.get("agent", opened.agent),
+            session.pending.get("model", opened.model),
+        )
+
     def _modes(self, session: AcpSession) -> SessionModeState:
         return SessionModeState(
-            current_mode_id=session.handle.opened().agent,
+            current_mode_id=self._chosen(session)[0],
             available_modes=[
                 SessionMode(id=name, name=name, description=desc) for name, desc in MODES.items()
             ],
@@ -502,8 +549,9 @@ class CoderAcpAgent:
 
     def _config_options(self, session: AcpSession) -> list[Any]:
         opened = session.handle.opened()
+        agent, model = self._chosen(session)
         models = dict.fromkeys(
-            (opened.model, self.runtime.choice.model, *session.service.models.models)
+            (model, opened.model, self.runtime.choice.model, *session.service.models.models)
         )
         return [
             SessionConfigOptionSelect(
@@ -512,7 +560,7 @@ class CoderAcpAgent:
                 name="Agent",
                 category="mode",
                 description="the agent preset: which tools it is offered and its permission rules",
-                current_value=opened.agent,
+                current_value=agent,
                 options=[
                     SessionConfigSelectOption(value=n, name=n, description=d)
                     for n, d in MODES.items()
@@ -524,7 +572,7 @@ class CoderAcpAgent:
                 name="Model",
                 category="model",
                 description=f"the model of the {opened.provider} provider",
-                current_value=opened.model,
+                current_value=model,
                 options=[SessionConfigSelectOption(value=n, name=n) for n in models if n],
             ),
         ]
@@ -532,13 +580,23 @@ class CoderAcpAgent:
     async def _reopen(
         self, session: AcpSession, *, agent: str | None = None, model: str | None = None
     ) -> bool:
-        """Open the session again with another agent preset or model (as ``coder-es resume
-        --agent/--model`` would); False when nothing changes."""
-        opened = session.handle.opened()
-        if agent in (None, opened.agent) and model in (None, opened.model):
+        """Open the session again with another agent preset or model, which
+        ``AgentService.open_session`` records as a ``SettingsChanged`` (as ``coder-es resume
+        --agent/--model`` does); False when nothing changes.
+
+        ACP lets a client change the mode while a turn runs: that turn holds the session and
+        keeps its preset and model, and the choice is applied when it ends (``_apply_pending``).
+        """
+        chosen = self._chosen(session)
+        if agent in (None, chosen[0]) and model in (None, chosen[1]):
             return False
         if session.handle.running:
-            raise UsageError("a turn is running; cancel it before changing the mode or model")
+            if agent is not None:
+                session.pending["agent"] = agent
+            if model is not None:
+                session.pending["model"] = model
+            return True
+        opened = session.handle.opened()
         # Unchanged parts keep what the handle was opened with (a scripted provider's "model"
         # is its script's path, which the provider reports under another name).
         options = replace(
@@ -551,12 +609,31 @@ class CoderAcpAgent:
         await old.close()
         return True
 
+    async def _apply_pending(self, session: AcpSession) -> None:
+        """After a turn: the mode or model chosen while it ran. Should that fail (the new
+        model's provider cannot be built), the client is told the settings really in force."""
+        wanted, session.pending = session.pending, {}
+        if not wanted or self.sessions.get(session.id) is not session:
+            return
+        try:
+            await self._reopen(session, agent=wanted.get("agent"), model=wanted.get("model"))
+        except CoderESError as e:
+            log.error("session %s keeps its mode and model: %s", session.id, e)
+            await self._mode_changed(session)
+            await self.client.session_update(
+                session_id=session.id,
+                update=ConfigOptionUpdate(
+                    session_update="config_option_update",
+                    config_options=self._config_options(session),
+                ),
+            )
+
     async def _mode_changed(self, session: AcpSession) -> None:
         await self.client.session_update(
             session_id=session.id,
             update=CurrentModeUpdate(
                 session_update="current_mode_update",
-                current_mode_id=session.handle.opened().agent,
+                current_mode_id=self._chosen(session)[0],
             ),
         )
 
@@ -608,36 +685,92 @@ class CoderAcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        """Every session (of ``cwd`` when given); with ``_meta.query``, only the sessions whose
-        text matches it, best first, each with its hits in ``_meta.coderEs.hits``."""
+        """The sessions not deleted (of ``cwd`` when given), newest first, ``LIST_PAGE`` at a
+        time (``_meta.pageSize`` asks for fewer); ``nextCursor`` names where the next page
+        starts. With ``_meta.query``, only the sessions whose text matches it, best first, each
+        with its hits in ``_meta.coderEs.hits``."""
+        if cwd is not None and not Path(cwd).is_absolute():
+            raise RequestError.invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
         where = str(Path(cwd).resolve()) if cwd else None
-        sessions = self.runtime.app.list_sessions()
+        size = kwargs.get("pageSize", LIST_PAGE)
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= LIST_PAGE:
+            raise RequestError.invalid_params(
+                {"details": f"_meta.pageSize must be a number from 1 to {LIST_PAGE}"}
+            )
+        app = self.runtime.app
+        # Every session (deleted ones too) fixes the order a cursor points into, so deleting a
+        # session between two pages moves nothing.
+        ordered = app.list_sessions(archived=None)[::-1]
         matches: dict[str, list[dict[str, Any]]] | None = None
         if kwargs.get("query") is not None:
             try:
                 # In a thread: the first search of a store indexes it, which must not stall
                 # the sessions this agent is running.
-                matches = await asyncio.to_thread(
-                    sessions_matching, self.runtime.app, kwargs["query"]
-                )
+                matches = await asyncio.to_thread(sessions_matching, app, kwargs["query"])
             except ClientError as e:
                 raise RequestError.invalid_params({"details": str(e)}) from e
             rank = {sid: i for i, sid in enumerate(matches)}
-            sessions = sorted(
-                (s for s in sessions if str(s.id) in rank), key=lambda s: rank[str(s.id)]
+            ordered = sorted(
+                (s for s in ordered if str(s.id) in rank), key=lambda s: rank[str(s.id)]
             )
+        if cursor is not None:
+            after = _cursor_session(cursor)
+            ids = [str(s.id) for s in ordered]
+            if after not in ids:
+                raise RequestError.invalid_params(
+                    {"details": "the cursor is not one this agent gave (or its list changed)"}
+                )
+            ordered = ordered[ids.index(after) + 1 :]
+        shown = [
+            s
+            for s in ordered
+            if not s.archived and (where is None or str(Path(s.workspace).resolve()) == where)
+        ]
+        page, more = shown[:size], len(shown) > size
         infos = [
             SessionInfo(
                 session_id=str(s.id),
                 cwd=s.workspace,
                 title=s.title or None,
-                updated_at=s.started_at.isoformat(),
+                updated_at=self._last_activity(s.id, s.started_at).isoformat(),
                 field_meta=None if matches is None else {"coderEs": {"hits": matches[str(s.id)]}},
             )
-            for s in sessions
-            if where is None or str(Path(s.workspace).resolve()) == where
+            for s in page
         ]
-        return ListSessionsResponse(sessions=infos)
+        next_cursor = _cursor_of(str(page[-1].id)) if more else None
+        return ListSessionsResponse(sessions=infos, next_cursor=next_cursor)
+
+    def _last_activity(self, session_id: Any, started: datetime) -> datetime:
+        """When the session's last event was recorded (``updatedAt``: its last activity)."""
+        try:
+            last: list[Any] = list(self.runtime.app.events.get(session_id, desc=True, limit=1))
+        except Exception:  # a damaged last event: the list still shows the session
+            return started
+        return cast(datetime, last[0].timestamp) if last else started
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+        """Hide the session from ``session/list`` (and ``coder-es sessions``): an ``Archived``
+        event; nothing is removed, ``session/load`` by its id still opens it and ``coder-es
+        sessions --deleted`` lists it. A session this connection has open is closed first
+        (refused while it runs a turn). Deleting an unknown or deleted session succeeds."""
+
+        async def work() -> DeleteSessionResponse:
+            app = self.runtime.app
+            try:
+                sid = UUID(session_id)
+                app.get_session(sid)
+            except (ValueError, SessionNotFoundError):
+                return DeleteSessionResponse()
+            session = self.sessions.get(str(sid))
+            if session is not None:
+                if session.handle.running:
+                    raise UsageError("the session is running a turn; cancel it before deleting")
+                del self.sessions[str(sid)]
+                await session.handle.close()
+            app.archive_session(sid, by="client")
+            return DeleteSessionResponse()
+
+        return await self._guard(work())
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -650,8 +783,9 @@ class CoderAcpAgent:
             result = branch_ops.fork(
                 self.runtime.app, service.workspace, session_id, None, new_session=True
             )
-            options = replace(self.runtime.options(), mcp_servers=acp_mcp_servers(mcp_servers))
-            handle = await service.open_session(result.session, options)
+            handle, options = await self.runtime.open_stored(
+                service, result.session, mcp_servers=acp_mcp_servers(mcp_servers)
+            )
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
             return ForkSessionResponse(session_id=session.id, **self._described(session))
@@ -679,7 +813,10 @@ class CoderAcpAgent:
         images = prompt_images(prompt)
         if not text.strip() and not images:
             raise RequestError.invalid_params({"details": "the prompt has no text"})
-        return await self._guard(self._turn(session, text, images))
+        try:
+            return await self._guard(self._turn(session, text, images))
+        finally:
+            await self._apply_pending(session)
 
     async def _turn(
         self, session: AcpSession, text: str, images: list[tuple[str, bytes]]
@@ -996,16 +1133,49 @@ class CoderAcpAgent:
         self.sessions.clear()
 
 
-async def _run_guarded(agent: Agent) -> None:
-    """``run_agent`` on stdio, with ``LineGuard`` between stdin and the package: a stray line
-    gets its JSON-RPC error instead of ending the process."""
+def route_session_delete(conn: AgentSideConnection, agent: CoderAcpAgent) -> bool:
+    """Give ``session/delete`` (stable in ACP schema 1.21; its request model is in the package's
+    schema) a route to ``agent.delete_session``: the package's router (0.12.1) has none, and it
+    answers a method it has no route for with "method not found" before any hook of ours.
+
+    The router is the package's own ``MessageRouter``, reached through the connection; if a
+    later version keeps it elsewhere, nothing is routed and False says not to advertise it."""
+    router = getattr(getattr(conn, "_conn", None), "_handler", None)
+    if not isinstance(router, MessageRouter):
+        log.warning("session/delete is not offered: the acp package's router was not found")
+        return False
+    router.route_request(
+        AGENT_METHODS["session_delete"],
+        DeleteSessionRequest,
+        agent,
+        "delete_session",
+        adapt_result=normalize_result,
+    )
+    return True
+
+
+async def _run_guarded(agent: CoderAcpAgent) -> None:
+    """The package's ``run_agent`` on stdio, with ``LineGuard`` between stdin and the package
+    (a stray line gets its JSON-RPC error instead of ending the process) and the routes the
+    package lacks (``route_session_delete``)."""
     reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     guard = LineGuard(reader, writer, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     pump = asyncio.create_task(guard.pump())
     one_line = ProtocolErrorsOnOneLine()
     logging.getLogger().addFilter(one_line)
     try:
-        await run_agent(agent, writer, guard.reader, use_unstable_protocol=True)
+        conn = AgentSideConnection(
+            cast(Agent, agent),
+            writer,
+            guard.reader,
+            listening=False,
+            use_unstable_protocol=True,
+        )
+        agent.can_delete = route_session_delete(conn, agent)
+        try:
+            await conn.listen()
+        finally:
+            await asyncio.shield(conn.close())
     finally:
         logging.getLogger().removeFilter(one_line)
         pump.cancel()
@@ -1025,9 +1195,9 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
             ),
         )
     try:
-        # The methods we do not implement (session/delete...) answer "method not found":
-        # the router looks handlers up by name, so a partial Agent is what the package expects.
-        await _run_guarded(cast(Agent, agent))
+        # The methods we do not implement answer "method not found": the router looks handlers
+        # up by name, so a partial Agent is what the package expects.
+        await _run_guarded(agent)
     finally:
         runtime.close()
         await agent.close()

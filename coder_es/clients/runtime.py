@@ -13,8 +13,9 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from coder_es.application import CoderApp
 from coder_es.clients.filters import ApprovalFilter
@@ -22,6 +23,7 @@ from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, chang
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule
+from coder_es.providers.errors import ProviderConfigError
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
 from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
@@ -112,6 +114,29 @@ class ClientRuntime:
             default_permission=self.config.permissions.default,
             title=title,
         )
+
+    async def open_stored(
+        self, service: AgentService, session_ref: str, **changes: Any
+    ) -> tuple[SessionHandle, SessionOptions]:
+        """Open a stored session as it now runs: its agent preset, provider and model are those
+        its events hold (``SettingsChanged``), not this runtime's defaults, which are for new
+        sessions. Two exceptions: a scripted session under a scripted runtime runs the
+        runtime's script (a script's path is its "model"), and a session whose own provider
+        cannot be built here (no key for it) runs this runtime's, which is then recorded as
+        its change. ``changes``: other ``SessionOptions`` fields (an ACP client's MCP servers).
+        Returns the handle and the options it was opened with.
+        """
+        current = self.app.get_session(session_ref)
+        options = replace(self.options(), agent=None, **changes)
+        if not current.provider == self.choice.provider == "scripted":
+            options = replace(options, provider=None, model=None)
+        try:
+            return await service.open_session(session_ref, options), options
+        except ProviderConfigError:
+            if options.provider is not None:
+                raise
+        ours = replace(options, provider=self.choice.provider, model=self.choice.model)
+        return await service.open_session(session_ref, ours), ours
 
     def service(self, cwd: str | Path | None = None) -> AgentService:
         where = Path(cwd).resolve() if cwd is not None else self.workspace

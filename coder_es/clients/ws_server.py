@@ -253,7 +253,7 @@ class WsServer:
                     f"session {sid} is already open on this server; resume it with its token",
                     code="session_busy",
                 )
-            handle = await service.open_session(sid, self.runtime.options())
+            handle, _options = await self.runtime.open_stored(service, sid)
         else:
             budget.take_session()  # the connection's own session counts (the limit is >= 1)
             handle = await service.create_session(self.runtime.options())

@@ -189,6 +189,38 @@ class Session(Aggregate):
         rules: list[dict[str, Any]]  # {tool, pattern, action, source}
         default: str  # "allow" | "ask" | "deny"
 
+    class SettingsChanged(Event):
+        """What the session runs with from here on: the agent preset (its tools and permission
+        rules), the provider and model, and the request budget that model's window allows (an
+        editor's ``session/set_mode`` or model option, ``resume --agent/--model``).
+
+        Those in force are the last of these, else the ``Started`` ones; the aggregate's
+        ``agent``, ``provider`` and ``model`` follow, so a resume, a fork and ``sessions`` see
+        the session as it is now, and a replay switches at the same point.
+        """
+
+        agent: str
+        provider: str
+        model: str
+        context_budget: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.agent, aggregate.provider, aggregate.model = (
+                self.agent,
+                self.provider,
+                self.model,
+            )
+
+    class Archived(Event):
+        """Hidden from the session lists (ACP ``session/delete``, ``coder-es sessions
+        --delete``): nothing is removed, the session still opens by its id, and ``sessions
+        --deleted`` lists it. ``Unarchived`` brings it back."""
+
+        by: str  # "client" | "user"
+
+    class Unarchived(Event):
+        by: str
+
     class ErrorRecorded(Event):
         kind: str
         message: str
@@ -448,6 +480,26 @@ class Session(Aggregate):
                 msg = f"a permission rule needs a tool and an action, not {rule!r}"
                 raise ValueError(msg)
         self.trigger_event(self.PermissionsChanged, rules=[dict(r) for r in rules], default=default)
+
+    def change_settings(
+        self, *, agent: str, provider: str, model: str, context_budget: int
+    ) -> None:
+        if context_budget < 1:
+            msg = f"a context budget must be a positive number of tokens, not {context_budget!r}"
+            raise ValueError(msg)
+        self.trigger_event(
+            self.SettingsChanged,
+            agent=agent,
+            provider=provider,
+            model=model,
+            context_budget=context_budget,
+        )
+
+    def archive(self, *, by: str) -> None:
+        self.trigger_event(self.Archived, by=by)
+
+    def unarchive(self, *, by: str) -> None:
+        self.trigger_event(self.Unarchived, by=by)
 
     # ------------------------------------------------------------------ files
 

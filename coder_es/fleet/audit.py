@@ -52,7 +52,11 @@ def audit_session(app: CoderApp, session_id: UUID) -> list[str]:
 
 
 def audit_sessions(app: CoderApp, session_ids: Iterable[UUID] | None = None) -> list[str]:
-    ids = list(session_ids) if session_ids is not None else [s.id for s in app.list_sessions()]
+    ids = (
+        list(session_ids)
+        if session_ids is not None
+        else [s.id for s in app.list_sessions(archived=None)]
+    )
     report = verify_store(app, check_blobs=True, advance=False)
     problems = [str(p) for p in report.problems]
     for sid in ids:

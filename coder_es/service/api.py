@@ -57,6 +57,7 @@ from coder_es.config.values import McpServerConfig
 from coder_es.errors import UsageError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
+from coder_es.permissions.presets import get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition, recorded_tools
 from coder_es.providers.base import Provider
@@ -304,6 +305,26 @@ class SessionHandle:
             self.loop.change_permissions(records, default)
         return True
 
+    def change_settings(
+        self, *, agent: str, provider: str, model: str, context_budget: int
+    ) -> bool:
+        """Record what the session runs with from now on (``SettingsChanged``) when it differs
+        from the settings in force; the loop follows (the preset's tools and rules, the
+        budget). The provider object itself is the caller's: ``AgentService.open_session``
+        builds the one the new settings name. Refused while a turn runs."""
+        st = self.loop.state
+        budget = st.context_budget or self.loop.config.context_budget
+        if (agent, provider, model, context_budget) == (st.agent, st.provider, st.model, budget):
+            return False
+        if self.running:
+            msg = f"session {self.id} is running a turn; cancel it before changing its settings"
+            raise UsageError(msg)
+        with self.leased("settings change"):
+            self.loop.change_settings(
+                agent=agent, provider=provider, model=model, context_budget=context_budget
+            )
+        return True
+
     def _apply_pending_permissions(self) -> None:
         pending, self._pending_permissions = self._pending_permissions, None
         if pending is not None:
@@ -436,23 +457,40 @@ class AgentService:
                 f"{self.workspace}; run from there or pass --workspace"
             )
             raise UsageError(msg)
+        # The session's agent, provider and model are those in force (its last
+        # SettingsChanged, else its Started ones); options name other ones to change to.
         agent = options.agent or session.agent
+        get_preset(agent)  # an unknown agent is refused before anything is recorded
         permissions = session.settings.get("permissions", {})
         # The Started rules; the loop moves to those of the session's last PermissionsChanged.
         started = rules_from_records(permissions.get("rules", []))
-        policy = Policy.for_agent(agent, started, permissions.get("default", "ask"))
+        policy = Policy.for_agent(session.agent, started, permissions.get("default", "ask"))
         policy = _with_subagents(policy, session.settings)
-        provider = self.provider_factory(
-            options.provider or session.provider, options.model or session.model
-        )
+        provider_name = options.provider or session.provider
+        provider = self.provider_factory(provider_name, options.model or session.model)
         recorded = session.settings.get("context_budget")
-        if provider.model != session.model:
-            budget = self.context_budget(provider.model)  # another model, another window
-        elif isinstance(recorded, int) and recorded > 0:
+        if isinstance(recorded, int) and recorded > 0:
             budget = recorded
         else:
             budget = self.config.context_budget  # a session recorded before budgets were
-        handle = self._handle(session.id, provider, policy, options, True, budget, session.settings)
+        handle = self._handle(
+            session.id, provider, policy, options, True, budget, session.settings
+        )
+        # Loading the session applied its last SettingsChanged (budget included).
+        state = handle.loop.state
+        if provider.model != state.model:
+            budget = self.context_budget(provider.model)  # another model, another window
+        else:
+            budget = state.context_budget or budget
+        try:
+            # Another agent, provider or model: recorded, so that the next resume, another
+            # client and a replay see the session as it now runs.
+            handle.change_settings(
+                agent=agent, provider=provider_name, model=provider.model, context_budget=budget
+            )
+        except BaseException:
+            await handle.close()
+            raise
         records, default = handle.loop.state.permissions_in_force()
         wanted = records
         if options.rules and not _ends_with(records, rule_records(options.rules)):

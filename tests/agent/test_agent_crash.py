@@ -87,7 +87,10 @@ def test_sigkill_during_a_slow_model_turn_then_resume(
         saved = [event_kind(e) for e in app.session_events(app.get_session(session_id).id)]
         assert saved[-1] == "ToolCallCompleted" and (h.root / "one.txt").read_text() == "one\n"
 
-        second = tmp_path / "second.json"
+        # The same file name: a script's name is its "model", and another model would be
+        # recorded as a SettingsChanged before the turn.
+        second = tmp_path / "again" / "first.json"
+        second.parent.mkdir()
         second.write_text(json.dumps({"turns": [turn(text("Finished after the crash."))]}))
         resumed = subprocess.run(
             cli(

@@ -44,7 +44,12 @@ def test_ctrl_c_then_run_session_continues_the_turn_with_the_new_script(
     assert f"session {sid} resumed (build, scripted/other)" in r.err
     kinds = [e["kind"] for e in cli("show", sid, "--json").json_lines()]
     cancelled = kinds.index("TurnCancelled")
-    assert kinds[cancelled + 1 : cancelled + 3] == ["TurnResumed", "ModelResponded"]
+    # Another script is another "model" (its file name): recorded before the turn goes on.
+    assert kinds[cancelled + 1 : cancelled + 4] == [
+        "SettingsChanged",
+        "TurnResumed",
+        "ModelResponded",
+    ]
 
     # Nothing left to continue: a second resume calls no model and says the turn is over.
     again = cli("run", "--session", sid[:8], "--script", str(repo / "other.json"))

@@ -168,7 +168,7 @@ def test_usage_update_carries_the_session_cost_across_a_resume(tmp_path: Path) -
     run(scenario())
 
 
-def test_the_mode_cannot_change_under_a_running_turn(tmp_path: Path) -> None:
+def test_a_mode_chosen_during_a_turn_applies_when_the_turn_ends(tmp_path: Path) -> None:
     turns: list[dict[str, Any]] = [
         {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "touch gone"}}]},
         {"blocks": [{"type": "text", "text": "never reached"}]},
@@ -176,7 +176,7 @@ def test_the_mode_cannot_change_under_a_running_turn(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path, ASK_EDITS, turns)
     client = EditorClient(answer=None)
 
-    async def scenario() -> None:
+    async def scenario() -> str:
         async with agent(client, ws, tmp_path) as (conn, _proc):
             await start(conn, fs=False)
             sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
@@ -184,19 +184,30 @@ def test_the_mode_cannot_change_under_a_running_turn(tmp_path: Path) -> None:
                 conn.prompt(session_id=sid, prompt=[text_block("run it")])
             )
             await asyncio.wait_for(client.asked.wait(), 30)
-            for change in (
-                conn.set_session_mode(session_id=sid, mode_id="explore"),
-                conn.set_config_option(session_id=sid, config_id="mode", value="plan"),
-            ):
-                with pytest.raises(RequestError) as refused:
-                    await change
-                assert "a turn is running" in str(refused.value.data)
+            # ACP lets the mode change at any point: accepted now, applied after the turn
+            # (which holds the session and keeps its preset).
+            await conn.set_session_mode(session_id=sid, mode_id="explore")
+            answer = await conn.set_config_option(session_id=sid, config_id="mode", value="plan")
+            assert {o.id: o.current_value for o in answer.config_options}["mode"] == "plan"
+            assert [u.current_mode_id for u in client.of("current_mode_update")] == [
+                "explore",
+                "plan",
+            ]
+            assert not [e for e in stored_events(ws, sid) if type(e).__name__ == "SettingsChanged"]
             await conn.cancel(session_id=sid)
             client.release.set()
             assert (await prompt).stop_reason == "cancelled"
-            assert not client.of("current_mode_update")
+            loaded = await conn.load_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            assert loaded.modes.current_mode_id == "plan"
+            return str(sid)
 
-    run(scenario())
+    sid = run(scenario())
+    kinds = [type(e).__name__ for e in stored_events(ws, sid)]
+    # One change, the last choice, recorded after the cancelled turn.
+    assert kinds.count("SettingsChanged") == 1
+    assert kinds.index("TurnCancelled") < kinds.index("SettingsChanged")
+    [changed] = [e for e in stored_events(ws, sid) if type(e).__name__ == "SettingsChanged"]
+    assert changed.agent == "plan"
 
 
 PNG_1PX = (

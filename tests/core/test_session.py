@@ -153,3 +153,35 @@ def test_the_store_directory_keeps_itself_out_of_git(tmp_path: Any) -> None:
         ["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert status.stdout == ""
+
+
+def test_settings_changes_and_archiving_show_in_summaries_on_every_backend(
+    store_config: StoreConfig,
+) -> None:
+    app = CoderApp(store_config)
+    try:
+        kept = app.start_session(workspace="/w", title="kept", agent="build", model="m1")
+        gone = app.start_session(workspace="/w", title="gone")
+        app.update(
+            kept.id,
+            lambda s: s.change_settings(
+                agent="plan", provider="anthropic", model="m2", context_budget=1000
+            ),
+        )
+        with pytest.raises(ValueError):
+            kept.change_settings(agent="plan", provider="p", model="m", context_budget=0)
+        assert app.archive_session(gone.id, by="user")
+        assert not app.archive_session(gone.id, by="user")  # already archived: nothing recorded
+        loaded = app.get_session(kept.id)
+        assert (loaded.agent, loaded.provider, loaded.model) == ("plan", "anthropic", "m2")
+        [summary] = app.list_sessions()
+        assert (summary.title, summary.agent, summary.model) == ("kept", "plan", "m2")
+        assert [s.title for s in app.list_sessions(archived=True)] == ["gone"]
+        assert len(app.list_sessions(archived=None)) == 2
+        # Archived is not removed: it resolves and loads, and comes back when restored.
+        assert app.get_session(str(gone.id)[:8]).title == "gone"
+        assert app.archive_session(gone.id, by="user", archived=False)
+        assert {s.title for s in app.list_sessions()} == {"kept", "gone"}
+        assert verify_session(app, str(gone.id)).ok and verify_session(app, str(kept.id)).ok
+    finally:
+        app.close()
