@@ -149,6 +149,9 @@ _USER_SIDE = frozenset(
         "PermissionsChanged",
         "ContextCompacted",
         "TurnResumed",
+        "SettingsChanged",
+        "Archived",
+        "Unarchived",
     }
 )
 

@@ -252,9 +252,8 @@ def test_a_child_session_continued_later_replays_its_task_and_says_so(h: Harness
     report = replay_cassette(cassette, ReplayOptions(mode="live"))
     assert report.ok, report.divergence
     (note,) = report.notes
-    assert note.startswith(
-        f"subagent {reader} (task t2): its events from step 9 (UserMessageAdded)"
-    )
+    # Opened with the default agent (build), the explore child first records that change.
+    assert note.startswith(f"subagent {reader} (task t2): its events from step 9 (SettingsChanged)")
     # Verify mode replays the whole child session from its cassette, the later turn included.
     assert replay_cassette(cassette, ReplayOptions(mode="verify")).ok
 
