@@ -19,6 +19,7 @@ from coder_es.cli.main import main
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
 from projections.search import KINDS, Filters, catch_up, documents, open_index, rebuild, search
+from projections.search.follow import SearchFeed
 from projections.search.index import stored_blob
 from projections.search.sqlite_index import SQLiteSearchIndex
 
@@ -187,16 +188,19 @@ def test_position_is_kept_and_only_new_events_are_read(persistent_store_config: 
     )
 )
 def test_incremental_index_equals_a_rebuild(tmp_path_factory: Any, turns: Any) -> None:
-    """Catching up at arbitrary points gives exactly the rows of one rebuild from zero."""
+    """Catching up at arbitrary points, while the feed of the saves (projections.search.follow)
+    indexes the same file from its thread, gives exactly the rows of one rebuild from zero."""
     config = StoreConfig("sqlite", tmp_path_factory.mktemp("store"))
     app = CoderApp(config)
     incremental = open_index(app)
+    feed = SearchFeed(app, delay=0).attach()
     sessions = [new_session(app) for _ in range(3)]
     try:
         for which, text, check in turns:
             record_turn(app, sessions[which], user=text, answer=text[::-1], command=text)
             if check:
                 catch_up(app, incremental, batch=3)
+        feed.close()
         catch_up(app, incremental)
         incremental_rows = incremental.rows()
         rebuild(app, incremental)
