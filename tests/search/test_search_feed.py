@@ -89,14 +89,20 @@ def test_a_failing_index_never_fails_the_run_and_is_reported_once(
 
 
 def test_feed_indexes_each_event_once_beside_other_indexers(tmp_path: Path) -> None:
-    """The feed's thread and a search catching up in this thread write the same index: every
-    event is there once, as in a rebuild, and the feed stops at close."""
+    """The feed's thread and a search catching up in this thread write the same index, and
+    events the feed was not handed come in between: every event is there once, as in a rebuild,
+    and the feed stops at close."""
     app = CoderApp(StoreConfig("sqlite", tmp_path / "store"))
     feed = SearchFeed(app, delay=0).attach()
     other = open_index(app)
     try:
         sessions = [new_session(app) for _ in range(3)]
         for i in range(30):
+            if i % 10 == 5:  # events the feed is not handed (another process's): a gap
+                app.save_observers.remove(feed.saved)
+                record_turn(app, sessions[i % 3], user=f"turn {i} ocelot", answer=f"unfed {i}")
+                app.save_observers.append(feed.saved)
+                continue
             record_turn(app, sessions[i % 3], user=f"turn {i} ocelot", answer=f"answer {i}")
             if i % 7 == 0:
                 catch_up(app, other, batch=2)
