@@ -9,10 +9,14 @@ the request, recording the response, the permission decision and the result, and
     python3 bench/loop.py                      sqlite and lmdb (when it opens), 1000 steps
     python3 bench/loop.py --steps 200 --backend sqlite
     python3 bench/loop.py --telemetry          also each session with live OpenTelemetry export
+    python3 bench/loop.py --search-index       also each session with the search index fed
 
 With ``--telemetry`` every round also runs the session with live export (coder_es.telemetry: real
 OTLP/HTTP exporter and batch thread) to an OTLP receiver on loopback in this process, and prints
 the median overhead per step with export on and off and their ratio (the target is <= 1.1).
+``--search-index`` does the same with the search index kept as the session records
+(``projections.search.follow``, as ``run`` and ``chat`` keep it), and prints the time the last
+catch-up took when the session closed.
 
 Printed per backend: the median overhead per step over all steps, the median of steps 1-20
 (the baseline, same run) and of the last 20 steps, and their ratio (the target is <= 2: no
@@ -163,12 +167,19 @@ def run_session(
     where: Path,
     telemetry_endpoint: str | None = None,
     observed: list[float] | None = None,
+    search_feed: list[float] | None = None,
+    cpu: list[float] | None = None,
 ) -> list[float]:
-    config = StoreConfig(
-        backend=backend, path=where / (backend + ("-otel" if telemetry_endpoint else ""))
-    )
+    suffix = "-otel" if telemetry_endpoint else ""
+    suffix += "-search" if search_feed is not None else ""
+    config = StoreConfig(backend=backend, path=where / (backend + suffix))
     app = CoderApp(config)
     telemetry = None
+    feed = None
+    if search_feed is not None:
+        from projections.search.follow import SearchFeed
+
+        feed = SearchFeed(app).attach()
     if telemetry_endpoint is not None:
         from coder_es.telemetry.attach import start_telemetry
 
@@ -210,11 +221,19 @@ def run_session(
         )
         session = app.start_session(workspace=str(workspace), agent="bench", model="bench")
         loop = AgentLoop(app, session.id, deps, config=LoopConfig(max_steps=steps + 1))
+        cpu_start = time.process_time()
         outcome = asyncio.run(loop.send("go"))
+        if cpu is not None:  # the process's CPU time per step, every thread included
+            cpu.append((time.process_time() - cpu_start) / steps)
         assert outcome.reason == "end_turn", outcome
         starts = timings.model_starts
         return [(starts[i + 1] - starts[i]) - timings.excluded[i] for i in range(len(starts) - 1)]
     finally:
+        if feed is not None and search_feed is not None:
+            t0 = time.perf_counter()
+            feed.close()
+            search_feed.append(time.perf_counter() - t0)
+            assert not feed.failed and feed.indexed > 0
         if telemetry is not None:
             telemetry.close()
         app.close()
@@ -251,6 +270,9 @@ def main() -> None:
     parser.add_argument(
         "--telemetry", action="store_true", help="also run with live OpenTelemetry export"
     )
+    parser.add_argument(
+        "--search-index", action="store_true", help="also run with the search index fed"
+    )
     args = parser.parse_args()
     receiver = _Receiver() if args.telemetry else None
     backends = args.backend or ["sqlite", "lmdb"]
@@ -270,6 +292,10 @@ def main() -> None:
         exported: dict[str, list[list[float]]] = {b: [] for b in available}
         # Time spent in the telemetry save observer (in the loop's thread), per save.
         observed: dict[str, list[float]] = {b: [] for b in available}
+        searched: dict[str, list[list[float]]] = {b: [] for b in available}
+        closing: dict[str, list[float]] = {b: [] for b in available}
+        cpu_off: dict[str, list[float]] = {b: [] for b in available}
+        cpu_on: dict[str, list[float]] = {b: [] for b in available}
         # Rounds of the backends are interleaved so a slow moment of the disk hits them all.
         for r in range(args.rounds):
             for backend in available:
@@ -281,7 +307,18 @@ def main() -> None:
                     exported[backend].append(
                         run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
                     )
-                results[backend].append(run_session(backend, args.steps, round_dir))
+                fed = (backend, args.steps, round_dir)
+                if args.search_index and r % 2:
+                    searched[backend].append(
+                        run_session(*fed, search_feed=closing[backend], cpu=cpu_on[backend])
+                    )
+                results[backend].append(
+                    run_session(backend, args.steps, round_dir, cpu=cpu_off[backend])
+                )
+                if args.search_index and not r % 2:
+                    searched[backend].append(
+                        run_session(*fed, search_feed=closing[backend], cpu=cpu_on[backend])
+                    )
                 if receiver is not None and not r % 2:
                     exported[backend].append(
                         run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
@@ -314,6 +351,19 @@ def main() -> None:
                     f"in the save observer {statistics.median(observed[backend]) * ms:.3f} ms "
                     f"per save (median), {len(observed[backend]) / (args.steps * args.rounds):.1f} "
                     "saves per step"
+                )
+            if searched[backend]:
+                on = statistics.median(statistics.median(o) for o in searched[backend])
+                print(
+                    f"{backend}: search index fed: overhead per step {on * ms:.2f} ms, "
+                    f"without {med * ms:.2f} ms; ratio {on / med:.2f}; last catch-up at close "
+                    f"{statistics.median(closing[backend]) * ms:.1f} ms (median)"
+                )
+                c_on, c_off = (statistics.median(c) for c in (cpu_on[backend], cpu_off[backend]))
+                print(
+                    f"{backend}: search index fed: process CPU per step (whole step, all threads) "
+                    f"{c_on * ms:.2f} ms, without {c_off * ms:.2f} ms; ratio {c_on / c_off:.2f}; "
+                    f"the feed costs {(c_on - c_off) * ms:.2f} ms CPU per step"
                 )
     if receiver is not None:
         receiver.close()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from coder_es.cli.search_feed import SearchIndexFeed
 from coder_es.config import Config, ConfigError, Overrides, load_config
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
@@ -58,6 +59,7 @@ class Context:
     then holds the defaults and the command line's choices."""
     _app: CoderApp | None = field(default=None, repr=False)
     _telemetry: LiveTelemetry | None = field(default=None, repr=False)
+    _search_feed: SearchIndexFeed | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(
@@ -109,9 +111,14 @@ class Context:
             redactor = Redactor.with_settings(redaction.env_vars, redaction.patterns)
             self._app = CoderApp(self.config, redactor=with_mcp_secrets(redactor, self.settings))
             self._telemetry = start_telemetry(self._app, self.settings.telemetry)
+            # What this process records is searchable without indexing it first (issue 22.1).
+            self._search_feed = SearchIndexFeed.attach(self._app)
         return self._app
 
     def close(self) -> None:
+        if self._search_feed is not None:
+            self._search_feed.close()
+            self._search_feed = None
         if self._telemetry is not None:
             self._telemetry.close()
             self._telemetry = None

@@ -9,12 +9,14 @@ the same from position 0, so both give the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+from eventsourcing.persistence import Notification
 
 from coder_es.application import CoderApp
 from coder_es.errors import CoderESError, UsageError
-from projections.search.documents import Entries, documents
+from projections.search.documents import Entries, StoredBlob, documents
 from projections.search.query import Filters, Hit, Query
 
 INDEX_FILE = "search.sqlite"
@@ -71,6 +73,14 @@ def pending(app: CoderApp, index: SearchIndex) -> int:
     return max(0, (app.recorder.max_notification_id() or 0) - index.position)
 
 
+def entries_of(
+    app: CoderApp, notifications: Sequence[Notification], blob: StoredBlob | None = None
+) -> Entries:
+    """Each notification's id with the documents of its event."""
+    read = blob or stored_blob(app)
+    return [(n.id, documents(app.mapper.to_domain_event(n), read)) for n in notifications]
+
+
 def catch_up(
     app: CoderApp, index: SearchIndex, *, batch: int = BATCH, progress: Progress | None = None
 ) -> int:
@@ -83,11 +93,7 @@ def catch_up(
         page = app.recorder.select_notifications(start=start, limit=batch)
         if not page:
             return done
-        entries: Entries = []
-        for notification in page:
-            event: Any = app.mapper.to_domain_event(notification)
-            entries.append((notification.id, documents(event, blob)))
-        index.add(entries)
+        index.add(entries_of(app, page, blob))
         done += len(page)
         if progress is not None:
             progress(done, max(total, done))

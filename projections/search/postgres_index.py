@@ -145,9 +145,9 @@ class SearchView(PostgresTrackingRecorder):
             curs.execute(SQL("SELECT max(id) AS newest FROM {0}").format(self.table))
             found_newest = curs.fetchone()
             newest = (found_newest["newest"] if found_newest else None) or 0
-            # As with FTS5: rank among the most recent documents first, widening 8x at a time
-            # while fewer than `limit` hits are found (ts_rank_cd and ts_headline read each
-            # ranked row's text; the GIN index finds the matches).
+            # Rank among the most recent documents first (like each FTS5 block), widening 8x
+            # at a time while fewer than `limit` hits are found (ts_rank_cd and ts_headline
+            # read each ranked row's text; the GIN index finds the matches).
             window = WINDOW
             while True:
                 floor = max(0, newest - window)

@@ -17,9 +17,10 @@ from projections.search.documents import KINDS, MARK_END, MARK_START
 
 DEFAULT_LIMIT = 20
 WINDOW = 10_000
-"""Documents (the most recent) both engines rank first, widened 8x at a time while fewer hits
-than asked are found. Ranking every match of a word present in half a million documents costs
-~100x more, and a query that common is refined, not read to the end."""
+"""Documents (the most recent) both engines rank first, widened while fewer hits than asked are
+found (PostgreSQL 8x at a time; an FTS5 block back to the match that makes enough). Ranking
+every match of a word present in half a million documents costs ~100x more, and a query that
+common is refined, not read to the end."""
 _PIECE = re.compile(r'"([^"]*)"?|(\S+)')
 # What both engines keep as a token: letters and digits (FTS5's unicode61 tokenizer splits on
 # everything else, underscores included; the PostgreSQL column is built the same way).

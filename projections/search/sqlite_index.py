@@ -1,15 +1,25 @@
 """The search index beside an embedded store: SQLite FTS5 in ``search.sqlite``.
 
 A rebuildable cache (delete the file, or let it be damaged, and the next search indexes again;
-an index of another ``FORMAT`` is rebuilt too). It follows the store's
-notification log: ``position`` (in the same database, written in the same transaction as the
-documents of the events up to it) is the last notification indexed, so every event is indexed
-exactly once, and two processes catching up at once skip what the other committed
+an index of another ``FORMAT`` is rebuilt too), so it is written without waiting for the disk
+(``synchronous=OFF``: a crash may lose or tear the cache, never the store). It follows the
+store's notification log: ``position`` (in the same database, written in the same transaction as
+the documents of the events up to it) is the last notification indexed, so every event is
+indexed exactly once, and two processes catching up at once skip what the other committed
 (``BEGIN IMMEDIATE``, then the position is read again).
+
+**Blocks.** The documents are numbered in the order they are indexed (``docs`` in ``meta``) and
+kept in FTS5 tables of ``BLOCK`` documents each (``block0``, ``block1``, ...; the numbering is
+the log's order, so a rebuild gives the same blocks). FTS5's bm25 counts, for every search, how
+many documents hold each searched phrase (its IDF) by reading the phrase's whole match list: in
+one table of a million documents a very common word costs ~50 ms before a single row is ranked.
+In a block that count reads at most ``BLOCK`` documents, and merging a block's segments never
+rewrites more than a block, which keeps indexing fast as the store grows.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -17,21 +27,28 @@ from coder_es.errors import StoreError
 from projections.search.documents import MARK_END, MARK_START, Entries
 from projections.search.query import WINDOW, Filters, Hit, Query
 
-FORMAT = 1
-"""Bumped when what is indexed changes: an index of another format is rebuilt."""
+FORMAT = 2
+"""Bumped when what is indexed or how changes: an index of another format is rebuilt."""
+BLOCK = 1 << 16
+"""Documents per FTS5 table (see the module's docstring)."""
 SNIPPET_TOKENS = 16
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
-    "text, session UNINDEXED, version UNINDEXED, node UNINDEXED, kind UNINDEXED, "
-    "ts UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')",
-)
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+_COLUMNS = "text, session, version, node, kind, ts"
+
+
+def _block_schema(block: int) -> str:
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS block{block} USING fts5("
+        "text, session UNINDEXED, version UNINDEXED, node UNINDEXED, kind UNINDEXED, "
+        "ts UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
+    )
 
 
 class SQLiteSearchIndex:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, block: int | None = None) -> None:
         self.path = str(path)
+        self.block = block or BLOCK
         try:
             self._conn = self._open()
         except sqlite3.DatabaseError:
@@ -50,7 +67,7 @@ class SQLiteSearchIndex:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=OFF")  # a cache: see the module's docstring
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: merges stay in memory
             self._conn = conn
             self._setup()
@@ -60,12 +77,17 @@ class SQLiteSearchIndex:
         return conn
 
     def _setup(self) -> None:
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-        if self._meta("format") not in (None, FORMAT):
+        self._conn.execute(_META)
+        if self._meta("format") not in (None, FORMAT) or self._meta("block") not in (
+            None,
+            self.block,
+        ):
             self.clear()
         with self._write():
-            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                (("format", FORMAT), ("block", self.block)),
+            )
 
     def _meta(self, key: str) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -86,32 +108,53 @@ class SQLiteSearchIndex:
             return 0
         with self._write():
             done = self._meta("position") or 0
-            fresh = [(n, docs) for n, docs in entries if n > done]
-            self._conn.executemany(
-                "INSERT INTO docs (text, session, version, node, kind, ts) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    (d.text, d.session, d.version, d.node, d.kind, d.timestamp)
-                    for _, docs in fresh
-                    for d in docs
-                ),
-            )
-            if fresh:
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('position', ?)", (fresh[-1][0],)
+            fresh = [docs for n, docs in entries if n > done]
+            if not fresh:
+                return 0
+            count = self._meta("docs") or 0
+            number = itertools.count(count + 1)  # each document's rowid: its number
+            rows = [
+                (next(number), d.text, d.session, d.version, d.node, d.kind, d.timestamp)
+                for docs in fresh
+                for d in docs
+            ]
+            at = 0
+            while at < len(rows):  # the rows of each block in one statement
+                block = (count + at) // self.block
+                end = min(len(rows), (block + 1) * self.block - count)
+                self._conn.execute(_block_schema(block))
+                self._conn.executemany(
+                    f"INSERT INTO block{block} (rowid, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows[at:end],
                 )
+                at = end
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (("position", entries[-1][0]), ("docs", count + len(rows))),
+            )
         return len(fresh)
+
+    def _blocks(self) -> range:
+        count = self._meta("docs") or 0
+        return range((count + self.block - 1) // self.block)
 
     def clear(self) -> None:
         with self._write():
-            self._conn.execute("DROP TABLE IF EXISTS docs")  # faster than deleting every row
+            names = self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'block[0-9]*' "
+                "AND name NOT GLOB 'block*_*'"
+            ).fetchall()
+            for (name,) in names:
+                self._conn.execute(f"DROP TABLE IF EXISTS {name}")  # faster than deleting rows
+            self._conn.execute("DROP TABLE IF EXISTS docs")  # the single table of FORMAT 1
             self._conn.execute("DROP TABLE meta")
-            for statement in _SCHEMA:
-                self._conn.execute(statement)
-            self._conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+            self._conn.execute(_META)
+            self._conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)", (("format", FORMAT), ("block", self.block))
+            )
 
     def search(self, query: Query, filters: Filters) -> list[Hit]:
-        where: list[str] = ["docs MATCH ?"]
+        where: list[str] = []
         params: list[object] = [query.fts5()]
         if filters.session is not None:
             where.append("session = ?")
@@ -122,24 +165,39 @@ class SQLiteSearchIndex:
         if filters.since is not None:
             where.append("ts >= ?")
             params.append(filters.since)
-        cond = " AND ".join(where)
-        sql = (
-            "SELECT session, node, kind, version, ts, "
-            f"snippet(docs, 0, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS}), bm25(docs) "
-            f"FROM docs WHERE {cond} AND rowid > ? ORDER BY rank LIMIT ?"
-        )
-        # FTS5 keeps the rows in the shadow table docs_content, where max(id) is one b-tree seek.
-        newest = self._conn.execute("SELECT max(id) FROM docs_content").fetchone()[0] or 0
-        # The most recent WINDOW documents first, then 8x more, until `limit` hits are found:
-        # FTS5 reads a word's matches from a rowid on, so a word present in half the store is
-        # ranked among a bounded number of documents, and a rare one costs a few cheap passes.
-        window = WINDOW
-        while True:
-            floor = max(0, newest - window)
-            rows = self._conn.execute(sql, (*params, floor, filters.limit)).fetchall()
-            if len(rows) >= filters.limit or floor == 0:
+        cond = "".join(f" AND {w}" for w in where)
+        count = self._meta("docs") or 0
+        hits: list[Hit] = []
+        # The newest block first, then older ones while fewer than `limit` hits are found: each
+        # is ranked on its own (its own IDF), so the hits of a newer block come first.
+        for block in reversed(self._blocks()):
+            need = filters.limit - len(hits)
+            start, newest = block * self.block, min(count, (block + 1) * self.block)
+            hits += self._search_block(block, cond, params, start, newest, need)
+            if len(hits) >= filters.limit:
                 break
-            window *= 8
+        return hits
+
+    def _search_block(
+        self, block: int, cond: str, params: list[object], start: int, newest: int, need: int
+    ) -> list[Hit]:
+        table = f"block{block}"
+        # Ranked: the newest WINDOW documents, or back to the `need`-th newest match when the
+        # window holds fewer. FTS5 reads a word's matches from a rowid on, so a word present in
+        # half the documents is ranked at a bounded cost; finding that match is a scan without
+        # ranking (no bm25, no snippet), newest first, that stops at it.
+        kth = self._conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ?{cond} "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (*params, need - 1),
+        ).fetchone()
+        floor = start if kth is None else max(start, min(newest - WINDOW, int(kth[0]) - 1))
+        rows = self._conn.execute(
+            f"SELECT session, node, kind, version, ts, snippet({table}, 0, '{MARK_START}', "
+            f"'{MARK_END}', '…', {SNIPPET_TOKENS}), rank FROM {table} "
+            f"WHERE {table} MATCH ?{cond} AND rowid > ? ORDER BY rank LIMIT ?",
+            (*params, floor, need),
+        ).fetchall()
         return [
             Hit.marked(
                 raw,
@@ -155,12 +213,12 @@ class SQLiteSearchIndex:
 
     def rows(self) -> list[tuple[object, ...]]:
         """Every document in a stable order (tests compare an incremental index with a rebuild)."""
-        return list(
-            self._conn.execute(
-                "SELECT session, version, node, kind, ts, text FROM docs "
-                "ORDER BY session, version, kind, node"
-            )
-        )
+        out: list[tuple[object, ...]] = []
+        for block in self._blocks():
+            out += self._conn.execute(
+                f"SELECT session, version, node, kind, ts, text FROM block{block}"
+            ).fetchall()
+        return sorted(out, key=lambda r: (r[0], r[1], r[3], r[2]))
 
     def close(self) -> None:
         self._conn.close()

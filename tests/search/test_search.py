@@ -18,7 +18,17 @@ from coder_es.cli import commands
 from coder_es.cli.main import main
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
-from projections.search import KINDS, Filters, catch_up, documents, open_index, rebuild, search
+from projections.search import (
+    KINDS,
+    Filters,
+    Query,
+    catch_up,
+    documents,
+    open_index,
+    rebuild,
+    search,
+)
+from projections.search.follow import SearchFeed
 from projections.search.index import stored_blob
 from projections.search.sqlite_index import SQLiteSearchIndex
 
@@ -186,17 +196,26 @@ def test_position_is_kept_and_only_new_events_are_read(persistent_store_config: 
         max_size=8,
     )
 )
-def test_incremental_index_equals_a_rebuild(tmp_path_factory: Any, turns: Any) -> None:
-    """Catching up at arbitrary points gives exactly the rows of one rebuild from zero."""
+def test_incremental_index_equals_a_rebuild(
+    tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch, turns: Any
+) -> None:
+    """Catching up at arbitrary points, while the feed of the saves (projections.search.follow)
+    indexes the same file from its thread, gives exactly the rows of one rebuild from zero
+    (in blocks of 4 documents, so batches straddle them)."""
+    from projections.search import sqlite_index
+
+    monkeypatch.setattr(sqlite_index, "BLOCK", 4)
     config = StoreConfig("sqlite", tmp_path_factory.mktemp("store"))
     app = CoderApp(config)
     incremental = open_index(app)
+    feed = SearchFeed(app, delay=0).attach()
     sessions = [new_session(app) for _ in range(3)]
     try:
         for which, text, check in turns:
             record_turn(app, sessions[which], user=text, answer=text[::-1], command=text)
             if check:
                 catch_up(app, incremental, batch=3)
+        feed.close()
         catch_up(app, incremental)
         incremental_rows = incremental.rows()
         rebuild(app, incremental)
@@ -350,3 +369,52 @@ def test_ranking_window_widens_until_enough_hits(
         assert len(search(app, index, "otters", Filters(limit=50))) == 12
     finally:
         index.close()
+
+
+def test_blocks_hold_the_same_documents_and_rank_the_newest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index in blocks of 3 documents holds what one table does; a search ranks each block
+    on its own, newest first, and still finds an old match."""
+    from projections.search import sqlite_index
+
+    app = CoderApp(StoreConfig("sqlite", tmp_path / "store"))
+    try:
+        s = new_session(app)
+        record_turn(app, s, user="an old aardvark", answer="noted")
+        for i in range(6):
+            record_turn(app, s, user=f"filler number {i} about otters", answer="otters again")
+        notifications = app.recorder.select_notifications(start=1, limit=100)
+        blob = stored_blob(app)
+        entries = [(n.id, documents(app.mapper.to_domain_event(n), blob)) for n in notifications]
+        one, blocks = SQLiteSearchIndex(":memory:"), SQLiteSearchIndex(":memory:", block=3)
+        one.add(entries)
+        for at in range(0, len(entries), 4):
+            blocks.add(entries[at : at + 4])
+        assert blocks.rows() == one.rows()
+        tables = blocks._conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name GLOB 'block*' "
+            "AND name NOT GLOB 'block*_*'"
+        ).fetchone()[0]
+        assert tables == (len(one.rows()) + 2) // 3 > 4
+        old = blocks.search(Query.parse("aardvark"), Filters())
+        assert [(h.kind, h.node) for h in old] == [("user", "2")]
+        everything = blocks.search(Query.parse("otters"), Filters(limit=50))
+        assert len(everything) == 12
+        assert {(h.node, h.kind) for h in everything} == {
+            (h.node, h.kind) for h in one.search(Query.parse("otters"), Filters(limit=50))
+        }
+        newest_first = {h.version for h in blocks.search(Query.parse("otters"), Filters(limit=4))}
+        assert newest_first <= set(sorted((h.version for h in everything), reverse=True)[:5])
+        monkeypatch.setattr(sqlite_index, "WINDOW", 1)
+        assert len(blocks.search(Query.parse("otters"), Filters(limit=5))) == 5
+        for index in (one, blocks):
+            index.close()
+        # An index written with another block size is rebuilt, like one of another format.
+        path = tmp_path / "blocks.sqlite"
+        SQLiteSearchIndex(path, block=3).add(entries)
+        again = SQLiteSearchIndex(path, block=5)
+        assert again.position == 0 and again.rows() == []
+        again.close()
+    finally:
+        app.close()
