@@ -473,9 +473,7 @@ class AgentService:
             budget = recorded
         else:
             budget = self.config.context_budget  # a session recorded before budgets were
-        handle = self._handle(
-            session.id, provider, policy, options, True, budget, session.settings
-        )
+        handle = self._handle(session.id, provider, policy, options, True, budget, session.settings)
         # Loading the session applied its last SettingsChanged (budget included).
         state = handle.loop.state
         if provider.model != state.model:
