@@ -28,13 +28,14 @@ docs/DESIGN.md ("Secrets are sealed") for why they are curated here rather than 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
 import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -253,6 +254,21 @@ class _Rule:
 
 
 def _compile(kind: str, name: str, pattern: str) -> _Rule:
+    if kind == "pattern" and (name, pattern) in _BUILTIN:
+        return _builtin_rule(name, pattern)
+    return _compiled_rule(kind, name, pattern)
+
+
+_BUILTIN = frozenset(BUILTIN_PATTERNS)
+
+
+@functools.cache
+def _builtin_rule(name: str, pattern: str) -> _Rule:
+    """A builtin shape, compiled once per process (the same constants in every redactor)."""
+    return _compiled_rule("pattern", name, pattern)
+
+
+def _compiled_rule(kind: str, name: str, pattern: str) -> _Rule:
     try:
         text = re.compile(pattern)
         raw = re.compile(pattern.encode("utf-8", "surrogateescape"))
@@ -271,7 +287,6 @@ class Redactor:
 
     rules: tuple[tuple[str, str, str], ...]
     """(kind, name, regular expression); where two match at one place, the first listed wins."""
-    _compiled: tuple[_Rule, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_config(
@@ -317,12 +332,21 @@ class Redactor:
 
     @classmethod
     def from_rules(cls, rules: list[tuple[str, str, str]]) -> Redactor:
-        compiled = tuple(_compile(kind, name, pattern) for kind, name, pattern in rules)
-        return cls(rules=tuple(rules), _compiled=compiled)
+        """Raises ``RedactionConfigError`` for a rule that does not compile. The builtin shapes
+        (constants that always compile) are compiled when text is first redacted: a command
+        that only reads the store never pays for them (start-up time)."""
+        for kind, name, pattern in rules:
+            if not (kind == "pattern" and (name, pattern) in _BUILTIN):
+                _compile(kind, name, pattern)
+        return cls(rules=tuple(rules))
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[_Rule, ...]:
+        return tuple(_compile(kind, name, pattern) for kind, name, pattern in self.rules)
 
     @property
     def active(self) -> bool:
-        return bool(self._compiled)
+        return bool(self.rules)
 
     # ------------------------------------------------------------------ applying
 

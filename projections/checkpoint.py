@@ -125,6 +125,9 @@ class Tracked(Generic[P]):
         self._new = new
         self._prepare = prepare
         self._unsaved = 0
+        self._stored = False
+        """Whether the store holds a checkpoint of ``projection`` as it was before the
+        ``unsaved`` events were applied."""
         self.projection = self._load(load)
 
     def _load(self, load: Callable[[dict[str, Any]], P]) -> P:
@@ -137,6 +140,7 @@ class Tracked(Generic[P]):
                 except (KeyError, TypeError, ValueError):
                     projection = None  # a malformed checkpoint only costs a rebuild
                 if projection is not None and projection.position == record.position:
+                    self._stored = True
                     return projection
         return self._new()
 
@@ -173,9 +177,17 @@ class Tracked(Generic[P]):
         data = encode_state(self.projection, self.fmt)
         self.app.views.put(self.key, ViewRecord(self.projection.position, data))
         self._unsaved = 0
+        self._stored = True
+
+    def checkpoint(self) -> None:
+        """Save unless the stored checkpoint already is this state (a read-only command that
+        replayed nothing writes nothing: no write transaction, no fsync)."""
+        if self._unsaved or not self._stored:
+            self.save()
 
     def rebuild(self) -> P:
         """Drop the state and replay every event (the result must equal the incremental one)."""
         self.projection = self._new()
         self._unsaved = 0
+        self._stored = False
         return self.catch_up()

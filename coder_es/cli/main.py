@@ -30,11 +30,59 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
+class _Pending:
+    """A subcommand's parser not created yet: the keyword arguments to create it with."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = kwargs
+
+
+class _Parsers(dict[str, Any]):
+    """The subcommands' parsers by name (argparse's ``choices``), each created when first looked
+    up: creating ~40 parsers costs more start-up time than parsing the command line. Every name
+    is a key from the start, so that membership, ``--help`` and "invalid choice" messages work
+    as argparse has them."""
+
+    def __init__(self, parser_class: type[argparse.ArgumentParser]) -> None:
+        super().__init__()
+        self.parser_class = parser_class
+
+    def __getitem__(self, name: str) -> Any:
+        value = super().__getitem__(name)
+        if isinstance(value, _Pending):
+            parser = self.parser_class(**value.kwargs)
+            for alias, entry in self.items():
+                if entry is value:
+                    super().__setitem__(alias, parser)
+            return parser
+        return value
+
+
 class _Subcommands(argparse._SubParsersAction):
     """Subcommands whose arguments are declared when the command is chosen: declaring every
     command's options costs more start-up time than parsing the few that were given."""
 
     undeclared: dict[str, Command]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._name_parser_map = self.choices = _Parsers(self._parser_class)
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        """``argparse``'s ``add_parser``, the parser itself created on first use (``_Parsers``)."""
+        if kwargs.get("prog") is None:
+            kwargs["prog"] = f"{self._prog_prefix} {name}"
+        aliases = kwargs.pop("aliases", ())
+        for each in (name, *aliases):
+            if each in self._name_parser_map:
+                raise argparse.ArgumentError(self, f"conflicting subparser: {each}")
+        if "help" in kwargs:
+            help = kwargs.pop("help")
+            self._choices_actions.append(self._ChoicesPseudoAction(name, aliases, help))
+        pending = _Pending(kwargs)
+        for each in (name, *aliases):
+            dict.__setitem__(self._name_parser_map, each, pending)
+        return pending
 
     def declare(self, name: str) -> argparse.ArgumentParser:
         """The subcommand's parser, its arguments declared (once)."""

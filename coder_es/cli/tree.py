@@ -11,23 +11,27 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-
-from coder_es.branching import Branching, MoveResult, NodeDiff
 from coder_es.cli.context import Context, print_json
-from coder_es.cli.progress import bars, shown
+from coder_es.cli.plain import cut_lines, rich_plain_width, shown_by_markup
 from coder_es.domain.session import ASSISTANT, Session
 from coder_es.errors import UsageError
 from coder_es.records import summarize
-from projections.files import FileStates
-from projections.tree import ConversationTree, events_at
+from projections.files import FileStates, track_files
+from projections.tree import ConversationTree, events_at, track_tree
+
+if TYPE_CHECKING:
+    from coder_es.branching import Branching, MoveResult
+
+# `tree` only reads: the branching commands (file restoration, its thread pool) and the progress
+# bars are imported by the commands that move (start-up time; tests/core/test_cli_startup.py).
 
 
 def _branching(ctx: Context, session_ref: str) -> tuple[Branching, str]:
     """The branching commands on this workspace, refusing a session recorded elsewhere."""
+    from coder_es.branching import Branching
+
     app = ctx.app
     session = app.get_session(session_ref)
     recorded = session.workspace
@@ -72,9 +76,38 @@ def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) 
     }
 
 
+Piece = tuple[str, str]
+"""Text and its rich style ("": none)."""
+
+
 def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]) -> list[str]:
     """Lines of rich markup: a single child continues the line, branches indent."""
-    lines: list[str] = []
+    return render_markup(tree_lines(tree, files, texts))
+
+
+def plain_line(line: list[Piece]) -> str:
+    """The text rich shows for the line's markup (``render_markup``) without colour: a styled
+    piece is followed by its closing tag, the last piece by the end of the line."""
+    *pieces, (last, style) = line
+    return "".join(text for text, _ in pieces) + (last if style else shown_by_markup(last))
+
+
+def render_markup(lines: list[list[Piece]]) -> list[str]:
+    from rich.markup import escape
+
+    return [
+        "".join(
+            f"[{style}]{escape(text)}[/{style}]" if style else escape(text) for text, style in line
+        )
+        for line in lines
+    ]
+
+
+def tree_lines(
+    tree: ConversationTree, files: FileStates, texts: dict[str, str]
+) -> list[list[Piece]]:
+    """The lines of ``render_tree`` as styled pieces (plain output joins the texts)."""
+    lines: list[list[Piece]] = []
     head = tree.head_node
     # (node, prefix for its own line, prefix for what follows under it)
     roots = tree.children(None)
@@ -91,15 +124,15 @@ def render_tree(tree: ConversationTree, files: FileStates, texts: dict[str, str]
         changed = files.changed_at(node)
         text = texts.get(node, "")
         # The text comes last so that a narrow terminal shortens it, never the markers.
-        line = f"{escape(own)}[bold]{node}[/bold] [dim]{tree.kind(node)}[/dim]"
+        line = [(own, ""), (node, "bold"), (" ", ""), (tree.kind(node), "dim")]
         if node == head:
-            line += " [green bold]<- HEAD[/green bold]"
+            line += [(" ", ""), ("<- HEAD", "green bold")]
         if labels:
-            line += " [yellow]" + escape(" ".join(f"[{name}]" for name in labels)) + "[/yellow]"
+            line += [(" ", ""), (" ".join(f"[{name}]" for name in labels), "yellow")]
         if changed:
             shown = ", ".join(changed[:4]) + (f" +{len(changed) - 4}" if len(changed) > 4 else "")
-            line += f" [cyan]files: {escape(shown)}[/cyan]"
-        lines.append(f"{line} {escape(text)}")
+            line += [(" ", ""), (f"files: {shown}", "cyan")]
+        lines.append([*line, (" ", ""), (text, "")])
         kids = tree.children(node)
         if len(kids) == 1:
             stack.append((kids[0], rest, rest))
@@ -136,29 +169,43 @@ def task_children(app: Any, sid: Any, tree: ConversationTree, events: list[Any])
 
 
 def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
-    branching = Branching(ctx.app, Path(ctx.workspace))
     sid = ctx.app.resolve_session(args.session)
-    tree = branching.tree(sid)
-    files = branching.files(sid)
+    # The projections as ``Branching.views`` opens them, without the branching machinery.
+    tracked_tree, tracked_files = track_tree(ctx.app, sid), track_files(ctx.app, sid)
+    tree, files = tracked_tree.open(), tracked_files.open()
     events = events_at(ctx.app, sid, [int(n) for n in tree.nodes()])
     texts = {str(e.originator_version): summarize(e, 60) for e in events}
     for node, child in task_children(ctx.app, sid, tree, events).items():
         texts[node] = f"[task -> {child[:8]}] {texts[node]}"
-    branching.checkpoint()
+    # The next opening replays nothing (nothing is written when nothing was replayed).
+    tracked_tree.checkpoint()
+    tracked_files.checkpoint()
     if args.json:
         print_json(tree_json(tree, files, texts))
         return 0
-    # emoji=False: a ":name:" in a message is text, and replacing emoji costs per character.
-    console = Console(highlight=False, emoji=False)
     header = f"session {tree.session}  nodes={len(tree)}  head={tree.head_node}"
     if tree.parent_session:
         header += f"  forked from {tree.parent_session[:8]}@{tree.parent_node}"
-    console.print(escape(header))
-    if not len(tree):
-        console.print("(no messages yet)")
-    lines = render_tree(tree, files, texts)
+    top = [header] if len(tree) else [header, "(no messages yet)"]
+    lines = tree_lines(tree, files, texts)
+    # Not a terminal: rich would print plain text; the same text without rich costs a fraction
+    # (start-up time). A top line rich would wrap, or a tab, is left to rich.
+    width = rich_plain_width(sys.stdout)
+    if width is not None and cut_lines(top, width) == top:
+        body = cut_lines((plain_line(line) for line in lines), width)
+        if body is not None:
+            sys.stdout.write("".join(f"{line}\n" for line in [*top, *body]))
+            return 0
+    from rich.console import Console
+    from rich.markup import escape
+
+    # emoji=False: a ":name:" in a message is text, and replacing emoji costs per character.
+    console = Console(highlight=False, emoji=False)
+    for line in top:
+        console.print(escape(line))
     if lines:  # one print: rich's cost is per call, and a tree can have thousands of lines
-        console.print("\n".join(lines), no_wrap=True, overflow="ellipsis")
+        markup = render_markup(lines)
+        console.print("\n".join(markup), no_wrap=True, overflow="ellipsis")
     return 0
 
 
@@ -166,10 +213,11 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.branching import Branching
     from coder_es.cli.file_views import file_patches, render_stat
 
     branching = Branching(ctx.app, Path(ctx.workspace))
-    diff: NodeDiff = branching.diff(args.session, args.node_a, args.node_b)
+    diff = branching.diff(args.session, args.node_a, args.node_b)
     patches = file_patches(ctx.app, diff)
     if args.json:
         print_json({**diff.to_json(), "files": [p.to_json() for p in patches]})
@@ -234,6 +282,8 @@ PROGRESS_MIN_FILES = 50
 
 
 def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.progress import bars, shown
+
     branching, sid = _branching(ctx, args.session)
     with bars(shown(args.json)) as bar:
         result = branching.fork(
@@ -246,6 +296,8 @@ def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.progress import bars, shown
+
     branching, sid = _branching(ctx, args.session)
     with bars(shown(args.json)) as bar:
         result = branching.checkout(
@@ -255,6 +307,8 @@ def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.cli.progress import bars, shown
+
     branching, sid = _branching(ctx, args.session)
     conversation = not args.files
     files = not args.conversation
@@ -270,6 +324,8 @@ def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_label(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.branching import Branching
+
     branching = Branching(ctx.app, Path(ctx.workspace))
     move = branching.label(args.session, args.node, args.name)
     if args.json:

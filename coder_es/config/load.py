@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coder_es.config.catalog import (
     CHECKED_PROVIDERS,
@@ -33,12 +32,9 @@ from coder_es.config.catalog import (
     known_models,
     provider_of_model,
 )
+from coder_es.config.layers import Key, Layer, Setting
 from coder_es.config.locate import key_lines
 from coder_es.config.problems import ConfigError, Origin, Problem, format_path
-from coder_es.config.schema import SCHEMA, TOOL, Key, Layer, Leaf, Setting, node_at, walk
-from coder_es.config.suggest import close_matches, did_you_mean
-from coder_es.config.trust import TrustState, TrustStore, digest
-from coder_es.config.untrusted import hold_back
 from coder_es.config.values import (
     Config,
     IgnoredSetting,
@@ -55,6 +51,14 @@ from coder_es.config.values import (
 )
 from coder_es.store.config import STORE_DIRNAME
 from coder_es.userdirs import user_config_dir
+
+if TYPE_CHECKING:
+    from coder_es.config.trust import TrustState
+
+# Imported where needed, not here: the schema, reading TOML (tomllib), a project file's trust
+# (hashlib, the trust store) and the hints of a problem (difflib) cost start-up time to every
+# command, and most runs have no config file, no setting variable, no flag and no problem
+# (tests/core/test_cli_startup.py).
 
 CONFIG_NAME = "config.toml"
 
@@ -150,6 +154,11 @@ def read_file_layer(path: Path, *, project: bool) -> Layer | None:
     except OSError as e:
         layer.fail(Problem(Origin(str(path)), "", f"cannot read: {e.strerror}"), ())
         return layer
+    import tomllib
+
+    from coder_es.config.schema import SCHEMA, walk
+    from coder_es.config.trust import digest
+
     layer.sha256 = digest(data)
     try:
         text = data.decode("utf-8")
@@ -189,6 +198,8 @@ def env_layer(environ: Mapping[str, str]) -> Layer:
         text = environ.get(name, "").strip()
         if not text:
             continue
+        from coder_es.config.schema import Leaf, node_at
+
         origin = Origin(f"${name}", "env")
         node = node_at(path)
         assert isinstance(node, Leaf)
@@ -206,6 +217,8 @@ def env_layer(environ: Mapping[str, str]) -> Layer:
 def parse_rule(text: str) -> tuple[str, str]:
     """``TOOL`` or ``TOOL:PATTERN`` (as given to ``--allow`` / ``--deny``) as (tool, pattern).
     Raises ``ValueError`` with a message for an unknown tool or an empty pattern."""
+    from coder_es.config.schema import TOOL
+
     tool, sep, pattern = text.partition(":")
     tool = tool.strip()
     _, err = TOOL.check(tool)
@@ -219,6 +232,8 @@ def parse_rule(text: str) -> tuple[str, str]:
 def cli_layer(overrides: Overrides) -> Layer:
     layer = Layer("command line", "cli")
     for flag, path, value in overrides.items():
+        from coder_es.config.schema import Leaf, node_at
+
         origin = Origin(flag, "cli")
         node = node_at(path)
         assert isinstance(node, Leaf)
@@ -439,6 +454,8 @@ def _origin_of(config: Config, path: str) -> Origin:
 
 def _elsewhere(model: str, provider: str) -> str:
     """A hint naming a close model of another provider (``gpt5`` asked of anthropic)."""
+    from coder_es.config.suggest import close_matches
+
     for other in CHECKED_PROVIDERS:
         # openai and openai-responses serve the same models: no hint between them.
         if known_models(other) != known_models(provider):
@@ -476,6 +493,8 @@ def cross_check(config: Config, failed: set[Key]) -> list[Problem]:
             if other is not None and other != name:
                 hint = f'; it is an {other} model: set provider = "{other}" or choose another'
             else:
+                from coder_es.config.suggest import did_you_mean
+
                 hint = did_you_mean(model, known) or _elsewhere(model, name)
                 hint += f" (if it is a new model, add it to providers.{name}.models)"
             problems.append(
@@ -576,6 +595,9 @@ def load_config(
         if layer is None:
             continue
         if project and not layer.problems:
+            from coder_es.config.trust import TrustStore
+            from coder_es.config.untrusted import hold_back
+
             # Until the user trusts this file, it may only make things stricter.
             trust = TrustStore(environ).state(path, layer.sha256)
             if not trust.trusted:
@@ -604,6 +626,8 @@ def settings_needing_trust(
     project = read_file_layer(project_config_path(root), project=True)
     if project is None:
         return []
+    from coder_es.config.untrusted import hold_back
+
     return hold_back(project, merge([user] if user is not None else []))
 
 

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from coder_es.config.catalog import ACTIONS, AGENTS, ANY_TOOL, PROVIDERS, TOOLS
-from coder_es.config.locate import locate
-from coder_es.config.problems import Origin, OriginKind, Problem, format_path
-from coder_es.config.suggest import did_you_mean
+from coder_es.config.layers import Key as Key
+from coder_es.config.layers import Layer as Layer
+from coder_es.config.layers import Setting as Setting
 from coder_es.store.config import BACKENDS
-
-Key = tuple[str, ...]
 
 
 def toml_type(value: object) -> str:
@@ -82,6 +80,8 @@ class Choice(Kind):
             return self.wrong_type(value)
         if value in self.options:
             return value, None
+        from coder_es.config.suggest import did_you_mean  # only with a problem (start-up time)
+
         hint = did_you_mean(value, self.options) or f"; expected one of {', '.join(self.options)}"
         return None, f"unknown {self.noun} '{value}'{hint}"
 
@@ -442,47 +442,6 @@ SCHEMA = Table(
 )
 
 
-@dataclass(frozen=True)
-class Setting:
-    value: Any
-    origin: Origin
-    additive: bool = False
-    untrusted: bool = False
-    """A permission rule kept from an untrusted project config: it may only tighten."""
-
-
-@dataclass
-class Layer:
-    """One source of settings, checked: what it set and what was wrong with it."""
-
-    source: str
-    kind: OriginKind
-    project: bool = False
-    """A project config, which may not set every key."""
-    lines: dict[Key, int] = field(default_factory=dict)
-    values: dict[Key, Setting] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    failed: set[Key] = field(default_factory=set)
-    """Key paths with a problem (``()``: the whole layer, e.g. a file that does not parse)."""
-    sha256: str = ""
-    """The hash of the file's bytes as read (what workspace trust records)."""
-
-    def origin(self, path: tuple[str | int, ...]) -> Origin:
-        line = locate(self.lines, path) if self.kind == "file" else None
-        return Origin(self.source, self.kind, line)
-
-    def problem(self, at: tuple[str | int, ...], message: str, shown: Sequence[str | int]) -> None:
-        self.problems.append(Problem(self.origin(at), format_path(shown), message))
-        self.failed.add(tuple(p for p in at if isinstance(p, str)))
-
-    def fail(self, problem: Problem, at: Key) -> None:
-        self.problems.append(problem)
-        self.failed.add(at)
-
-    def set(self, path: Key, value: Any, additive: bool = False) -> None:
-        self.values[path] = Setting(value, self.origin(path), additive)
-
-
 def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
     """Check ``value`` against ``node``, recording values and problems in ``layer``."""
     if isinstance(node, Table):
@@ -492,6 +451,8 @@ def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
         for key, sub in value.items():
             child = node.fields.get(key)
             if child is None:
+                from coder_es.config.suggest import did_you_mean
+
                 hint = did_you_mean(key, node.fields)
                 layer.problem((*path, key), f"unknown key '{key}'{hint}", path)
                 continue

@@ -28,7 +28,6 @@ import struct
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from difflib import SequenceMatcher
 from typing import Protocol
 from uuid import UUID
 
@@ -309,6 +308,8 @@ def _encode_delta(base: bytes, data: bytes) -> bytes:
     for line in base_lines:
         offsets.append(offsets[-1] + len(line))
     out = bytearray()
+    from difflib import SequenceMatcher  # only when a delta is computed (start-up time)
+
     matcher = SequenceMatcher(None, base_lines, data_lines, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":

@@ -34,7 +34,6 @@ import functools
 import hashlib
 import json
 import os
-import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -91,6 +90,8 @@ class Holder:
 
 @functools.cache
 def _hostname() -> str:
+    import socket  # only when a lease is taken: reading commands do not pay for its import
+
     return socket.gethostname()
 
 

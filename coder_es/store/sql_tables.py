@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coder_es.errors import StoreError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 
 def open_sqlite_table(
@@ -13,6 +15,8 @@ def open_sqlite_table(
 ) -> sqlite3.Connection:
     """A connection (usable from any thread, under the caller's lock) with ``table`` created
     from ``definition`` (the column list in parentheses, and any table options)."""
+    import sqlite3  # only for the SQLite backend: the others do not pay for its import
+
     try:
         conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,21 +38,48 @@ try:
 except SystemExit as e:
     code = e.code
 sys.stdout.flush()
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+redaction = sys.modules.get("coder_es.redaction")
+compiled = redaction._builtin_rule.cache_info().currsize if redaction else 0
+report = {"code": code, "modules": sorted(sys.modules), "compiled_shapes": compiled}
+print(json.dumps(report), file=sys.stderr)
 """
+# What a command that only reads the store never needs (issue 19.3: each of these cost start-up
+# time before): the schema, TOML, trust and hints of a configuration without files or problems,
+# the SQLite module under LMDB, the lease's socket module (hostname, taken by writers), the
+# blob store's diff module (deltas are computed when writing).
+READER_NEVER = (
+    "tomllib",
+    "coder_es.config.schema",
+    "coder_es.config.trust",
+    "coder_es.config.untrusted",
+    "difflib",
+    "sqlite3",
+    "socket",
+)
 
 
-def imported_by(args: list[str], cwd: Path) -> tuple[int, set[str]]:
+def probe(args: list[str], cwd: Path) -> dict[str, Any]:
+    # No user configuration: this machine's own must not decide what a run imports.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(cwd / "no-config")}
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=env,
         capture_output=True,
         text=True,
         check=False,
     )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
+    return report
+
+
+def imported_by(args: list[str], cwd: Path) -> tuple[int, set[str]]:
+    report = probe(args, cwd)
     return int(report["code"] or 0), set(report["modules"])
+
+
+def absent(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in names or m.startswith(tuple(n + "." for n in names)))
 
 
 def heavy(modules: set[str]) -> list[str]:
@@ -89,6 +117,7 @@ def test_sessions_and_tree_import_only_what_they_use(
     unexpected = {"httpx", "rich", "tree_sitter", "coder_es.providers", "merge3", "projections"}
     assert [m for m in heavy(modules) if m.split(".")[0] in unexpected or m in unexpected] == []
     assert not [m for m in modules if m.startswith(("coder_es.providers", "coder_es.agent"))]
+    assert absent(modules, READER_NEVER) == []
 
     sid = json.loads(
         subprocess.run(
@@ -100,11 +129,20 @@ def test_sessions_and_tree_import_only_what_they_use(
             text=True,
         ).stdout
     )["id"]
-    code, modules = imported_by(["tree", sid[:8]], tmp_path)
-    assert code == 0
+    report = probe(["tree", sid[:8]], tmp_path)
+    assert report["code"] == 0
+    modules = set(report["modules"])
     assert "projections.tree" in modules
-    for absent in ("httpx", "tree_sitter", "merge3", "coder_es.providers", "coder_es.agent"):
-        assert not [m for m in modules if m == absent or m.startswith(absent + ".")], absent
+    for name in ("httpx", "tree_sitter", "merge3", "coder_es.providers", "coder_es.agent"):
+        assert not [m for m in modules if m == name or m.startswith(name + ".")], name
+    assert absent(modules, READER_NEVER) == []
+    # `tree` reads: none of the branching machinery (restoring files, its thread pool, the
+    # progress bars) and, printing into a pipe, none of rich's console (coder_es.cli.plain).
+    moving = ("coder_es.branching", "coder_es.workspace.restore", "coder_es.cli.progress")
+    assert absent(modules, (*moving, "concurrent.futures")) == []
+    assert absent(modules, ("rich.console", "rich.markup", "rich.text")) == []
+    # Nothing is redacted by reading: the builtin credential shapes are never compiled.
+    assert report["compiled_shapes"] == 0
 
 
 def test_every_row_of_the_table_names_a_handler() -> None:
