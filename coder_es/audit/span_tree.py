@@ -214,22 +214,23 @@ class SpanTree:
 
     def feed(self, e: AuditEvent) -> list[SpanRecord]:
         f = e.fields
+        kind = e.kind  # a property that parses the topic: read once per event
         done: list[SpanRecord] = []
-        if e.kind == "Started":
+        if kind == "Started":
             self.started = dict(f)
             self._last_time = e.timestamp
             return done
-        if e.kind == "SettingsChanged":
+        if kind == "SettingsChanged":
             # Between turns: the next turn runs as this agent, provider and model.
             self.started.update(agent=f.get("agent"), provider=f.get("provider"))
             self.started["model"] = f.get("model")
             return done
-        if e.kind in ("Archived", "Unarchived"):
+        if kind in ("Archived", "Unarchived"):
             return done  # which lists show the session: no part of a turn
-        if e.kind == "UserMessageAdded" or self._turn is None:
+        if kind == "UserMessageAdded" or self._turn is None:
             done.extend(self.finish())
             opened = self._open_turn(e)
-            if e.kind == "UserMessageAdded" and self.semconv.capture_content:
+            if kind == "UserMessageAdded" and self.semconv.capture_content:
                 self._input = [{"role": "user", "parts": _parts(f.get("content"))}]
                 if self.semconv.old and not self.semconv.latest:
                     opened.events.append(
@@ -240,24 +241,24 @@ class SpanTree:
         turn = self._turn
         assert turn is not None
         turn.end = max(turn.end, e.timestamp)
-        if e.kind == "ModelResponded":
+        if kind == "ModelResponded":
             done.extend(self._tools.pop(call_id) for call_id in self._completed)
             self._completed.clear()
             done.append(self._chat(e, turn))
-        elif e.kind in (
+        elif kind in (
             "ToolCallRequested",
             "PermissionRequested",
             "PermissionDecided",
             "ToolCallCompleted",
         ):
-            self._tool(e, turn)
-            if e.kind == "ToolCallCompleted":
+            self._tool(e, kind, turn)
+            if kind == "ToolCallCompleted":
                 self._completed.append(str(f.get("tool_use_id")))
-        elif e.kind in ("EditApplied", "FileObserved") and str(f.get("tool_use_id")) in self._tools:
+        elif kind in ("EditApplied", "FileObserved") and str(f.get("tool_use_id")) in self._tools:
             self._tools[str(f.get("tool_use_id"))].events.append(
                 _span_event(
                     e,
-                    f"coder_es.{'edit' if e.kind == 'EditApplied' else 'file'}",
+                    f"coder_es.{'edit' if kind == 'EditApplied' else 'file'}",
                     {
                         "coder_es.file.path": f.get("path"),
                         "coder_es.edit.outcome": f.get("outcome"),
@@ -269,7 +270,7 @@ class SpanTree:
             turn.events.append(
                 _span_event(
                     e,
-                    f"coder_es.{e.kind}",
+                    f"coder_es.{kind}",
                     {
                         f"coder_es.{k}": v
                         for k, v in sorted(f.items())
@@ -277,7 +278,7 @@ class SpanTree:
                     },
                 )
             )
-            if e.kind == "ErrorRecorded":
+            if kind == "ErrorRecorded":
                 turn.error = str(f.get("message"))
         self._last_time = e.timestamp
         return done
@@ -325,7 +326,7 @@ class SpanTree:
             self._input = []
         return span
 
-    def _tool(self, e: AuditEvent, turn: SpanRecord) -> SpanRecord:
+    def _tool(self, e: AuditEvent, kind: str, turn: SpanRecord) -> SpanRecord:
         f = e.fields
         call_id = str(f.get("tool_use_id"))
         tool = self._tools.get(call_id)
@@ -349,9 +350,9 @@ class SpanTree:
             )
         tool.end = max(tool.end, e.timestamp)
         capture = self.semconv.capture_content
-        if e.kind == "ToolCallRequested" and capture and self.semconv.latest:
+        if kind == "ToolCallRequested" and capture and self.semconv.latest:
             tool.attributes["gen_ai.tool.call.arguments"] = _json(f.get("input"))
-        elif e.kind == "PermissionRequested":
+        elif kind == "PermissionRequested":
             tool.events.append(
                 _span_event(
                     e,
@@ -362,7 +363,7 @@ class SpanTree:
                     },
                 )
             )
-        elif e.kind == "PermissionDecided":
+        elif kind == "PermissionDecided":
             tool.events.append(
                 _span_event(
                     e,
@@ -379,7 +380,7 @@ class SpanTree:
             )
             if f.get("decision") == "deny":
                 tool.attributes["coder_es.permission.denied"] = True
-        elif e.kind == "ToolCallCompleted":
+        elif kind == "ToolCallCompleted":
             tool.attributes["coder_es.tool.duration_ms"] = f.get("duration_ms")
             tool.attributes["coder_es.node.id"] = str(e.version)
             changes = f.get("files_changed") or []

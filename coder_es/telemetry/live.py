@@ -160,6 +160,14 @@ def _metric_reader(settings: TelemetrySettings) -> MetricReader:
 
 
 _KINDS = {KIND_CLIENT: SpanKind.CLIENT}
+# The attributes of a chat span its metrics are recorded with (the token type aside).
+METRIC_KEYS = (
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.system",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+)
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
@@ -218,6 +226,9 @@ class LiveTelemetry:
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.submitted = 0
+        self._trace_ids: dict[str, int] = {}
+        self._parent_context: tuple[tuple[str, str], SpanContext] | None = None
+        self._metric_attributes: dict[tuple[Any, ...], tuple[dict[str, Any], ...]] = {}
         self._trees: dict[str, SpanTree] = {}
         self._decoders: dict[int, EventDecoder] = {}
         self._closed = False
@@ -268,15 +279,26 @@ class LiveTelemetry:
         for span in tree.finish() if tree is not None else ():
             self._emit(session, span)
 
+    def _trace(self, session: str) -> int:
+        trace = self._trace_ids.get(session)
+        if trace is None:
+            trace = self._trace_ids[session] = int(trace_id(session), 16)
+        return trace
+
+    def _parent(self, session: str, trace: int, key: str) -> SpanContext:
+        """The context of a turn span, made once for all the spans under it."""
+        cached = self._parent_context
+        if cached is not None and cached[0] == (session, key):
+            return cached[1]
+        context = SpanContext(trace, int(span_id(session, key), 16), False, SAMPLED)
+        self._parent_context = ((session, key), context)
+        return context
+
     def _emit(self, session: str, span: SpanRecord) -> None:
         if self._closed:
             return
-        trace = int(trace_id(session), 16)
-        parent = (
-            SpanContext(trace, int(span_id(session, span.parent), 16), False, SAMPLED)
-            if span.parent is not None
-            else None
-        )
+        trace = self._trace(session)
+        parent = self._parent(session, trace, span.parent) if span.parent is not None else None
         status = (
             Status(StatusCode.ERROR, span.error)
             if span.error is not None
@@ -305,25 +327,24 @@ class LiveTelemetry:
 
     def _record_metrics(self, span: SpanRecord) -> None:
         a = span.attributes
-        common = _plain_attributes(
-            {
-                k: a.get(k)
-                for k in (
-                    "gen_ai.operation.name",
-                    "gen_ai.provider.name",
-                    "gen_ai.system",
-                    "gen_ai.request.model",
-                    "gen_ai.response.model",
-                )
-            }
-        )
+        key = tuple(a.get(k) for k in METRIC_KEYS)
+        cached = self._metric_attributes.get(key)
+        if cached is None:
+            # A session uses a model or two: the attribute sets are built once, not per call.
+            common = _plain_attributes(dict(zip(METRIC_KEYS, key, strict=True)))
+            cached = self._metric_attributes[key] = (
+                common,
+                {**common, "gen_ai.token.type": "input"},
+                {**common, "gen_ai.token.type": "output"},
+            )
+        common, as_input, as_output = cached
         self.duration.record((nanos(span.end) - nanos(span.start)) / 1e9, common)
-        for token_type, count in (
-            ("input", a.get("gen_ai.usage.input_tokens")),
-            ("output", a.get("gen_ai.usage.output_tokens")),
-        ):
-            if isinstance(count, int):
-                self.token_usage.record(count, {**common, "gen_ai.token.type": token_type})
+        count = a.get("gen_ai.usage.input_tokens")
+        if isinstance(count, int):
+            self.token_usage.record(count, as_input)
+        count = a.get("gen_ai.usage.output_tokens")
+        if isinstance(count, int):
+            self.token_usage.record(count, as_output)
 
     # ------------------------------------------------------------------ ending
 
