@@ -9,7 +9,8 @@ so the live spans and the file export of the same session agree span for span.
 - ``invoke_agent {agent}`` (INTERNAL) per turn: from a user message to the next one (the turn is
   finished when the next user message arrives, or when the feed ends);
 - ``chat {model}`` (CLIENT) per model response, child of its turn, finished at the response;
-- ``execute_tool {tool}`` (INTERNAL) per tool call (keyed by ``tool_use_id``), child of its turn;
+- ``execute_tool {tool}`` (INTERNAL) per tool call (matched by ``tool_use_id``, named by the event
+  that opened it), child of its turn;
   permission requests and decisions and the edits it made are span events on it; finished at the
   next model response after the call completed (edits are recorded after the completion);
 - errors, retries, cancellations and head moves are span events on the turn.
@@ -333,7 +334,9 @@ class SpanTree:
         name = f.get("name") or f.get("tool")
         if tool is None:
             tool = self._tools[call_id] = SpanRecord(
-                key=f"tool:{call_id}",
+                # The event that opened the call names it: tool_use ids are not unique across
+                # turns (the scripted provider, some OpenAI-compatible servers reuse them).
+                key=f"tool:{e.version}",
                 name=f"execute_tool {name}",
                 kind=KIND_INTERNAL,
                 start=e.timestamp,

@@ -233,3 +233,32 @@ def test_a_project_config_cannot_redirect_telemetry(tmp_path: Path) -> None:
     config = load_config(workspace)
     assert config.telemetry.endpoint is None
     assert any("telemetry" in line for line in config.ignored_lines())
+
+
+def test_span_ids_stay_unique_when_a_provider_reuses_tool_call_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scripted provider (like some OpenAI-compatible servers) numbers tool calls afresh in
+    each process: two turns of one session hold the same ``tool_use_id``. Their spans must not
+    share an id (a collector keeps one of them: Phoenix showed half the tool calls)."""
+    from tests.cli.cli_helpers import Cli, script, text, tool, turn
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    cli = Cli(workspace, capsys)
+    path = script(tmp_path / "s.json", turn(tool("bash", command="echo hi")), turn(text("done")))
+    first, sid = cli.run_script("one", path, "--allow", "bash:echo*")
+    assert first.code == 0, first.err
+    again = cli("run", "two", "--session", sid, "--script", path, "--allow", "bash:echo*")
+    assert again.code == 0, again.err
+    exported = cli("export", sid, "--format", "otel")
+    spans = json.loads(exported.out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    tools = [s for s in spans if s["name"] == "execute_tool bash"]
+    call_ids = {
+        a["value"]["stringValue"]
+        for s in tools
+        for a in s["attributes"]
+        if a["key"] == "gen_ai.tool.call.id"
+    }
+    assert len(tools) == 2 and len(call_ids) == 1  # the same call id, twice
+    assert len({s["spanId"] for s in spans}) == len(spans)
