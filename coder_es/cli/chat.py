@@ -175,6 +175,7 @@ class Chat:
                 self.renderer.show(update)
             if isinstance(update, up.PermissionRequired) and not self.yes:
                 self._event(update.tool_use_id).set()
+        self.ctx.end_turn(self.handle.id)
         if not self.as_json:
             _conflict_hints(self.ctx, self.handle, before, self.err)
 

@@ -31,6 +31,7 @@ def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:
         overrides=Overrides.from_args(args),
     )
     runtime.check_provider()
+    runtime.turn_ended = ctx.end_turn
     return runtime
 
 

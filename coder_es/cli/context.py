@@ -115,6 +115,12 @@ class Context:
             self._search_feed = SearchIndexFeed.attach(self._app)
         return self._app
 
+    def end_turn(self, session_id: str) -> None:
+        """A turn of an interactive command (``chat``, ``acp``, ``serve``) is over: live
+        telemetry sends its span now rather than at the session's next message or at exit."""
+        if self._telemetry is not None:
+            self._telemetry.finish_session(session_id)
+
     def close(self) -> None:
         if self._search_feed is not None:
             self._search_feed.close()

@@ -825,10 +825,13 @@ class CoderAcpAgent:
         error: str | None = None
         # A bad image (not PNG/JPEG/GIF/WebP, too large) raises here, before anything is recorded.
         updates = handle.send(text, images=images, answerer=self._answerer(session))
-        async for update in updates:
-            if isinstance(update, up.Error) and not update.retryable:
-                error = f"{update.kind}: {update.message}"
-            await self._forward(session, update)
+        try:
+            async for update in updates:
+                if isinstance(update, up.Error) and not update.retryable:
+                    error = f"{update.kind}: {update.message}"
+                await self._forward(session, update)
+        finally:
+            self.runtime.end_turn(handle.id)
         outcome = handle.outcome
         reason = outcome.reason if outcome is not None else "cancelled"
         if reason == "error":

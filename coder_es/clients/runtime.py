@@ -101,7 +101,14 @@ class ClientRuntime:
         self.filter = ApprovalFilter.from_config(config.serve.rules)
         self.rules = rules_of(config)
         self.watcher: ConfigWatcher | None = None
+        self.turn_ended: Callable[[str], None] | None = None
+        """Called with a session id when a client's turn in it is over: live telemetry sends
+        the turn's span then, not at the session's next message or when the server stops."""
         _log_ignored(config)
+
+    def end_turn(self, session_id: str) -> None:
+        if self.turn_ended is not None:
+            self.turn_ended(session_id)
 
     # ------------------------------------------------------------------ sessions
 

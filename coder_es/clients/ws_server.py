@@ -500,6 +500,7 @@ class WsServer:
             await session.publish(p.error(f"internal error: {e}", code="internal", fatal=False))
         finally:
             p.add_usage(session.usage, turn_usage)
+            self.runtime.end_turn(session.handle.id)
 
     async def _forward(
         self, session: ServerSession, update: up.Update, turn_usage: dict[str, int]

@@ -209,14 +209,26 @@ def test_settings_from_variables_over_the_config_table() -> None:
     assert TelemetrySettings.resolve(ENDPOINT, TelemetryConfig(enabled=False)) is None
 
 
+@pytest.mark.parametrize(
+    ("protocol", "said"),
+    [("http/json", "is not supported"), ("grpc", "opentelemetry-exporter-otlp-proto-grpc")],
+)
 def test_unusable_settings_leave_telemetry_off_with_a_message(
-    app: CoderApp, capsys: pytest.CaptureFixture[str]
+    app: CoderApp, capsys: pytest.CaptureFixture[str], protocol: str, said: str
 ) -> None:
     from coder_es.telemetry.attach import start_telemetry
 
-    env = {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}
+    if protocol == "grpc":
+        try:
+            import opentelemetry.exporter.otlp.proto.grpc  # noqa: F401
+        except ImportError:
+            pass  # the usual install: gRPC is refused with what to install
+        else:
+            pytest.skip("the gRPC exporter is installed here: grpc is a usable protocol")
+    env = {**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
     assert start_telemetry(app, environ=env) is None
-    assert "telemetry off" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "telemetry off" in err and said in err
     record_demo(app)  # the session runs regardless
     assert app.save_observers == []
 

@@ -223,3 +223,51 @@ def test_an_unreachable_collector_neither_slows_nor_fails_a_turn(tmp_path: Path)
     lost = [line for line in lines if "were not exported" in line]
     assert len(lost) == 1 and f"of {telemetry.submitted} span(s)" in lost[0]
     assert telemetry.exporter.exported == 0 and telemetry.submitted > 0
+
+
+def test_serve_sends_a_turns_span_when_the_turn_ends(receiver: Receiver, tmp_path: Path) -> None:
+    """A long-running ``serve`` does not hold a finished turn's span until its next message or
+    its exit: the span arrives while the server still runs."""
+    import asyncio
+    import json
+
+    import websockets
+
+    from tests.clients.client_helpers import make_workspace, run, serve_process
+
+    workspace = make_workspace(
+        tmp_path,
+        '[permissions.rules]\nbash = "allow"\n',
+        [
+            {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo hi"}}]},
+            {"blocks": [{"type": "text", "text": "done"}], "usage": {"output_tokens": 3}},
+        ],
+    )
+
+    async def scenario() -> tuple[str, list[str]]:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        async with (
+            serve_process(workspace, tmp_path, extra_env=env) as (url, proc),
+            websockets.connect(url) as ws,
+        ):
+            hello = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "send_message", "text": "say hi"}))
+            while json.loads(await asyncio.wait_for(ws.recv(), 20))["type"] != "finished":
+                pass
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                names = [s.name for s in receiver.spans()]
+                if any(n.startswith("invoke_agent ") for n in names):
+                    break
+                await asyncio.sleep(0.1)
+            assert proc.returncode is None  # the server is still running
+            return str(hello["session_id"]), names
+
+    sid, names = run(scenario())
+    assert sorted(names) == [
+        "chat script",
+        "chat script",
+        "execute_tool bash",
+        "invoke_agent build",
+    ]
+    assert {s.trace_id.hex() for s in receiver.spans()} == {trace_id(sid)}
