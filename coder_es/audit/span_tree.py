@@ -203,6 +203,11 @@ class SpanTree:
         )
         return self._turn
 
+    @property
+    def turn_open(self) -> bool:
+        """Spans are open: a turn (or a tool call) not finished yet."""
+        return self._turn is not None or bool(self._tools)
+
     def finish(self) -> list[SpanRecord]:
         """The spans still open (the last turn and any tool call that never completed)."""
         done = sorted(self._tools.values(), key=lambda s: s.order)

@@ -260,7 +260,7 @@ class LiveTelemetry:
     @property
     def open_sessions(self) -> tuple[str, ...]:
         """Sessions with spans not sent yet (a turn still running)."""
-        return tuple(self._trees)
+        return tuple(session for session, tree in self._trees.items() if tree.turn_open)
 
     def begin_session(self, session: str, started: dict[str, Any]) -> None:
         """Follow ``session`` from an event after its ``Started`` (given here)."""
@@ -274,8 +274,9 @@ class LiveTelemetry:
             self._emit(event.session, span)
 
     def finish_session(self, session: str) -> None:
-        """Send the spans still open for ``session`` (its last turn)."""
-        tree = self._trees.pop(session, None)
+        """Send the spans still open for ``session`` (its last turn). The tree stays: it knows
+        the agent and model the session's next turn runs with."""
+        tree = self._trees.get(session)
         for span in tree.finish() if tree is not None else ():
             self._emit(session, span)
 
@@ -394,9 +395,21 @@ def _stored_form(decoder: EventDecoder, stored: Any) -> AuditEvent:
 
 
 def _started(app: Any, decoder: EventDecoder, recording: Any) -> dict[str, Any]:
-    """The ``Started`` fields of a session first seen mid-way (resumed by ``run --resume``)."""
-    first = app.recorder.select_events(recording.notification.originator_id, limit=1)
-    if not first:
-        return {}
-    event = _stored_form(decoder, first[0])
-    return dict(event.fields) if event.kind == "Started" else {}
+    """The settings of a session first seen mid-way (resumed by ``run --session``): its
+    ``Started`` fields, updated by the last ``SettingsChanged`` before this save. Read once
+    per session and process; only those two kinds of event are decoded."""
+    stored = recording.notification
+    earlier = app.recorder.select_events(stored.originator_id, lte=stored.originator_version - 1)
+    fields: dict[str, Any] = {}
+    for event in earlier:
+        kind = event.topic.rsplit(".", 1)[-1].rsplit(":", 1)[-1]
+        if kind == "Started":
+            fields = dict(_stored_form(decoder, event).fields)
+        elif kind == "SettingsChanged":
+            changed = _stored_form(decoder, event).fields
+            fields.update(
+                agent=changed.get("agent"),
+                provider=changed.get("provider"),
+                model=changed.get("model"),
+            )
+    return fields
