@@ -12,8 +12,12 @@ the request, recording the response, the permission decision and the result, and
     python3 bench/loop.py --search-index       also each session with the search index fed
 
 With ``--telemetry`` every round also runs the session with live export (coder_es.telemetry: real
-OTLP/HTTP exporter and batch thread) to an OTLP receiver on loopback in this process, and prints
-the median overhead per step with export on and off and their ratio (the target is <= 1.1).
+OTLP/HTTP exporter and batch thread) to an OTLP receiver on loopback (a process of its own, as a
+collector is), and prints, with export on and off and their ratio (the target is <= 1.1): the
+median loop overhead per step (wall), and the whole session per step in wall time and in CPU time
+of this process (all threads: the exporter's batch thread encodes and sends beside the loop, so
+under load the process's CPU time is the honest measure of what export costs), the telemetry's
+close (its last flush) included; as ratios of medians and as the median of each round's ratio.
 ``--search-index`` does the same with the search index kept as the session records
 (``projections.search.follow``, as ``run`` and ``chat`` keep it), and prints the time the last
 catch-up took when the session closed.
@@ -169,6 +173,7 @@ def run_session(
     observed: list[float] | None = None,
     search_feed: list[float] | None = None,
     cpu: list[float] | None = None,
+    wall: list[float] | None = None,
 ) -> list[float]:
     suffix = "-otel" if telemetry_endpoint else ""
     suffix += "-search" if search_feed is not None else ""
@@ -221,10 +226,15 @@ def run_session(
         )
         session = app.start_session(workspace=str(workspace), agent="bench", model="bench")
         loop = AgentLoop(app, session.id, deps, config=LoopConfig(max_steps=steps + 1))
-        cpu_start = time.process_time()
+        cpu_start, wall_start = time.process_time(), time.perf_counter()
         outcome = asyncio.run(loop.send("go"))
+        if telemetry is not None:  # its last flush is part of what export costs
+            telemetry.close()
+            telemetry = None
         if cpu is not None:  # the process's CPU time per step, every thread included
             cpu.append((time.process_time() - cpu_start) / steps)
+        if wall is not None:
+            wall.append((time.perf_counter() - wall_start) / steps)
         assert outcome.reason == "end_turn", outcome
         starts = timings.model_starts
         return [(starts[i + 1] - starts[i]) - timings.excluded[i] for i in range(len(starts) - 1)]
@@ -296,6 +306,10 @@ def main() -> None:
         closing: dict[str, list[float]] = {b: [] for b in available}
         cpu_off: dict[str, list[float]] = {b: [] for b in available}
         cpu_on: dict[str, list[float]] = {b: [] for b in available}
+        wall_off: dict[str, list[float]] = {b: [] for b in available}
+        # Whole-session CPU and wall time per step of the runs with live telemetry.
+        otel_cpu: dict[str, list[float]] = {b: [] for b in available}
+        otel_wall: dict[str, list[float]] = {b: [] for b in available}
         # Rounds of the backends are interleaved so a slow moment of the disk hits them all.
         for r in range(args.rounds):
             for backend in available:
@@ -305,7 +319,15 @@ def main() -> None:
                 # With --telemetry, the order of the two runs alternates between rounds.
                 if receiver is not None and r % 2:
                     exported[backend].append(
-                        run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
+                        run_session(
+                            backend,
+                            args.steps,
+                            round_dir,
+                            receiver.url,
+                            observed[backend],
+                            cpu=otel_cpu[backend],
+                            wall=otel_wall[backend],
+                        )
                     )
                 fed = (backend, args.steps, round_dir)
                 if args.search_index and r % 2:
@@ -313,7 +335,9 @@ def main() -> None:
                         run_session(*fed, search_feed=closing[backend], cpu=cpu_on[backend])
                     )
                 results[backend].append(
-                    run_session(backend, args.steps, round_dir, cpu=cpu_off[backend])
+                    run_session(
+                        backend, args.steps, round_dir, cpu=cpu_off[backend], wall=wall_off[backend]
+                    )
                 )
                 if args.search_index and not r % 2:
                     searched[backend].append(
@@ -321,7 +345,15 @@ def main() -> None:
                     )
                 if receiver is not None and not r % 2:
                     exported[backend].append(
-                        run_session(backend, args.steps, round_dir, receiver.url, observed[backend])
+                        run_session(
+                            backend,
+                            args.steps,
+                            round_dir,
+                            receiver.url,
+                            observed[backend],
+                            cpu=otel_cpu[backend],
+                            wall=otel_wall[backend],
+                        )
                     )
         for backend in available:
             rounds = results[backend]
@@ -352,6 +384,22 @@ def main() -> None:
                     f"per save (median), {len(observed[backend]) / (args.steps * args.rounds):.1f} "
                     "saves per step"
                 )
+                for what, on_runs, off_runs in (
+                    ("wall", otel_wall[backend], wall_off[backend]),
+                    ("cpu", otel_cpu[backend], cpu_off[backend]),
+                ):
+                    with_, without = statistics.median(on_runs), statistics.median(off_runs)
+                    # Each round's two runs are neighbours in time: their ratio is the least
+                    # disturbed by the machine's load drifting between rounds.
+                    paired = statistics.median(
+                        a / b for a, b in zip(on_runs, off_runs, strict=True)
+                    )
+                    print(
+                        f"{backend}: live telemetry: whole session per step ({what}) with export "
+                        f"{with_ * ms:.2f} ms, without {without * ms:.2f} ms; ratio "
+                        f"{with_ / without:.2f}, median of the rounds' ratios {paired:.2f} "
+                        "(target <= 1.1)"
+                    )
             if searched[backend]:
                 on = statistics.median(statistics.median(o) for o in searched[backend])
                 print(
