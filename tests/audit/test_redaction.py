@@ -8,7 +8,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from coder_es.application import CoderApp
@@ -245,6 +245,10 @@ _FILLER = st.text(alphabet="aAz9_-./:=@'\" \t\n\x0b\f\r", max_size=4)
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(_PIECES), _FILLER), max_size=10).map("".join))
+# Python's \s on bytes holds \v (RE2's does not): the shapes must spell it out.
+@example("aws_secret_access_key\x0b=\x0bwJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+@example("-----BEGIN RSA PRIVATE KEY-----\x0bMIIEpAIBAAKCAQEA0x9\x0b-----END RSA PRIVATE KEY-----")
+@example('{"a": "x\\n' + SHAPES["github_token"] + '"}')
 def test_bytes_scans_find_exactly_what_the_rules_find(text: str) -> None:
     redactor = Redactor.from_environ({"DEPLOY_TOKEN": _ENV_SECRET})
     data = text.encode()
@@ -263,3 +267,19 @@ def test_every_builtin_and_environment_rule_is_screened_without_the_gil() -> Non
     user = Redactor.with_settings(patterns=["zz-internal-[0-9]{6}"], environ={})
     assert user._shapes.possible(ordinary)[0] is True  # a user's pattern always runs
     assert user.has_secret(b"id zz-internal-123456") and not user.has_secret(ordinary)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "data"),
+    [
+        ("zq{,3}y", b"a zqqy b"),  # Python's {,3}; RE2 would read it as characters
+        ("tail-key$", b"x tail-key\n"),  # Python's $ also matches before a final newline
+        (r"tok-\S{4}", b"tok-ab;!"),  # RE2's \S differs (\v): no shape, the rule always runs
+        (r"(?<=id=)\d{6}(?!\d)", b"id=123456"),
+    ],
+)
+def test_a_rule_is_never_screened_out_by_how_re2_reads_its_shape(pattern: str, data: bytes) -> None:
+    redactor = Redactor.from_rules([("pattern", "odd", pattern)])
+    assert re.search(pattern.encode(), data)
+    assert redactor.has_secret(data)
+    assert b"[REDACTED:pattern:odd]" in redactor.redact_bytes(data)
