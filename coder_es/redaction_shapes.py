@@ -107,7 +107,7 @@ class ShapeFilter:
     """The shapes of a redactor's rules, compiled for RE2 (bytes, byte by byte)."""
 
     def __init__(self, shapes: Sequence[str | None]) -> None:
-        import re2  # noqa: PLC0415 - loaded with the first scan of bytes, not at start-up
+        import re2  # loaded with the first scan of bytes, not at start-up
 
         options = re2.Options()
         options.encoding = re2.Options.Encoding.LATIN1  # a byte is a character, as in re

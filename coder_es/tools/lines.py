@@ -20,7 +20,7 @@ _OTHER_BREAKS = rb"[\r\x0b\x0c\x1c-\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]"
 
 @cache
 def _other_breaks() -> Any:
-    import re2  # noqa: PLC0415 - RE2 searches without holding the GIL; loaded on first use
+    import re2  # loaded on first use, not at start-up
 
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1
