@@ -367,11 +367,11 @@ class Redactor:
         one occurs (gitleaks' prefilter, per place rather than per file). On bytes, a rule whose
         shape occurs nowhere is not tried at all: that is found without holding the GIL, so the
         reads of large files run side by side (issue 21)."""
-        possible = self._shapes.possible(data) if as_bytes and self.rules else None
+        may_match = self._shapes.screen(data) if as_bytes and self.rules else None
         lowered = None
         places: dict[Any, list[int]] = {}  # keyword -> where it occurs (one pass each)
         for index, rule in enumerate(self._compiled):
-            if possible is not None and not possible[index]:
+            if may_match is not None and not may_match(index):
                 continue
             pattern = rule.raw if as_bytes else rule.text
             keywords = rule.keywords_raw if as_bytes else rule.keywords

@@ -16,7 +16,7 @@ syntax is the user's, and a rewrite that widened them wrongly would let a secret
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
@@ -124,9 +124,21 @@ class ShapeFilter:
         usable = [s for s, c in zip(shapes, self._each, strict=True) if c is not None]
         self._any = compiled("|".join(f"(?:{s})" for s in usable)) if usable else None
 
-    def possible(self, data: bytes) -> list[bool]:
-        """For each rule, whether it can match somewhere in ``data`` (True for rules without a
-        usable shape). Releases the GIL while searching."""
+    def screen(self, data: bytes) -> Callable[[int], bool]:
+        """Whether rule ``i`` can match somewhere in ``data`` (always for a rule without a
+        usable shape). One search for all shapes now; a rule's own search, when asked (a scan
+        that stops at the first secret asks only up to it). RE2 releases the GIL meanwhile."""
+        each = self._each
         if self._any is not None and self._any.search(data) is None:
-            return [c is None for c in self._each]
-        return [c is None or c.search(data) is not None for c in self._each]
+            return lambda i: each[i] is None
+
+        def may_match(i: int) -> bool:
+            shape = each[i]
+            return shape is None or shape.search(data) is not None
+
+        return may_match
+
+    def possible(self, data: bytes) -> list[bool]:
+        """``screen`` for every rule."""
+        may = self.screen(data)
+        return [may(i) for i in range(len(self._each))]
