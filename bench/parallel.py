@@ -9,10 +9,13 @@ Each round writes fresh files (so no read finds its blob already stored) and run
 on a real store with the scripted provider and the real ``read`` tool: one whose model asks for
 the eight reads at once, one whose model asks for them one at a time. Timed: the tool phase,
 from the first ``ToolStarted`` to the last ``ToolCompleted`` (parallel), or the sum of each
-call's ``ToolStarted`` to ``ToolCompleted`` (sequential). Printed: medians and their ratio
-(target <= 0.5). Tasks: the parent's turn, from its first request to its end, with one task and
-with four (each child answers after 200 ms; so does the parent): the ratio four/one (target
-<= 1.5). The loop's overhead per step is bench/loop.py's.
+call's ``ToolStarted`` to ``ToolCompleted`` (sequential), in wall time and in the process's
+CPU time over the same spans (the same work either way: a CPU ratio far from 1 means the runs
+did not do the same thing). Printed: medians and the wall ratio (target <= 0.5; on two cores
+CPU-bound work cannot go below 0.5, so the CPU per read is printed too). Tasks: the parent's
+turn, from its first request to its end, with one task and with four (each child answers after
+200 ms; so does the parent): the ratio four/one (target <= 1.5). The loop's overhead per step
+is bench/loop.py's.
 """
 
 from __future__ import annotations
@@ -54,30 +57,37 @@ def read(path: str, i: int) -> dict[str, Any]:
     return {"type": "tool_use", "id": f"toolu_{i}", "name": "read", "input": {"path": path}}
 
 
-async def run(app: CoderApp, root: Path, turns: list[dict[str, Any]]) -> list[tuple[str, float]]:
+Stamp = tuple[str, float, float]
+"""(update kind, wall clock, process CPU time)"""
+
+
+async def run(app: CoderApp, root: Path, turns: list[dict[str, Any]]) -> list[Stamp]:
     service = AgentService(
         app, root, provider_factory=lambda _n, _m: ScriptedProvider(turns, chunk_chars=4096)
     )
     options = SessionOptions(agent="build", rules=(Rule("read", None, "allow", "bench"),))
     handle = await service.create_session(options)
-    stamps: list[tuple[str, float]] = []
+    stamps: list[Stamp] = []
     async for update in handle.send("read them", answerer=auto_answerer(False)):
         if isinstance(update, up.ToolStarted | up.ToolCompleted):
-            stamps.append((type(update).__name__, time.perf_counter()))
+            stamps.append((type(update).__name__, time.perf_counter(), time.process_time()))
         elif isinstance(update, up.TurnEnded):
             assert update.reason == "end_turn", update
     await handle.close()
     return stamps
 
 
-def parallel_time(stamps: list[tuple[str, float]]) -> float:
-    return stamps[-1][1] - stamps[0][1]
+def parallel_time(stamps: list[Stamp]) -> tuple[float, float]:
+    """(wall, CPU) from the first start to the last end."""
+    return stamps[-1][1] - stamps[0][1], stamps[-1][2] - stamps[0][2]
 
 
-def sequential_time(stamps: list[tuple[str, float]]) -> float:
-    starts = [t for kind, t in stamps if kind == "ToolStarted"]
-    ends = [t for kind, t in stamps if kind == "ToolCompleted"]
-    return sum(e - s for s, e in zip(starts, ends, strict=True))
+def sequential_time(stamps: list[Stamp]) -> tuple[float, float]:
+    """(wall, CPU) summed over each call's start to its end."""
+    starts = [(w, c) for kind, w, c in stamps if kind == "ToolStarted"]
+    ends = [(w, c) for kind, w, c in stamps if kind == "ToolCompleted"]
+    pairs = list(zip(starts, ends, strict=True))
+    return sum(e[0] - s[0] for s, e in pairs), sum(e[1] - s[1] for s, e in pairs)
 
 
 def task_turn(app: CoderApp, root: Path, count: int, latency_ms: int) -> float:
@@ -119,8 +129,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=200, help="scripted model latency")
     args = parser.parse_args()
     done = done_turn()
-    together: list[float] = []
-    one_by_one: list[float] = []
+    together: list[tuple[float, float]] = []
+    one_by_one: list[tuple[float, float]] = []
     one_task: list[float] = []
     four_tasks: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,11 +150,19 @@ def main() -> None:
                 four_tasks.append(task_turn(app, root, 4, args.latency_ms))
         finally:
             app.close()
-    par, seq = statistics.median(together), statistics.median(one_by_one)
+    par = statistics.median(w for w, _ in together)
+    seq = statistics.median(w for w, _ in one_by_one)
+    par_cpu = statistics.median(c for _, c in together)
+    seq_cpu = statistics.median(c for _, c in one_by_one)
     print(f"{FILES} reads of {args.mb} MB files, {args.rounds} rounds, {args.backend}")
-    print(f"  sequential (one per response, baseline): {seq * 1000:8.1f} ms")
-    print(f"  parallel (one response):                 {par * 1000:8.1f} ms")
-    print(f"  ratio parallel/sequential: {par / seq:.2f} (target <= 0.5)")
+    print("                                            wall ms    CPU ms")
+    print(f"  sequential (one per response, baseline): {seq * 1000:8.1f}  {seq_cpu * 1000:8.1f}")
+    print(f"  parallel (one response):                 {par * 1000:8.1f}  {par_cpu * 1000:8.1f}")
+    print(
+        f"  CPU per read: {seq_cpu * 1000 / FILES:.1f} ms; CPU parallel/sequential: "
+        f"{par_cpu / seq_cpu:.2f}"
+    )
+    print(f"  ratio parallel/sequential (wall): {par / seq:.2f} (target <= 0.5)")
     one, four = statistics.median(one_task), statistics.median(four_tasks)
     print(f"task calls, model latency {args.latency_ms} ms per call")
     print(f"  one task in a response (baseline):  {one * 1000:8.1f} ms")

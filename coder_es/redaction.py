@@ -27,6 +27,7 @@ docs/DESIGN.md ("Secrets are sealed") for why they are curated here rather than 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
@@ -40,6 +41,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from coder_es.errors import UsageError
+from coder_es.redaction_shapes import ShapeFilter, re2_shape
 
 MIN_ENV_SECRET_LENGTH = 12
 MIN_ENV_SECRET_ENTROPY = 3.0
@@ -251,6 +253,8 @@ class _Rule:
     """Lowercase; empty: always run."""
     keywords_raw: tuple[bytes, ...]
     secret_group: bool
+    shape: str | None
+    """Where the rule can match, for RE2 (``coder_es.redaction_shapes``); None: always run."""
 
 
 def _compile(kind: str, name: str, pattern: str) -> _Rule:
@@ -278,7 +282,11 @@ def _compiled_rule(kind: str, name: str, pattern: str) -> _Rule:
     # An environment value's rule starts with its literal first character: fast without one.
     keywords = KEYWORDS.get(name, ()) if kind == "pattern" else ()
     raw_keywords = tuple(k.encode("utf-8", "surrogateescape") for k in keywords)
-    return _Rule(kind, name, text, raw, keywords, raw_keywords, "s" in text.groupindex)
+    shape = None
+    if kind in ("pattern", "env"):  # ours; a user's pattern is taken as written, and run as such
+        with contextlib.suppress(ValueError):
+            shape = re2_shape(pattern)
+    return _Rule(kind, name, text, raw, keywords, raw_keywords, "s" in text.groupindex, shape)
 
 
 @dataclass(frozen=True)
@@ -348,14 +356,23 @@ class Redactor:
     def active(self) -> bool:
         return bool(self.rules)
 
+    @functools.cached_property
+    def _shapes(self) -> ShapeFilter:
+        return ShapeFilter([rule.shape for rule in self._compiled])
+
     # ------------------------------------------------------------------ applying
 
     def _matches(self, data: Any, as_bytes: bool) -> Iterator[tuple[int, re.Match[Any]]]:
         """Every rule's matches (rule index, match). A rule with keywords is only tried where
-        one occurs (gitleaks' prefilter, per place rather than per file)."""
-        lowered = data.lower()
+        one occurs (gitleaks' prefilter, per place rather than per file). On bytes, a rule whose
+        shape occurs nowhere is not tried at all: that is found without holding the GIL, so the
+        reads of large files run side by side (issue 21)."""
+        may_match = self._shapes.screen(data) if as_bytes and self.rules else None
+        lowered = None
         places: dict[Any, list[int]] = {}  # keyword -> where it occurs (one pass each)
         for index, rule in enumerate(self._compiled):
+            if may_match is not None and not may_match(index):
+                continue
             pattern = rule.raw if as_bytes else rule.text
             keywords = rule.keywords_raw if as_bytes else rule.keywords
             if not keywords:
@@ -363,6 +380,8 @@ class Redactor:
                 continue
             offset = _OFFSET.get(rule.name, 0) if rule.kind == "pattern" else 0
             searched_to = 0
+            if lowered is None:
+                lowered = data.lower()
             for keyword in keywords:
                 if keyword not in places:
                     places[keyword] = list(_occurrences(lowered, keyword))

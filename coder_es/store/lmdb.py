@@ -557,9 +557,12 @@ class LMDBBlobStore(BlobStore):
             msg = f"blob key {digest!r} is not a sha256 hex digest"
             raise LMDBStoreError(msg)
         db = self._db
+        # Grouped: the blobs of reads running side by side share a commit and its flush
+        # (issue 21); the put is the job's only write, so it can fail only before writing.
         self.store.write(
             lambda txn: txn.put(key, record, overwrite=False, db=db),
             durable=self.settings.durable,
+            group=True,
         )
 
     def _read_many(self, digests: Collection[str]) -> dict[str, bytes]:

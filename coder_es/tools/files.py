@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolFailure, ToolResult
+from coder_es.tools.lines import line_window
 from coder_es.tools.paths import path_subject
 from coder_es.tools.schema import doc
 from coder_es.workspace.workspace import EditResult
@@ -94,23 +95,20 @@ class ReadTool(Tool[ReadInput]):
             return ToolResult(
                 f"{snap.path} is a binary (or non-UTF-8) file of {snap.size} bytes; not shown"
             )
-        lines = snap.text.splitlines()
         start = (args.offset or 1) - 1
         limit = args.limit or DEFAULT_LINE_LIMIT
-        if lines and start >= len(lines):
-            raise ToolFailure(
-                f"offset {start + 1} is past the end of {snap.path} ({len(lines)} lines)"
-            )
-        shown = lines[start : start + limit]
+        shown, total = line_window(snap.data, snap.text, start, limit)
+        if total and start >= total:
+            raise ToolFailure(f"offset {start + 1} is past the end of {snap.path} ({total} lines)")
         width = len(str(start + len(shown)))
         out = []
         for i, line in enumerate(shown, start + 1):
             if len(line) > MAX_LINE_CHARS:
                 line = line[:MAX_LINE_CHARS] + f"... [line truncated, {len(line)} chars]"
             out.append(f"{i:>{width}}\t{line}")
-        if not lines:
+        if not total:
             out.append("(empty file)")
-        rest = len(lines) - (start + len(shown))
+        rest = total - (start + len(shown))
         if rest > 0:
             out.append(
                 f"... ({rest} more lines; read with offset={start + len(shown) + 1} to continue)"

@@ -7,9 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coder_es.tools.base import ToolCall, ToolContext
 from coder_es.tools.files import MAX_READ_BYTES, EditInput, EditTool, ReadInput, ReadTool, WriteTool
+from coder_es.tools.lines import line_window
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.tools.schema import ToolInputError, json_schema, parse_input
 
@@ -87,6 +90,35 @@ def test_read_offset_and_limit_page_through_a_file(make_ctx: Make, repo: Path) -
     assert "88 more lines; read with offset=13" in out
     past = run("read", {"path": "long.txt", "offset": 500}, make_ctx())
     assert past.is_error and "past the end" in past.output
+
+
+@pytest.mark.parametrize("brk", ["\r\n", "\r", "\f", "\x1c", "\x85", "\u2028"])
+def test_read_numbers_lines_as_splitlines_whatever_breaks_them(
+    make_ctx: Make, repo: Path, brk: str
+) -> None:
+    # Only a window of the file is split; a break other than \n falls back to splitting it all,
+    # so the numbers and the count of lines left stay those of str.splitlines.
+    body = "".join(f"a{i}\n" if i % 3 else f"b{i}{brk}" for i in range(1, 31))
+    (repo / "breaks.txt").write_text(body, newline="")
+    out = run("read", {"path": "breaks.txt", "offset": 4, "limit": 5}, make_ctx()).output
+    lines = body.splitlines()
+    want = [f"{n}\t{lines[n - 1]}" for n in range(4, 9)]
+    assert out.splitlines()[:5] == want
+    assert f"{len(lines) - 8} more lines; read with offset=9" in out
+
+
+@given(
+    st.text(alphabet="ab\n\r\f\x1c\x85\u2028é", max_size=40),
+    st.integers(0, 12),
+    st.integers(1, 12),
+)
+@settings(max_examples=300, deadline=None)
+def test_line_window_is_a_slice_of_splitlines(text: str, start: int, count: int) -> None:
+    lines = text.splitlines()
+    assert line_window(text.encode(), text, start, count) == (
+        lines[start : start + count],
+        len(lines),
+    )
 
 
 def test_read_guards_binary_missing_directories_and_huge_files(make_ctx: Make, repo: Path) -> None:
