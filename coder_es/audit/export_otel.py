@@ -80,12 +80,31 @@ def span_json(
     return out
 
 
+def _task_spans(session: str, spans: list[SpanRecord]) -> dict[str, str]:
+    """The span id of each ``task`` call of a session, by its tool_use id (a later call with a
+    reused id wins: a subagent is started by the last call of that id before it)."""
+    return {
+        str(s.attributes.get("gen_ai.tool.call.id")): span_id(session, s.key)
+        for s in spans
+        if s.name == "execute_tool task"
+    }
+
+
 def _resource_spans(
-    prepared: PreparedExport, trace: str, link: ChildExport | None = None
+    prepared: PreparedExport,
+    trace: str,
+    link: ChildExport | None = None,
+    tasks: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """``tasks`` collects each exported session's task span ids (``_task_spans``), so a
+    subagent's turns find the span of the call that started them."""
     started = prepared.started()
     spans = build_spans(prepared.session, prepared.events, started=started)
-    under = None if link is None else span_id(link.parent_session, f"tool:{link.tool_use_id}")
+    if tasks is not None:
+        tasks[prepared.session] = _task_spans(prepared.session, spans)
+    under = None
+    if link is not None and tasks is not None:
+        under = tasks.get(link.parent_session, {}).get(link.tool_use_id)
     resource = {
         "service.name": "coder-es",
         "service.version": tool_versions()["coder-es"],
@@ -117,8 +136,9 @@ def render_otel(prepared: PreparedExport) -> bytes:
     """One trace for the whole tree of work: each subagent's session is a resource of its
     own whose turns hang from the parent's ``execute_tool task`` span."""
     trace = trace_id(prepared.session)
-    resources = [_resource_spans(prepared, trace)]
-    for child in prepared.descendants():
+    tasks: dict[str, dict[str, str]] = {}
+    resources = [_resource_spans(prepared, trace, tasks=tasks)]
+    for child in prepared.descendants():  # a parent comes before its children
         if child.prepared is not None:
-            resources.append(_resource_spans(child.prepared, trace, child))
+            resources.append(_resource_spans(child.prepared, trace, child, tasks))
     return (canonical_json({"resourceSpans": resources}) + "\n").encode()
