@@ -36,6 +36,11 @@ from coder_es.errors import BlobNotFoundError, CoderESError, StoreError
 FULL = b"Z"
 DELTA = b"D"
 SEALED = b"S"
+# Whole contents are compressed at zlib level 1: on source text it is ~3x faster than level 6
+# for ~20% more bytes (4 MB of this package: 41 vs 139 ms, ratio 2.99 vs 3.67), and a read
+# or a write stores a blob on the turn's path. Deltas are small and keep level 6. Any level
+# decompresses the same way, so stores written before read unchanged.
+WHOLE_LEVEL = 1
 STORE_SCOPE = UUID(int=0)
 """Where blobs stored outside any session are sealed (``forget --all`` shreds it)."""
 _COPY = 0
@@ -123,13 +128,15 @@ class BlobStore(ABC):
             return digest
         if self.sealing is not None and self.sealing.has_secret(data):
             redacted = self.sealing.seal_blob(self.scope, digest, data)
-            self._write_if_absent(digest, SEALED + self.scope.bytes + zlib.compress(redacted, 6))
+            self._write_if_absent(
+                digest, SEALED + self.scope.bytes + zlib.compress(redacted, WHOLE_LEVEL)
+            )
             return digest
         record = None
         if like is not None and like != digest and len(data) >= self.min_delta_size:
             record = self._delta_record(data, like)
         if record is None:
-            record = FULL + zlib.compress(data, 6)
+            record = FULL + zlib.compress(data, WHOLE_LEVEL)
         self._write_if_absent(digest, record)
         return digest
 
@@ -181,7 +188,9 @@ class BlobStore(ABC):
             record = None
             if like is not None and like != digest and len(data) >= self.min_delta_size:
                 record = self._delta_record(data, like)
-            records[digest] = record if record is not None else FULL + zlib.compress(data, 6)
+            records[digest] = (
+                record if record is not None else FULL + zlib.compress(data, WHOLE_LEVEL)
+            )
         if records:
             self._write_many(records)
         return digests
