@@ -37,8 +37,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -249,6 +250,10 @@ def run_session(
         app.close()
 
 
+def _run_into(out: list[Any], *args: Any, **kwargs: Any) -> None:
+    out.append(run_session(*args, **kwargs))
+
+
 def store_floor(backend: str, where: Path, n: int = 200) -> float:
     app = CoderApp(StoreConfig(backend=backend, path=where / f"{backend}-floor"))
     try:
@@ -316,45 +321,38 @@ def main() -> None:
                 round_dir = where / f"round{r}"
                 round_dir.mkdir(exist_ok=True)
                 floors[backend].append(store_floor(backend, round_dir))
-                # With --telemetry, the order of the two runs alternates between rounds.
-                if receiver is not None and r % 2:
-                    exported[backend].append(
-                        run_session(
-                            backend,
-                            args.steps,
-                            round_dir,
-                            receiver.url,
-                            observed[backend],
-                            cpu=otel_cpu[backend],
-                            wall=otel_wall[backend],
-                        )
-                    )
                 fed = (backend, args.steps, round_dir)
-                if args.search_index and r % 2:
-                    searched[backend].append(
-                        run_session(*fed, search_feed=closing[backend], cpu=cpu_on[backend])
-                    )
-                results[backend].append(
-                    run_session(
-                        backend, args.steps, round_dir, cpu=cpu_off[backend], wall=wall_off[backend]
-                    )
-                )
-                if args.search_index and not r % 2:
-                    searched[backend].append(
-                        run_session(*fed, search_feed=closing[backend], cpu=cpu_on[backend])
-                    )
-                if receiver is not None and not r % 2:
-                    exported[backend].append(
-                        run_session(
-                            backend,
-                            args.steps,
-                            round_dir,
+
+                # The runs with export or index go before the plain run in odd rounds and after
+                # it in even ones, so neither side always runs on a warmer cache.
+                extra: list[Callable[[], None]] = []
+                if receiver is not None:
+                    extra.append(
+                        partial(
+                            _run_into,
+                            exported[backend],
+                            *fed,
                             receiver.url,
                             observed[backend],
                             cpu=otel_cpu[backend],
                             wall=otel_wall[backend],
                         )
                     )
+                if args.search_index:
+                    extra.append(
+                        partial(
+                            _run_into,
+                            searched[backend],
+                            *fed,
+                            search_feed=closing[backend],
+                            cpu=cpu_on[backend],
+                        )
+                    )
+                for other in extra if r % 2 else ():
+                    other()
+                _run_into(results[backend], *fed, cpu=cpu_off[backend], wall=wall_off[backend])
+                for other in () if r % 2 else reversed(extra):
+                    other()
         for backend in available:
             rounds = results[backend]
             med = statistics.median(statistics.median(o) for o in rounds)

@@ -619,16 +619,11 @@ class CoderAcpAgent:
             await self._reopen(session, agent=wanted.get("agent"), model=wanted.get("model"))
         except CoderESError as e:
             log.error("session %s keeps its mode and model: %s", session.id, e)
-            await self._mode_changed(session)
-            await self.client.session_update(
-                session_id=session.id,
-                update=ConfigOptionUpdate(
-                    session_update="config_option_update",
-                    config_options=self._config_options(session),
-                ),
-            )
+            await self._mode_changed(session, options=True)
 
-    async def _mode_changed(self, session: AcpSession) -> None:
+    async def _mode_changed(self, session: AcpSession, *, options: bool = False) -> None:
+        """Tell the client the session's mode, and with ``options`` its config options (a
+        ``set_config_option`` response carries them itself)."""
         await self.client.session_update(
             session_id=session.id,
             update=CurrentModeUpdate(
@@ -636,6 +631,14 @@ class CoderAcpAgent:
                 current_mode_id=self._chosen(session)[0],
             ),
         )
+        if options:
+            await self.client.session_update(
+                session_id=session.id,
+                update=ConfigOptionUpdate(
+                    session_update="config_option_update",
+                    config_options=self._config_options(session),
+                ),
+            )
 
     async def set_session_mode(
         self, mode_id: str, session_id: str, **kwargs: Any
@@ -646,14 +649,7 @@ class CoderAcpAgent:
                 {"details": f"unknown mode {mode_id!r}; choose one of {', '.join(MODES)}"}
             )
         if await self._guard(self._reopen(session, agent=mode_id)):
-            await self._mode_changed(session)
-            await self.client.session_update(
-                session_id=session.id,
-                update=ConfigOptionUpdate(
-                    session_update="config_option_update",
-                    config_options=self._config_options(session),
-                ),
-            )
+            await self._mode_changed(session, options=True)
         return SetSessionModeResponse()
 
     async def set_config_option(

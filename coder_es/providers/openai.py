@@ -213,12 +213,8 @@ class OpenAIParser:
 
     def close(self) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        try:
-            frames = self._sse.close()
-        except StreamProtocolError:
-            frames, cut = [], " (cut inside a chunk)"
-        else:
-            cut = ""
+        frames, inside = self._sse.close_cut()
+        cut = " (cut inside a chunk)" if inside else ""
         for frame in frames:
             if not self._done:
                 self._frame(frame.data, out)

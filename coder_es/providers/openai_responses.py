@@ -196,12 +196,8 @@ class ResponsesParser:
 
     def close(self) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        try:
-            frames = self._sse.close()
-        except StreamProtocolError:
-            frames, cut = [], " (cut inside an event)"
-        else:
-            cut = ""
+        frames, inside = self._sse.close_cut()
+        cut = " (cut inside an event)" if inside else ""
         for frame in frames:
             if not self._done:
                 self._frame(frame.event, frame.data, out)

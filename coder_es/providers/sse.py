@@ -167,6 +167,14 @@ class SSEDecoder:
             frames.append(frame)
         return frames
 
+    def close_cut(self) -> tuple[list[SSEFrame], bool]:
+        """``close`` for a parser that reports a cut stream itself: the frames left, and
+        whether the stream ended inside a line (then no frame is trusted)."""
+        try:
+            return self.close(), False
+        except StreamProtocolError:
+            return [], True
+
 
 class NDJSONDecoder:
     """Newline-delimited JSON: yields each complete non-blank line (still undecoded)."""
