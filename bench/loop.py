@@ -9,6 +9,7 @@ the request, recording the response, the permission decision and the result, and
     python3 bench/loop.py                      sqlite and lmdb (when it opens), 1000 steps
     python3 bench/loop.py --steps 200 --backend sqlite
     python3 bench/loop.py --telemetry          also each session with live OpenTelemetry export
+    python3 bench/loop.py --instructions       live export's cost counted in instructions (valgrind)
     python3 bench/loop.py --search-index       also each session with the search index fed
 
 With ``--telemetry`` every round also runs the session with live export (coder_es.telemetry: real
@@ -18,6 +19,10 @@ median loop overhead per step (wall), and the whole session per step in wall tim
 of this process (all threads: the exporter's batch thread encodes and sends beside the loop, so
 under load the process's CPU time is the honest measure of what export costs), the telemetry's
 close (its last flush) included; as ratios of medians and as the median of each round's ratio.
+Time on a shared 2-core machine moves by 10-30% from one minute to the next; ``--instructions``
+counts instead (valgrind's callgrind, every thread of the process): four whole processes, sessions
+of 100 and 400 steps with export off and on, and per step the difference of 400 and 100 (imports
+and set-up cancel out), so the ratio does not depend on the machine's load.
 ``--search-index`` does the same with the search index kept as the session records
 (``projections.search.follow``, as ``run`` and ``chat`` keep it), and prints the time the last
 catch-up took when the session closed.
@@ -175,6 +180,7 @@ def run_session(
     search_feed: list[float] | None = None,
     cpu: list[float] | None = None,
     wall: list[float] | None = None,
+    export_delay_ms: float | None = None,
 ) -> list[float]:
     suffix = "-otel" if telemetry_endpoint else ""
     suffix += "-search" if search_feed is not None else ""
@@ -189,9 +195,20 @@ def run_session(
     if telemetry_endpoint is not None:
         from coder_es.telemetry.attach import start_telemetry
 
-        telemetry = start_telemetry(
-            app, environ={"OTEL_EXPORTER_OTLP_ENDPOINT": telemetry_endpoint}
-        )
+        if export_delay_ms is None:
+            telemetry = start_telemetry(
+                app, environ={"OTEL_EXPORTER_OTLP_ENDPOINT": telemetry_endpoint}
+            )
+        else:
+            from coder_es.telemetry.live import LiveTelemetry
+            from coder_es.telemetry.settings import TelemetrySettings
+
+            settings = TelemetrySettings.resolve(
+                {"OTEL_EXPORTER_OTLP_ENDPOINT": telemetry_endpoint}
+            )
+            assert settings is not None
+            telemetry = LiveTelemetry(settings, schedule_delay_millis=export_delay_ms)
+            telemetry.attach(app)
         if observed is not None:
             inner = app.save_observers[-1]
 
@@ -277,6 +294,51 @@ def backend_available(backend: str, where: Path) -> str | None:
     return None
 
 
+SHORT, LONG = 100, 400
+
+
+def _instructions(backend: str, steps: int, endpoint: str | None) -> int:
+    """Instructions executed by a whole process running one session (callgrind counts every
+    thread's; what the machine's load does to time does not move it)."""
+    import re
+    import subprocess
+
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        os.path.abspath(__file__),
+        "--one-session",
+        backend,
+        str(steps),
+    ]
+    if endpoint is not None:
+        command += ["--endpoint", endpoint]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    assert found is not None, done.stderr[-2000:]
+    return int(found.group(1))
+
+
+def instructions(backends: list[str], endpoint: str) -> None:
+    """Per step, instructions with export on and off: the difference between sessions of
+    ``LONG`` and ``SHORT`` steps (imports and set-up cancel out), all four runs side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for backend in backends:
+        runs = [(n, url) for url in (None, endpoint) for n in (SHORT, LONG)]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            counts = list(pool.map(partial(_instructions, backend), *zip(*runs, strict=True)))
+        off = (counts[1] - counts[0]) / (LONG - SHORT)
+        on = (counts[3] - counts[2]) / (LONG - SHORT)
+        print(
+            f"{backend}: live telemetry: instructions per step (callgrind, all threads) with "
+            f"export {on / 1e6:.2f}M, without {off / 1e6:.2f}M; ratio {on / off:.3f} "
+            "(target <= 1.1)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
@@ -288,7 +350,30 @@ def main() -> None:
     parser.add_argument(
         "--search-index", action="store_true", help="also run with the search index fed"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count what live export costs per step in instructions, under valgrind (minutes)",
+    )
+    parser.add_argument(
+        "--one-session", nargs=2, metavar=("BACKEND", "STEPS"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_session:  # a child of --instructions
+        backend, steps = args.one_session[0], int(args.one_session[1])
+        with tempfile.TemporaryDirectory() as tmp:
+            # Batches go by size (512 spans), not by the clock: under valgrind a second is a
+            # few steps, and time-based batches would multiply the requests.
+            run_session(backend, steps, Path(tmp), args.endpoint, export_delay_ms=1e7)
+        return
+    if args.instructions:
+        counting = _Receiver()
+        try:
+            instructions(args.backend or ["sqlite", "lmdb"], counting.url)
+        finally:
+            counting.close()
+        return
     receiver = _Receiver() if args.telemetry else None
     backends = args.backend or ["sqlite", "lmdb"]
     window = 20

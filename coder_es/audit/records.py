@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -86,6 +86,10 @@ _sha256 = hashlib.sha256
 _decode_json = json.JSONDecoder().decode
 
 
+def decode_utf8_json(raw: bytes) -> Any:
+    return _decode_json(raw.decode("utf-8"))
+
+
 def compute_hash(session: str, version: int, topic: str, timestamp: str, fields: Any) -> str:
     """Same bytes as ``coder_es.domain.chain.event_hash``, from already-plain values."""
     body = {
@@ -101,8 +105,13 @@ def compute_hash(session: str, version: int, topic: str, timestamp: str, fields:
 class EventDecoder:
     """Turns stored events into ``AuditEvent``s through an application's mapper."""
 
-    def __init__(self, mapper: Mapper[Any]) -> None:
+    def __init__(
+        self, mapper: Mapper[Any], decode_json: Callable[[bytes], Any] = decode_utf8_json
+    ) -> None:
+        """``decode_json`` turns a state's bytes into the values ``json.loads`` gives (a faster
+        decoder may be given; it must fall back to ``json`` where it differs)."""
         self._mapper = mapper
+        self._decode = decode_json
         self._plain_bytes = not (mapper.cipher or mapper.compressor)
         self._last_id: Any = None
         self._last_str = ""
@@ -126,7 +135,7 @@ class EventDecoder:
         """(fields with ``class_version``, ISO timestamp) of a stored event, as recorded."""
         raw = stored.state if self._plain_bytes else self.plain_state(stored)
         if raw.count(_TYPE_KEY) == 1:
-            state = _decode_json(raw.decode("utf-8"))
+            state = self._decode(raw)
             stamp = state.pop("timestamp", None)
             if isinstance(stamp, dict) and stamp.get("_type_") == "datetime_iso":
                 return state, str(stamp["_data_"])

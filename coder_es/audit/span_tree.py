@@ -26,6 +26,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from coder_es.audit.records import AuditEvent
@@ -70,11 +71,18 @@ def trace_id(session: str) -> str:
     return hashlib.sha256(f"trace:{session}".encode()).hexdigest()[:32]
 
 
+def span_number(session: str, key: str) -> int:
+    """The span id of ``key`` in ``session``, as the number OpenTelemetry's SDK takes."""
+    return int.from_bytes(hashlib.sha256(f"span:{session}:{key}".encode()).digest()[:8], "big")
+
+
 def span_id(session: str, key: str) -> str:
-    return hashlib.sha256(f"span:{session}:{key}".encode()).hexdigest()[:16]
+    return f"{span_number(session, key):016x}"
 
 
+@lru_cache(maxsize=256)
 def nanos(timestamp: str) -> int:
+    # Kept: a span's start, end and events, and the metrics, read the same few timestamps.
     moment = datetime.fromisoformat(timestamp)
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
 

@@ -20,10 +20,13 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from opentelemetry.sdk.metrics import MeterProvider
+import msgspec
+from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -32,13 +35,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from coder_es import __version__
-from coder_es.audit.records import AuditEvent, EventDecoder
+from coder_es.audit.records import AuditEvent, EventDecoder, decode_utf8_json
 from coder_es.audit.span_tree import (
     KIND_CLIENT,
     SpanRecord,
     SpanTree,
     nanos,
-    span_id,
+    span_number,
     trace_id,
 )
 from coder_es.domain.chain import canonical_json
@@ -67,10 +70,17 @@ class ReportingExporter(SpanExporter):
     """Counts what was sent and what was lost; after a failure it drops batches for a while
     instead of retrying against a collector that is not there."""
 
-    def __init__(self, inner: SpanExporter, where: str, report: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        inner: SpanExporter,
+        where: str,
+        report: Callable[[str], None],
+        before_export: Callable[[], None] = lambda: None,
+    ) -> None:
         self.inner = inner
         self.where = where
         self.report = report
+        self.before_export = before_export
         self.exported = 0
         self.dropped = 0
         self.failures = 0
@@ -83,6 +93,7 @@ class ReportingExporter(SpanExporter):
         return self._down_until > 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.before_export()
         if time.monotonic() < self._down_until:
             with self._lock:
                 self.dropped += len(spans)
@@ -133,9 +144,9 @@ def _span_exporter(settings: TelemetrySettings) -> SpanExporter:
         return GrpcSpanExporter(
             endpoint=settings.traces_endpoint, headers=headers, timeout=settings.timeout_s
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from coder_es.telemetry.otlp_http import ProtobufSpanExporter
 
-    return OTLPSpanExporter(
+    return ProtobufSpanExporter(
         endpoint=settings.traces_endpoint, headers=headers, timeout=settings.timeout_s
     )
 
@@ -169,15 +180,20 @@ METRIC_KEYS = (
     "gen_ai.response.model",
 )
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+UNSET = Status(StatusCode.UNSET)
+NO_CONTEXT = Context()  # recording never reads the current one (see exemplar_filter)
+_PRIMITIVE = frozenset((bool, int, float, str))
 
 
 def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     """OpenTelemetry attribute values: no None, sequences of one primitive type, else text."""
     out: dict[str, Any] = {}
     for key, value in attributes.items():
-        if value is None:
+        if type(value) in _PRIMITIVE:  # nearly every value: one set lookup
+            out[key] = value
+        elif value is None:
             continue
-        if isinstance(value, (bool, int, float, str)):
+        elif isinstance(value, (bool, int, float, str)):
             out[key] = value
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             out[key] = list(value)
@@ -202,7 +218,10 @@ class LiveTelemetry:
         self.report = report
         self.resource = Resource(dict(settings.resource))
         self.exporter = ReportingExporter(
-            span_exporter or _span_exporter(settings), settings.traces_endpoint, report
+            span_exporter or _span_exporter(settings),
+            settings.traces_endpoint,
+            report,
+            before_export=self.record_metrics,
         )
         self.processor = BatchSpanProcessor(
             self.exporter,
@@ -210,7 +229,11 @@ class LiveTelemetry:
             schedule_delay_millis=schedule_delay_millis,
         )
         self.meters = MeterProvider(
-            metric_readers=[metric_reader or _metric_reader(settings)], resource=self.resource
+            metric_readers=[metric_reader or _metric_reader(settings)],
+            resource=self.resource,
+            # Exemplars come from the span active when a value is recorded: there never is one
+            # (spans are built from events), so the SDK need not look for it on every record.
+            exemplar_filter=AlwaysOffExemplarFilter(),
         )
         meter = self.meters.get_meter(SCOPE.name, SCOPE.version)
         self.token_usage = meter.create_histogram(
@@ -229,6 +252,8 @@ class LiveTelemetry:
         self._trace_ids: dict[str, int] = {}
         self._parent_context: tuple[tuple[str, str], SpanContext] | None = None
         self._metric_attributes: dict[tuple[Any, ...], tuple[dict[str, Any], ...]] = {}
+        # Chat measurements not recorded yet: (attribute sets, seconds, input, output tokens).
+        self._measurements: deque[tuple[tuple[dict[str, Any], ...], float, Any, Any]] = deque()
         self._trees: dict[str, SpanTree] = {}
         self._decoders: dict[int, EventDecoder] = {}
         self._closed = False
@@ -246,7 +271,7 @@ class LiveTelemetry:
         try:
             decoder = self._decoders.get(id(app))
             if decoder is None:
-                decoder = self._decoders[id(app)] = EventDecoder(app.mapper)
+                decoder = self._decoders[id(app)] = EventDecoder(app.mapper, _decode_json)
             for recording in recordings:
                 event = _stored_form(decoder, recording.notification)
                 if event.session not in self._trees and event.kind != "Started":
@@ -291,7 +316,7 @@ class LiveTelemetry:
         cached = self._parent_context
         if cached is not None and cached[0] == (session, key):
             return cached[1]
-        context = SpanContext(trace, int(span_id(session, key), 16), False, SAMPLED)
+        context = SpanContext(trace, span_number(session, key), False, SAMPLED)
         self._parent_context = ((session, key), context)
         return context
 
@@ -300,14 +325,10 @@ class LiveTelemetry:
             return
         trace = self._trace(session)
         parent = self._parent(session, trace, span.parent) if span.parent is not None else None
-        status = (
-            Status(StatusCode.ERROR, span.error)
-            if span.error is not None
-            else Status(StatusCode.UNSET)
-        )
+        status = Status(StatusCode.ERROR, span.error) if span.error is not None else UNSET
         readable = ReadableSpan(
             name=span.name,
-            context=SpanContext(trace, int(span_id(session, span.key), 16), False, SAMPLED),
+            context=SpanContext(trace, span_number(session, span.key), False, SAMPLED),
             parent=parent,
             resource=self.resource,
             attributes=_plain_attributes(span.attributes),
@@ -327,6 +348,8 @@ class LiveTelemetry:
             self._record_metrics(span)
 
     def _record_metrics(self, span: SpanRecord) -> None:
+        """Queue a chat's measurements; the batch thread records them (``record_metrics``): the
+        SDK's per-record work (attribute cleaning, hashing, locking) stays off the loop."""
         a = span.attributes
         key = tuple(a.get(k) for k in METRIC_KEYS)
         cached = self._metric_attributes.get(key)
@@ -338,14 +361,24 @@ class LiveTelemetry:
                 {**common, "gen_ai.token.type": "input"},
                 {**common, "gen_ai.token.type": "output"},
             )
-        common, as_input, as_output = cached
-        self.duration.record((nanos(span.end) - nanos(span.start)) / 1e9, common)
-        count = a.get("gen_ai.usage.input_tokens")
-        if isinstance(count, int):
-            self.token_usage.record(count, as_input)
-        count = a.get("gen_ai.usage.output_tokens")
-        if isinstance(count, int):
-            self.token_usage.record(count, as_output)
+        seconds = (nanos(span.end) - nanos(span.start)) / 1e9
+        inputs, outputs = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
+        self._measurements.append((cached, seconds, inputs, outputs))
+
+    def record_metrics(self) -> None:
+        """Record the queued measurements in the histograms (before each span batch is sent,
+        and at close)."""
+        queued = self._measurements
+        while True:
+            try:  # close() may drain beside a batch thread that outlived its grace
+                (common, as_input, as_output), seconds, inputs, outputs = queued.popleft()
+            except IndexError:
+                return
+            self.duration.record(seconds, common, NO_CONTEXT)
+            if isinstance(inputs, int):
+                self.token_usage.record(inputs, as_input, NO_CONTEXT)
+            if isinstance(outputs, int):
+                self.token_usage.record(outputs, as_output, NO_CONTEXT)
 
     # ------------------------------------------------------------------ ending
 
@@ -365,6 +398,7 @@ class LiveTelemetry:
             # Interrupt a retry's back-off: its batch is dropped (and counted).
             self.exporter.shutdown()
             stopping.join(self.settings.timeout_s)
+        self.record_metrics()  # those of spans the processor never got to export
         timeout = int(grace * 1000)
         try:
             self.meters.shutdown(timeout_millis=timeout)
@@ -376,6 +410,18 @@ class LiveTelemetry:
                 f"coder-es: telemetry: {lost} of {self.submitted} span(s) were not exported to "
                 f"{self.settings.traces_endpoint}"
             )
+
+
+_msgspec_decode = msgspec.json.Decoder().decode
+
+
+def _decode_json(raw: bytes) -> Any:
+    """msgspec's decoder (~3x json's on an event's state), json's where msgspec refuses what
+    json takes (NaN, lone surrogates): the same values either way."""
+    try:
+        return _msgspec_decode(raw)
+    except msgspec.DecodeError:
+        return decode_utf8_json(raw)
 
 
 def _stored_form(decoder: EventDecoder, stored: Any) -> AuditEvent:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("opentelemetry.sdk", reason="the telemetry extra is not installed")
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -18,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from coder_es.application import CoderApp
 from coder_es.audit.export import ExportOptions, export_session
 from coder_es.store.config import StoreConfig
-from coder_es.telemetry.live import LiveTelemetry
+from coder_es.telemetry.live import LiveTelemetry, _decode_json
 from coder_es.telemetry.settings import TelemetrySettings
 from tests.audit.conftest import SECRET_KEY, record_demo
 
@@ -167,6 +169,29 @@ def test_metrics_token_usage_and_duration(app: CoderApp) -> None:
     assert sum(p.count for p in duration.data.data_points) == 5
 
 
+def test_metrics_are_recorded_as_spans_are_sent_not_only_at_exit(app: CoderApp) -> None:
+    # Measurements are queued by the loop and recorded on the batch thread before each batch
+    # is sent: a long-running process's periodic metric exports must see them.
+    telemetry, _, metrics = live({})
+    telemetry.attach(app)
+    try:
+        record_demo(app)
+        assert telemetry.processor.force_flush()
+        data = metrics.get_metrics_data()
+        assert data is not None
+        counts = {
+            m.name: sum(p.count for p in m.data.data_points)
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
+        # A chat span is finished at its response: all five of the session's were measured.
+        assert counts["gen_ai.client.operation.duration"] == 5
+        assert counts["gen_ai.client.token.usage"] == 10  # input and output, each
+    finally:
+        telemetry.close()
+
+
 @pytest.mark.parametrize("latest", [False, True])
 def test_content_only_when_opted_in_and_then_redacted(app: CoderApp, latest: bool) -> None:
     env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
@@ -274,3 +299,26 @@ def test_span_ids_stay_unique_when_a_provider_reuses_tool_call_ids(
     }
     assert len(tools) == 2 and len(call_ids) == 1  # the same call id, twice
     assert len({s["spanId"] for s in spans}) == len(spans)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and infinities included: json writes them, msgspec refuses them
+    | st.text(),  # lone surrogates included: the same
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.booleans())
+def test_stored_states_decode_to_what_json_gives(value: Any, ascii_only: bool) -> None:
+    try:
+        raw = json.dumps(value, ensure_ascii=ascii_only).encode()
+    except UnicodeEncodeError:  # a lone surrogate written raw is not UTF-8: never stored
+        assume(False)
+    decoded = _decode_json(raw)
+    # Compared as JSON again: NaN != NaN, but its text is the same.
+    assert json.dumps(decoded) == json.dumps(json.loads(raw))

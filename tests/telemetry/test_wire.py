@@ -21,6 +21,7 @@ from coder_es.audit.span_tree import trace_id
 from coder_es.cli.main import main
 from coder_es.store.config import StoreConfig
 from coder_es.telemetry.live import LiveTelemetry
+from coder_es.telemetry.otlp_http import ProtobufSpanExporter
 from coder_es.telemetry.settings import TelemetrySettings
 from tests.audit.conftest import record_demo
 
@@ -116,6 +117,9 @@ def test_live_spans_and_metrics_arrive_over_otlp_http(receiver: Receiver, tmp_pa
     finally:
         app.close()
     assert lines == []
+    # The spans went out in our encoding (the SDK's transport), not through its slower encoder.
+    exporter = telemetry.exporter.inner
+    assert isinstance(exporter, ProtobufSpanExporter) and exporter.encoded_batches >= 1
     spans = receiver.spans()
     names = sorted(s.name for s in spans)
     assert sum(n.startswith("invoke_agent ") for n in names) == 2
