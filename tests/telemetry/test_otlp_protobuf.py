@@ -23,12 +23,15 @@ SCOPE = InstrumentationScope("coder_es.telemetry", "1.2.3")
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+# Around the length past which the encoder stops keeping a value's bytes.
+long_text = st.text(st.characters(exclude_categories=("Cs",)), min_size=250, max_size=300)
 int64 = st.integers(-(2**63), 2**63 - 1)
 floats = st.floats(allow_nan=False)
-scalar = st.one_of(text, st.booleans(), int64, floats)
+scalar = st.one_of(text, long_text, st.booleans(), int64, floats)
 value = st.one_of(
     scalar,
     st.lists(text, max_size=3),
+    st.lists(long_text, max_size=2),
     st.lists(st.booleans(), max_size=3),
     st.lists(int64, max_size=3),
     st.lists(floats, max_size=3),
@@ -121,6 +124,16 @@ def test_values_that_collide_in_a_dict_keep_their_types() -> None:
         "double_value",
     ]
     assert math.copysign(1, values[4].double_value) == -1
+
+
+def test_long_text_is_encoded_but_not_kept() -> None:
+    # Captured messages are long and never repeat: keeping their bytes would only fill memory.
+    message = "x" * 100_000
+    encoder = OtlpSpanEncoder()
+    batch = [span(attributes={"gen_ai.output.messages": message, "n": [1, 2], "ok": True})]
+    same_as_sdk(batch, encoder)
+    kept = [key[3] for key in encoder._attributes]
+    assert True in kept and message not in kept
 
 
 def test_what_it_does_not_cover_is_left_to_the_sdk() -> None:
