@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -368,6 +369,8 @@ def main() -> None:
             run_session(backend, steps, Path(tmp), args.endpoint, export_delay_ms=1e7)
         return
     if args.instructions:
+        if shutil.which("valgrind") is None:
+            sys.exit("bench/loop.py: --instructions needs valgrind (Debian package valgrind)")
         counting = _Receiver()
         try:
             instructions(args.backend or ["sqlite", "lmdb"], counting.url)

@@ -326,6 +326,7 @@ class LiveTelemetry:
         trace = self._trace(session)
         parent = self._parent(session, trace, span.parent) if span.parent is not None else None
         status = Status(StatusCode.ERROR, span.error) if span.error is not None else UNSET
+        start, end = nanos(span.start), nanos(span.end)
         readable = ReadableSpan(
             name=span.name,
             context=SpanContext(trace, span_number(session, span.key), False, SAMPLED),
@@ -338,16 +339,16 @@ class LiveTelemetry:
             ],
             kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
             status=status,
-            start_time=nanos(span.start),
-            end_time=nanos(span.end),
+            start_time=start,
+            end_time=end,
             instrumentation_scope=SCOPE,
         )
         self.submitted += 1
         self.processor.on_end(readable)
         if span.attributes.get("gen_ai.operation.name") == "chat":
-            self._record_metrics(span)
+            self._record_metrics(span, (end - start) / 1e9)
 
-    def _record_metrics(self, span: SpanRecord) -> None:
+    def _record_metrics(self, span: SpanRecord, seconds: float) -> None:
         """Queue a chat's measurements; the batch thread records them (``record_metrics``): the
         SDK's per-record work (attribute cleaning, hashing, locking) stays off the loop."""
         a = span.attributes
@@ -361,7 +362,6 @@ class LiveTelemetry:
                 {**common, "gen_ai.token.type": "input"},
                 {**common, "gen_ai.token.type": "output"},
             )
-        seconds = (nanos(span.end) - nanos(span.start)) / 1e9
         inputs, outputs = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
         self._measurements.append((cached, seconds, inputs, outputs))
 
