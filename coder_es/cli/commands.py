@@ -130,7 +130,9 @@ def _sessions_args(p: argparse.ArgumentParser) -> None:
 
 def _show_args(p: argparse.ArgumentParser) -> None:
     _session(p)
-    p.add_argument("node", nargs="?", help="with PATH: node id, prefix, label or HEAD")
+    p.add_argument(
+        "node", nargs="?", help="node id, prefix, label or HEAD: that node printed whole"
+    )
     p.add_argument("path", nargs="?", help="the file to print as it was at NODE")
     p.add_argument(
         "--proposed",
