@@ -259,8 +259,10 @@ class Renderer:
         ):
             color = "green" if u.decision == "allow" else "red"
             why = f": {u.reason}" if u.reason else ""
+            # An MCP call's subject is its tool name: said once, not twice.
+            subject = "" if u.subject == u.tool else f" {escape(u.subject)}"
             self.line(
-                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)} {escape(u.subject)} "
+                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)}{subject} "
                 f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
             )
         elif isinstance(u, up.Retry):
@@ -273,7 +275,8 @@ class Renderer:
         elif isinstance(u, up.TurnCancelled):
             if self.running is not None:
                 self.running.stop_all()
-            self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
+            said = u.reason if u.reason.startswith("cancelled") else f"cancelled: {u.reason}"
+            self.line(f"[yellow]{escape(said)}[/yellow]")
         elif isinstance(u, up.TurnEnded):
             if self.running is not None:
                 self.running.stop_all()

@@ -99,3 +99,50 @@ def test_show_node_prints_that_node_whole(cli: Cli, tmp_path: Path) -> None:
     assert "x" * 3000 in output  # the whole output, not the capped one in the listing
     as_json = cli("show", sid[:8], answer, "--json").json_lines()
     assert as_json[0]["version"] == int(answer)
+
+
+def test_export_takes_its_format_from_the_file_name_and_says_what_it_wrote(
+    cli: Cli, tmp_path: Path
+) -> None:
+    sid = _session_with_long_text(cli, tmp_path)
+    target = tmp_path / "t.html"
+    result = cli("export", sid[:8], "-o", str(target))
+    assert result.code == 0, result.err
+    assert target.read_text().lstrip().lower().startswith("<!doctype html")
+    assert f"wrote {target} (html" in result.err
+    unknown = cli("export", sid[:8], "-o", str(tmp_path / "t.txt"))
+    assert unknown.code == 2 and "needs --format" in unknown.err
+
+
+def test_forget_asks_at_a_terminal(repo: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+
+    from cli_helpers import run_process, subprocess_env
+
+    s = script(tmp_path / "s.json", turn(text("hello")))
+    assert run_process(["run", "hi", "--script", s], repo).code == 0
+    main_fd, terminal = pty.openpty()
+    with os.fdopen(main_fd, "rb", buffering=0) as screen:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "coder_es.cli.main", "forget", "--all"],
+            cwd=repo,
+            env=subprocess_env(),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+        )
+        os.close(terminal)
+        seen = b""
+        while b"[y/N]" not in seen:
+            seen += screen.read(1024)
+        os.write(main_fd, b"n\n")
+        assert process.wait(timeout=120) == 1
+        rest = b""
+        try:
+            while chunk := screen.read(1024):
+                rest += chunk
+        except OSError:  # the terminal closed with the process
+            pass
+    assert b"cannot be undone" in seen
+    assert b"nothing forgotten" in rest
