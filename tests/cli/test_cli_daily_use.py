@@ -146,3 +146,15 @@ def test_forget_asks_at_a_terminal(repo: Path, tmp_path: Path) -> None:
             pass
     assert b"cannot be undone" in seen
     assert b"nothing forgotten" in rest
+
+
+def test_the_wrong_backend_names_the_store_that_is_there(tmp_path: Path) -> None:
+    from cli_helpers import git_repo, run_process
+
+    repo = git_repo(tmp_path / "r", {"a.txt": "a\n"})
+    s = script(tmp_path / "s.json", turn(text("hello")))
+    env = {"CODER_ES_BACKEND": "lmdb", "CODER_ES_STORE": ""}
+    assert run_process(["run", "hi", "--script", s], repo, **env).code == 0
+    wrong = run_process(["--backend", "sqlite", "sessions"], repo, **env)
+    said = wrong.out + wrong.err
+    assert "the store there is lmdb (leave out --backend, or pass --backend lmdb)" in said
