@@ -12,7 +12,7 @@ from typing import Any
 
 from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
-from coder_es.cli.plain import columns
+from coder_es.cli.plain import columns, printable
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
@@ -118,8 +118,6 @@ def _usage_line(ctx: Context, session: Any, events: list[Any]) -> str:
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    from rich.console import Console
-
     if args.path is not None or args.proposed:
         return _show_file(args, ctx)
     if args.node is not None:
@@ -131,18 +129,24 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             print_json(event_record(event))
         return 0
     # Not a terminal: lines are never wrapped (`show S | wc -l` counts events, not screen rows).
-    console = Console(soft_wrap=not sys.stdout.isatty())
-    console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
+    lines = [f"session {session.id}  head={session.head}  events={len(events)}"]
     if any(isinstance(e, Session.ModelResponded) for e in events):
-        line = _usage_line(ctx, session.id, events)
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for event in events:
-        console.print(
-            f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
-            f"{event_kind(event):<20} {summarize(event, 90)}",
-            markup=False,
-            highlight=False,
-        )
+        lines.append(_usage_line(ctx, session.id, events))
+    lines += [
+        f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
+        f"{event_kind(event):<20} {summarize(event, 90)}"
+        for event in events
+    ]
+    if not sys.stdout.isatty():
+        # A pipe or a file: plain lines, never wrapped (`show S | wc -l` counts events), and
+        # without rich, whose import and per-line rendering are most of the command's time.
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
     return 0
 
 
