@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import difflib
 import io
 import os
 import re
@@ -39,6 +38,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         choice = _INVALID_CHOICE.match(message)
         if choice is not None:
+            import difflib  # only on a mistake: start-up time
             word = choice.group(1)
             names = [n for n in _command_names() if not n.startswith("_")]
             near = difflib.get_close_matches(word, names, n=3, cutoff=0.6)
@@ -52,6 +52,8 @@ class _Parser(argparse.ArgumentParser):
 
     def reject_unknown(self, extras: Sequence[str]) -> NoReturn:
         """``unrecognized arguments`` said by this (sub)command, with the near options."""
+        import difflib  # only on a mistake: start-up time
+
         options = [o for action in self._actions for o in action.option_strings]
         hints = []
         for word in extras:
