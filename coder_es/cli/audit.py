@@ -30,6 +30,8 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     )
     if args.output == "":
         raise UsageError("--output needs a file name (leave it out to write to standard output)")
+    if args.format is None:
+        args.format = "otel" if args.push else _format_of(args.output)
     options = ExportOptions(
         format=args.format,
         filter=flt,
@@ -49,10 +51,30 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         except OSError as e:
             msg = f"cannot write {args.output}: {e.strerror or e}"
             raise UsageError(msg) from e
+        print(f"wrote {args.output} ({args.format}, {len(data):,} bytes)", file=sys.stderr)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return 0
+
+
+# What a file name's suffix says of the format (OTLP/JSON is the one .json format).
+FORMAT_OF_SUFFIX = {
+    ".jsonl": "jsonl",
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+    ".json": "otel",
+}
+
+
+def _format_of(output: str | None) -> str:
+    suffix = Path(output).suffix.lower() if output else ""
+    if suffix in FORMAT_OF_SUFFIX:
+        return FORMAT_OF_SUFFIX[suffix]
+    where = f"the suffix of {output!r} names none" if output else "writing to standard output"
+    raise UsageError(f"export needs --format jsonl|otel|md|html ({where})")
 
 
 def _push(args: argparse.Namespace, ctx: Context, options: ExportOptions) -> int:

@@ -130,7 +130,9 @@ def _sessions_args(p: argparse.ArgumentParser) -> None:
 
 def _show_args(p: argparse.ArgumentParser) -> None:
     _session(p)
-    p.add_argument("node", nargs="?", help="with PATH: node id, prefix, label or HEAD")
+    p.add_argument(
+        "node", nargs="?", help="node id, prefix, label or HEAD: that node printed whole"
+    )
     p.add_argument("path", nargs="?", help="the file to print as it was at NODE")
     p.add_argument(
         "--proposed",
@@ -267,7 +269,11 @@ def _label_args(p: argparse.ArgumentParser) -> None:
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     _session(p)
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS)
+    p.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="default: from the suffix of --output (.jsonl, .md, .html; .json for otel)",
+    )
     p.add_argument("-o", "--output", help="write to FILE (default: standard output)")
     p.add_argument(
         "--push",
@@ -419,6 +425,9 @@ def _trust_args(p: argparse.ArgumentParser) -> None:
 
 def _forget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("session", nargs="?", help="session id or unique prefix")
+    p.add_argument(
+        "-y", "--yes", action="store_true", help="do not ask for confirmation on a terminal"
+    )
     p.add_argument("--all", action="store_true", help="every session in the store")
     p.add_argument(
         "--older-than", type=int, metavar="DAYS", help="sessions started more than DAYS days ago"

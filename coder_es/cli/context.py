@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,27 @@ class NoStoreError(UsageError):
         where = str(config.path) if config.backend in ("lmdb", "sqlite") else config.describe()
         if discovery is not None and not discovery.found and len(discovery.searched) > 1:
             where += f" (no .coder-es/ in {discovery.describe_search()})"
+        other = _other_backend(config)
+        if other is not None:
+            # The folder holds a store, of another backend than the one asked for.
+            super().__init__(
+                f"no {config.backend} store at {where}: the store there is {other} "
+                f"(leave out --backend, or pass --backend {other})"
+            )
+            return
         super().__init__(
             f"no coder-es store at {where}; sessions are recorded by `coder-es run`, `chat` or "
             "`demo`, or choose a store with --workspace DIR or --store DIR"
         )
+
+
+def _other_backend(config: StoreConfig) -> str | None:
+    if config.backend not in ("lmdb", "sqlite"):
+        return None
+    for backend in ("lmdb", "sqlite"):
+        if backend != config.backend and replace(config, backend=backend).exists():
+            return backend
+    return None
 
 
 @dataclass

@@ -16,9 +16,10 @@ import argparse
 import codecs
 import io
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from coder_es import __version__
 from coder_es.cli.commands import COMMANDS, Command, add_global_options, command_named
@@ -28,6 +29,60 @@ if TYPE_CHECKING:
     from coder_es.cli.context import Context
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with help for typos: a near command or option is suggested ("did you mean"), a
+    subcommand's mistake shows that subcommand's usage, not the top-level one."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.match(message)
+        if choice is not None:
+            import difflib  # only on a mistake: start-up time
+            word = choice.group(1)
+            names = [n for n in _command_names() if not n.startswith("_")]
+            near = difflib.get_close_matches(word, names, n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+            self.exit(
+                EXIT_USAGE,
+                f"{self.prog}: {word!r} is not a command.{hint} "
+                f"('{self.prog} --help' lists them)\n",
+            )
+        super().error(message)
+
+    def reject_unknown(self, extras: Sequence[str]) -> NoReturn:
+        """``unrecognized arguments`` said by this (sub)command, with the near options."""
+        import difflib  # only on a mistake: start-up time
+
+        options = [o for action in self._actions for o in action.option_strings]
+        hints = []
+        for word in extras:
+            if word.startswith("-"):
+                near = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
+                if near:
+                    hints.append(f"{word} -> did you mean {near[0]}?")
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        if hints:
+            message += f" ({'; '.join(hints)})"
+        self.error(message)
+
+
+# The optional dependencies (pyproject's extras) by the top-level module a command imports.
+_EXTRA_OF = {
+    "acp": "clients",
+    "websockets": "clients",
+    "mcp": "mcp",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "procrastinate": "postgres",
+    "opentelemetry": "telemetry",
+}
+
+_INVALID_CHOICE = re.compile(r"argument COMMAND: invalid choice: '([^']*)'")
+
+
+def _command_names() -> list[str]:
+    return [name for command in COMMANDS for name in (command.name, *command.aliases)]
 
 
 class _Pending:
@@ -102,7 +157,7 @@ class _Subcommands(argparse._SubParsersAction):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coder-es",
         description="The event-sourced core of an AI coding agent.",
     )
@@ -135,6 +190,11 @@ def declared_parser(name: str) -> argparse.ArgumentParser:
     return subparsers.declare(name)
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> Any:
+    subparsers = next(a for a in parser._actions if isinstance(a, _Subcommands))
+    return subparsers.choices.get(name)
+
+
 def _fail(message: str, code: int) -> int:
     # Text from the user (a path, an argument) may hold bytes that are not UTF-8: escape them
     # rather than fail to print the message that reports them.
@@ -163,7 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=SHOWN_ERRORS)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        # A bare call is a question: answer it with the help, not with an error.
+        parser.print_help()
+        return EXIT_OK
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = _subcommand_parser(parser, args.command)
+        (sub if isinstance(sub, _Parser) else parser).reject_unknown(extras)  # type: ignore[union-attr]
     command = command_named(args.command)
     ctx: Context | None = None
     try:
@@ -178,6 +246,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args, ctx) or 0)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)
+    except ModuleNotFoundError as e:
+        extra = _EXTRA_OF.get((e.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        return _fail(
+            f"{args.command} needs the '{extra}' extra, which is not installed: "
+            f"pip install 'coder-es[{extra}]' (or 'coder-es[all]')",
+            EXIT_USAGE,
+        )
     except CoderESError as e:
         return _fail(str(e), EXIT_PROBLEM)
     except KeyboardInterrupt:

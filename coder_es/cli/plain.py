@@ -28,14 +28,15 @@ def printable(text: str) -> str:
 
 
 def columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart; the last column is cut to the terminal width."""
+    """Left-aligned columns two spaces apart; on a terminal the last column is cut to its width."""
     cells = [[printable(c) for c in row] for row in [headers, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers) - 1)]
-    width = shutil.get_terminal_size((120, 24)).columns
+    # A pipe or a file gets whole lines: a program reads them, not a person at some width.
+    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else None
     lines = []
     for row in cells:
         head = "".join(c.ljust(w + 2) for c, w in zip(row, widths, strict=False))
-        room = max(width - len(head), 10)
+        room = max(width - len(head), 10) if width is not None else len(row[-1])
         last = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
         lines.append((head + last).rstrip())
     return lines

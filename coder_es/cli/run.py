@@ -7,10 +7,11 @@ order rules are evaluated in. ``run`` cannot ask anyone: without ``--yes`` a cal
 permission is rejected (the reason is recorded and shown to the model); with ``--yes`` it is
 allowed once. Deny rules deny either way.
 
-Provider choice: ``--provider`` (anthropic, openai, ollama, scripted), else ``CODER_ES_PROVIDER``,
-else the first of anthropic / openai whose API key is set, else scripted when ``--script`` or
-``CODER_ES_SCRIPT`` names a script. The model: ``--model``, else ``CODER_ES_MODEL``, else a
-default per provider (a resumed session keeps its own).
+Provider choice: ``--script`` (the scripted provider), else ``--provider`` (anthropic, openai,
+ollama, scripted), else ``CODER_ES_PROVIDER``, else ``provider`` in the user's or a trusted
+project's config, else the first of anthropic / openai whose API key is set, else scripted when
+``CODER_ES_SCRIPT`` names a script. The model: ``--model``, else ``CODER_ES_MODEL``, else
+``model`` in the config, else a default per provider (a resumed session keeps its own).
 
 Exit codes: 0 the turn ended normally, 1 it ended on an error or the step limit, 2 bad usage
 (including no usable provider), 130 cancelled (Ctrl-C).
@@ -33,6 +34,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.progress import shown
+from coder_es.config import Config
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
 from coder_es.permissions.rules import Rule, parse_rule
@@ -82,19 +84,26 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str | None]:
+def _provider(
+    args: argparse.Namespace, settings: Config, resuming: bool
+) -> tuple[str | None, str | None]:
+    """The provider and model (for ``scripted``: the script): ``--script`` first, then what the
+    layered settings say (flags, ``CODER_ES_PROVIDER`` / ``CODER_ES_MODEL``, the user's and a
+    trusted project's config files), then the first provider whose API key is set."""
     script = str(resolve_script(args.script)) if args.script is not None else None
-    name = args.provider or os.environ.get("CODER_ES_PROVIDER") or None
+    name = settings.provider if settings.origin("provider") is not None else None
+    model = settings.model if settings.origin("model") is not None else None
     if name is None and script is not None:
         name = "scripted"
     if name == "scripted":
-        script = script or (
-            args.model if args.model and args.model.endswith((".json", ".jsonl")) else None
-        )
+        script = script or (model if model and model.endswith((".json", ".jsonl")) else None)
         script = script or os.environ.get(SCRIPT_ENV) or None
         if script is None and not resuming:
-            raise UsageError("the scripted provider needs --script FILE (or CODER_ES_SCRIPT)")
-        return name, script
+            raise UsageError(
+                "the scripted provider needs --script FILE (or CODER_ES_SCRIPT, or model = "
+                '"FILE.json" in the config)'
+            )
+        return name, str(resolve_script(script)) if script is not None else None
     if name is None and not resuming:
         if os.environ.get("ANTHROPIC_API_KEY"):
             name = "anthropic"
@@ -105,7 +114,6 @@ def _provider(args: argparse.Namespace, resuming: bool) -> tuple[str | None, str
             return name, os.environ[SCRIPT_ENV]
         else:
             raise UsageError(NO_PROVIDER)
-    model = args.model or os.environ.get("CODER_ES_MODEL") or None
     if model is None and not resuming:
         model = DEFAULT_MODELS.get(name or "")
     return name, model
@@ -120,7 +128,7 @@ def report_ignored(ctx: Context) -> None:
 async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     report_ignored(ctx)
     resuming = bool(args.session)
-    provider, model = _provider(args, resuming)
+    provider, model = _provider(args, ctx.settings, resuming)
     options = SessionOptions(
         agent=args.agent,
         provider=provider,
@@ -251,8 +259,10 @@ class Renderer:
         ):
             color = "green" if u.decision == "allow" else "red"
             why = f": {u.reason}" if u.reason else ""
+            # An MCP call's subject is its tool name: said once, not twice.
+            subject = "" if u.subject == u.tool else f" {escape(u.subject)}"
             self.line(
-                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)} {escape(u.subject)} "
+                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)}{subject} "
                 f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
             )
         elif isinstance(u, up.Retry):
@@ -265,7 +275,8 @@ class Renderer:
         elif isinstance(u, up.TurnCancelled):
             if self.running is not None:
                 self.running.stop_all()
-            self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
+            said = u.reason if u.reason.startswith("cancelled") else f"cancelled: {u.reason}"
+            self.line(f"[yellow]{escape(said)}[/yellow]")
         elif isinstance(u, up.TurnEnded):
             if self.running is not None:
                 self.running.stop_all()

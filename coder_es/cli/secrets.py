@@ -7,6 +7,7 @@ needed a forgotten value (resuming the session, restoring a file that held a sec
 from __future__ import annotations
 
 import argparse
+import sys
 
 from coder_es.cli.context import Context
 
@@ -37,6 +38,15 @@ def cmd_forget(args: argparse.Namespace, ctx: Context) -> int:
     else:
         cutoff = datetime.now(UTC) - timedelta(days=days or 0)
         sessions = [s.id for s in app.iter_session_summaries() if args.all or s.started_at < cutoff]
+    if not args.yes and sys.stdin.isatty() and sys.stdout.isatty() and sessions:
+        # Shredding cannot be undone: a person at a terminal confirms (scripts pass --yes).
+        answer = input(
+            f"forget the sealed secrets of {len(sessions)} session(s)? "
+            "This cannot be undone. [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing forgotten")
+            return 1
     vault = app.sealing.vault
     shredded = [str(sid) for sid in sessions if vault.forget(sid)]
     if args.all:

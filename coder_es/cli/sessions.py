@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
-from coder_es.cli.plain import columns
+from coder_es.cli.plain import columns, printable
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.records import event_kind, event_record, summarize
@@ -117,28 +118,77 @@ def _usage_line(ctx: Context, session: Any, events: list[Any]) -> str:
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    from rich.console import Console
-
-    if args.node is not None or args.proposed:
+    if args.path is not None or args.proposed:
         return _show_file(args, ctx)
+    if args.node is not None:
+        return _show_node(args, ctx)
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:
         for event in events:
             print_json(event_record(event))
         return 0
-    console = Console()
-    console.print(f"session {session.id}  head={session.head}  events={len(events)}", markup=False)
+    # Not a terminal: lines are never wrapped (`show S | wc -l` counts events, not screen rows).
+    lines = [f"session {session.id}  head={session.head}  events={len(events)}"]
     if any(isinstance(e, Session.ModelResponded) for e in events):
-        line = _usage_line(ctx, session.id, events)
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for event in events:
-        console.print(
-            f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
-            f"{event_kind(event):<20} {summarize(event, 90)}",
-            markup=False,
-            highlight=False,
-        )
+        lines.append(_usage_line(ctx, session.id, events))
+    lines += [
+        f"{event.originator_version:>5}  {event.timestamp:%H:%M:%S}  "
+        f"{event_kind(event):<20} {summarize(event, 90)}"
+        for event in events
+    ]
+    if not sys.stdout.isatty():
+        # A pipe or a file: plain lines, never wrapped (`show S | wc -l` counts events), and
+        # without rich, whose import and per-line rendering are most of the command's time.
+        sys.stdout.write("".join(f"{printable(line)}\n" for line in lines))
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+    return 0
+
+
+def _show_node(args: argparse.Namespace, ctx: Context) -> int:
+    """One node printed whole: every text, tool input and output in full (a listing shortens)."""
+    session = ctx.app.get_session(args.session)
+    node = session.resolve_node(args.node)
+    events = ctx.app.session_events(session.id)
+    event = next((e for e in events if str(e.originator_version) == node), None)
+    if event is None:
+        raise UsageError(f"session {str(session.id)[:8]} has no event at node {node}")
+    if args.json:
+        print_json(event_record(event))
+        return 0
+    fields = event_record(event)["fields"]
+    lines = [f"node {node}  {event_kind(event)}  {event.timestamp:%Y-%m-%d %H:%M:%S}"]
+    kind = event_kind(event)
+    if kind == "UserMessageAdded":
+        lines += [b.get("text", f"[{b.get('type')}]") for b in fields["content"]]
+    elif kind == "ModelResponded":
+        lines.append(f"stop: {fields['stop_reason']}")
+        for block in fields["blocks"]:
+            if block.get("type") == "text":
+                lines.append(block["text"])
+            elif block.get("type") == "thinking":
+                lines.append(f"[thinking] {block.get('thinking', '')}")
+            elif block.get("type") == "tool_use":
+                lines.append(f"[{block['name']}] {json.dumps(block['input'], indent=2)}")
+            else:
+                lines.append(f"[{block.get('type')}] {json.dumps(block, indent=2)}")
+    elif kind == "ToolCallCompleted":
+        lines.append(f"{fields['name']}{' (error)' if fields['is_error'] else ''}")
+        output = fields["output"]
+        if fields.get("output_blob"):
+            # The event holds a capped output; the whole one is a blob beside it.
+            output = ctx.app.blobs.get(fields["output_blob"]).decode("utf-8", "replace")
+        lines.append(output)
+        for change in fields.get("files_changed") or ():
+            lines.append(f"changed {change.get('path')}")
+    else:
+        lines.append(json.dumps({k: v for k, v in fields.items() if k != "prev_hash"}, indent=2))
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
     return 0
 
 
@@ -147,7 +197,7 @@ def _show_file(args: argparse.Namespace, ctx: Context) -> int:
     from projections.files import open_files
 
     if args.path is None or args.json:
-        raise UsageError("show SESSION NODE PATH prints one file (no --json); see show --help")
+        raise UsageError("show SESSION NODE PATH --proposed prints one file (no --json)")
     session = ctx.app.get_session(args.session)
     node = session.resolve_node(args.node)
     path = workspace_path(ctx.workspace, args.path)

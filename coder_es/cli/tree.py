@@ -168,6 +168,10 @@ def task_children(app: Any, sid: Any, tree: ConversationTree, events: list[Any])
     return out
 
 
+# The width given to ``cut_lines`` for output that is not a terminal: lines are never cut.
+UNCUT = 1 << 30
+
+
 def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     sid = ctx.app.resolve_session(args.session)
     # The projections as ``Branching.views`` opens them, without the branching machinery.
@@ -188,24 +192,28 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
         header += f"  forked from {tree.parent_session[:8]}@{tree.parent_node}"
     top = [header] if len(tree) else [header, "(no messages yet)"]
     lines = tree_lines(tree, files, texts)
-    # Not a terminal: rich would print plain text; the same text without rich costs a fraction
-    # (start-up time). A top line rich would wrap, or a tab, is left to rich.
-    width = rich_plain_width(sys.stdout)
-    if width is not None and cut_lines(top, width) == top:
-        body = cut_lines((plain_line(line) for line in lines), width)
+    # Not a terminal: plain text, each line whole (a pipe or a file is read by a program, which
+    # must not find lines cut or wrapped at some width); without rich, which costs a fraction of
+    # the start-up time. Text with a tab is left to rich.
+    piped = not sys.stdout.isatty()
+    if piped and rich_plain_width(sys.stdout) is not None:
+        body = cut_lines([*top, *(plain_line(line) for line in lines)], UNCUT)
         if body is not None:
-            sys.stdout.write("".join(f"{line}\n" for line in [*top, *body]))
+            sys.stdout.write("".join(f"{line}\n" for line in body))
             return 0
     from rich.console import Console
     from rich.markup import escape
 
     # emoji=False: a ":name:" in a message is text, and replacing emoji costs per character.
-    console = Console(highlight=False, emoji=False)
+    console = Console(highlight=False, emoji=False, soft_wrap=piped)
     for line in top:
         console.print(escape(line))
     if lines:  # one print: rich's cost is per call, and a tree can have thousands of lines
         markup = render_markup(lines)
-        console.print("\n".join(markup), no_wrap=True, overflow="ellipsis")
+        if piped:
+            console.print("\n".join(markup))
+        else:
+            console.print("\n".join(markup), no_wrap=True, overflow="ellipsis")
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 import shlex
 from collections.abc import Awaitable, Callable
@@ -98,7 +99,6 @@ from acp.schema import (
     UnstructuredCommandInput,
     UsageUpdate,
 )
-from acp.stdio import stdio_streams
 from acp.utils import normalize_result
 
 from coder_es import __version__
@@ -111,6 +111,7 @@ from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
 from coder_es.clients.runtime import ClientRuntime
 from coder_es.clients.search_ops import search_hits, sessions_matching
+from coder_es.clients.stdio_files import any_stdio_streams
 from coder_es.config import Config
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError, SessionNotFoundError, UsageError
@@ -455,12 +456,13 @@ class CoderAcpAgent:
             )
             for name, desc, hint in COMMANDS
         ]
-        await self.client.session_update(
-            session_id=session_id,
-            update=AvailableCommandsUpdate(
-                session_update="available_commands_update", available_commands=commands
-            ),
-        )
+        with contextlib.suppress(ConnectionError):  # the client left: nobody to advertise to
+            await self.client.session_update(
+                session_id=session_id,
+                update=AvailableCommandsUpdate(
+                    session_update="available_commands_update", available_commands=commands
+                ),
+            )
 
     def _meta(self, session: AcpSession) -> dict[str, Any]:
         return {"coderEs": {"mcpServers": session.mcp_servers, "workspace": str(session.cwd)}}
@@ -1153,11 +1155,20 @@ def route_session_delete(conn: AgentSideConnection, agent: CoderAcpAgent) -> boo
     return True
 
 
+async def _in_flight_answered(conn: AgentSideConnection) -> None:
+    # The package keeps its request tasks in a private supervisor; without it (another version of
+    # the package) this returns at once, as before.
+    supervisor = getattr(getattr(conn, "_conn", None), "_tasks", None)
+    tasks: set[asyncio.Task[Any]] = getattr(supervisor, "_tasks", set())
+    while requests := [t for t in tasks if t.get_name() == "acp.Connection.request"]:
+        await asyncio.gather(*requests, return_exceptions=True)
+
+
 async def _run_guarded(agent: CoderAcpAgent) -> None:
     """The package's ``run_agent`` on stdio, with ``LineGuard`` between stdin and the package
     (a stray line gets its JSON-RPC error instead of ending the process) and the routes the
     package lacks (``route_session_delete``)."""
-    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    reader, writer = await any_stdio_streams(DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     guard = LineGuard(reader, writer, limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     pump = asyncio.create_task(guard.pump())
     one_line = ProtocolErrorsOnOneLine()
@@ -1173,6 +1184,10 @@ async def _run_guarded(agent: CoderAcpAgent) -> None:
         agent.can_delete = route_session_delete(conn, agent)
         try:
             await conn.listen()
+            # The client closed its side (the end of `coder-es acp < requests.jsonl`): answer what
+            # it asked before that instead of cancelling it. Calls back to the client fail at
+            # once now, so this ends.
+            await _in_flight_answered(conn)
         finally:
             await asyncio.shield(conn.close())
     finally:

@@ -288,6 +288,10 @@ def _describe(e: BaseException) -> str:
         return "cancelled"
     if getattr(getattr(e, "error", None), "message", None) == "Connection closed":
         return "closed the connection (it exited or crashed)"
+    if type(e).__name__ in ("BrokenResourceError", "ClosedResourceError"):
+        # anyio's words for "the other end of the pipe is gone": the process ended (or never
+        # started) before it answered the MCP handshake.
+        return "exited before it answered (it did not start, or crashed at once)"
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 

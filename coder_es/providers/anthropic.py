@@ -158,7 +158,17 @@ class _Open:
     streams with known deltas still assembles to what the server sent.
     """
 
-    __slots__ = ("block", "citations", "json", "kind", "signature", "text", "thinking")
+    __slots__ = (
+        "block",
+        "citations",
+        "compaction",
+        "encrypted",
+        "json",
+        "kind",
+        "signature",
+        "text",
+        "thinking",
+    )
 
     def __init__(self, kind: str, block: Block) -> None:
         self.kind = kind  # "text", "thinking", "tool", or "verbatim"
@@ -168,6 +178,10 @@ class _Open:
         self.json: list[str] = []
         self.citations: list[Any] = []
         self.signature: str | None = None
+        # A compaction block's summary and opaque metadata (``compaction_delta``), which must be
+        # sent back verbatim: a block kept with ``content: null`` loses the compacted context.
+        self.compaction: list[str] = []
+        self.encrypted: list[str] = []
 
     def assembled(self) -> Block:
         """The finished block (the tool_use input is parsed by the caller)."""
@@ -178,6 +192,12 @@ class _Open:
             block["thinking"] = str(block.get("thinking") or "") + "".join(self.thinking)
         if self.signature is not None or self.kind == "thinking":
             block["signature"] = str(block.get("signature") or "") + (self.signature or "")
+        if self.compaction:
+            block["content"] = str(block.get("content") or "") + "".join(self.compaction)
+        if self.encrypted:
+            block["encrypted_content"] = str(block.get("encrypted_content") or "") + "".join(
+                self.encrypted
+            )
         if self.citations:
             block["citations"] = [*(block.get("citations") or []), *self.citations]
         elif self.kind == "text" and not block.get("citations"):
@@ -343,6 +363,11 @@ class AnthropicParser:
         elif kind == "signature_delta":
             state.signature = (state.signature or "") + delta.get("signature", "")
             out.append(ThinkingDelta(index, "", delta.get("signature", "")))
+        elif kind == "compaction_delta":
+            if isinstance(delta.get("content"), str):
+                state.compaction.append(delta["content"])
+            if isinstance(delta.get("encrypted_content"), str):
+                state.encrypted.append(delta["encrypted_content"])
         elif kind == "citations_delta":
             citation = delta.get("citation")
             if citation is not None:

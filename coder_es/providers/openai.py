@@ -2,7 +2,9 @@
 
 Works with api.openai.com and compatible servers (vLLM, llama.cpp, LM Studio, OpenRouter...).
 Reasoning text sent by such servers as ``delta.reasoning_content`` or ``delta.reasoning`` becomes
-thinking deltas (unsigned, so the Anthropic adapter never sends it back).
+thinking deltas (unsigned, so the Anthropic adapter never sends it back). A refusal arrives in
+``delta.refusal`` instead of ``delta.content``: it is the answer the user must see, so it becomes
+text too (as the Responses provider does with its refusal parts), and the turn ends as ``refusal``.
 """
 
 from __future__ import annotations
@@ -199,6 +201,7 @@ class OpenAIParser:
         self._usage: Usage = empty_usage()
         self._finish: str | None = None
         self._started = False
+        self._refused = False
         self._done = False
 
     def _protocol(self, message: str) -> StreamProtocolError:
@@ -257,6 +260,10 @@ class OpenAIParser:
             text = delta.get("content")
             if text:
                 self._blocks.text(text, out)
+            refusal = delta.get("refusal")
+            if refusal and isinstance(refusal, str):
+                self._refused = True
+                self._blocks.text(refusal, out)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 self._blocks.thinking(reasoning, out)
@@ -314,6 +321,8 @@ class OpenAIParser:
         stop = FINISH_REASONS.get(raw or "", "other")
         if stop == "end_turn" and self._calls:
             stop = "tool_use"  # some servers report "stop" for tool calls
+        elif stop == "end_turn" and self._refused:
+            stop = "refusal"  # the model declined: "stop" on the wire, the answer in delta.refusal
         out.append(Finish(stop_reason=stop, usage=dict(self._usage), raw_stop_reason=raw))
         self._done = True
 

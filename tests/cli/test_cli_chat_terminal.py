@@ -81,7 +81,8 @@ def terminal(repo: Path, tmp_path: Path) -> Iterator[Callable[[list[str]], Termi
 
 
 def _prompt_count(screen: str) -> int:
-    return len(re.findall(r"^> ", screen, flags=re.M))
+    # An empty prompt is ">" once tmux trims the line; a typed one is "> text".
+    return len(re.findall(r"^>( |$)", screen, flags=re.M))
 
 
 def test_chat_permission_prompt_ctrl_c_and_idle_ctrl_c(
@@ -167,3 +168,54 @@ def test_chat_answers_a_permission_question(
     assert "allow bash touch ../made" in screen
     term.keys("C-d")
     assert "[chat exited 0]" in term.wait(lambda s: "[chat exited " in s, "chat to exit on Ctrl-D")
+
+
+def test_chat_commands_history_completion_and_how_to_resume(
+    repo: Path, terminal: Callable[[list[str]], Terminal]
+) -> None:
+    (repo / "s.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "blocks": [
+                            {
+                                "type": "tool_use",
+                                "name": "write",
+                                "input": {"path": "made.txt", "content": "one\n"},
+                            }
+                        ]
+                    },
+                    # Long enough to see the spinner that waits for the model's first token.
+                    {"blocks": [{"type": "text", "text": "wrote it"}], "delay_ms": 2500},
+                ]
+            }
+        )
+    )
+    term = terminal(["chat", "--script", "s.json"])
+    term.wait(lambda s: _prompt_count(s) == 1, "the first prompt")
+    term.keys("/he", "Tab")  # completion of a slash command
+    term.wait(lambda s: re.search(r"^> /help", s, flags=re.M) is not None, "/help completed")
+    term.keys("Enter")
+    screen = term.wait(lambda s: "/undo" in s and _prompt_count(s) == 2, "the command list")
+    assert "/rewind" in screen and "/search" in screen
+    # Esc then Enter: a line break inside the message; Enter sends it.
+    term.keys("write", "Escape", "Enter", "the file", "Enter")
+    screen = term.wait(lambda s: "waiting for the model" in s, "the spinner", timeout=60)
+    screen = term.wait(lambda s: "wrote it" in s and _prompt_count(s) == 3, "the answer")
+    assert (repo / "made.txt").read_text() == "one\n"
+    term.keys("/tree", "Enter")  # a command of the product, not a message to the model
+    screen = term.wait(lambda s: "head=" in s and _prompt_count(s) == 4, "the tree")
+    term.keys("/undo", "Enter")
+    term.wait(lambda s: _prompt_count(s) == 5, "undo done")
+    assert not (repo / "made.txt").exists()  # the turn's file change is undone
+    term.keys("/nonsense", "Enter")
+    screen = term.wait(lambda s: "unknown command /nonsense" in s, "an unknown command")
+    term.keys("Up", "Up")  # the history: /nonsense, then /undo
+    term.wait(lambda s: re.search(r"^> /undo$", s, flags=re.M) is not None, "history recalled")
+    term.keys("C-u", "C-d")
+    screen = term.wait(lambda s: "[chat exited " in s, "chat to exit")
+    assert "[chat exited 0]" in screen
+    resume = re.search(r"resume this session: coder-es chat --session (\w+)", screen)
+    assert resume is not None, screen
+    assert "Traceback" not in screen

@@ -105,3 +105,37 @@ def test_stray_lines_are_answered_and_the_agent_keeps_serving(tmp_path: Path) ->
     assert [e["error"]["code"] for e in errors] == [code for _, code in BAD_LINES]
     assert all(e["id"] is None and e["jsonrpc"] == "2.0" for e in errors)
     assert initialized["result"]["protocolVersion"] == 1
+
+
+@pytest.mark.parametrize("stdout_kind", ["file", "pipe"])
+def test_files_work_as_stdin_and_stdout(tmp_path: Path, stdout_kind: str) -> None:
+    # `coder-es acp < requests.jsonl > out.jsonl`: asyncio's pipe transports refuse regular files.
+    import subprocess
+
+    ws = make_workspace(tmp_path, "", [{"blocks": [{"type": "text", "text": "hi"}]}])
+    requests = tmp_path / "requests.jsonl"
+    new_session = {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "session/new",
+        "params": {"cwd": str(ws), "mcpServers": []},
+    }
+    requests.write_bytes(
+        b"".join(json.dumps(m).encode() + b"\n" for m in (INITIALIZE, new_session))
+    )
+    out = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, out.open("wb") as file_out:
+        done = subprocess.run(
+            cli(ws, "acp", "--script", str(tmp_path / "script.json"), "--no-watch"),
+            env=child_env(tmp_path),
+            cwd=str(REPO),
+            stdin=stdin,
+            stdout=file_out if stdout_kind == "file" else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=240,  # generous: a loaded machine, not a hang, is what a lower bound catches
+        )
+    text = out.read_text() if stdout_kind == "file" else done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    answers = {m.get("id"): m for m in map(json.loads, text.splitlines())}
+    assert answers[7]["result"]["protocolVersion"] == 1
+    assert answers[8]["result"]["sessionId"]

@@ -167,3 +167,40 @@ def test_a_configured_redaction_pattern_keeps_a_secret_out_of_the_store(
     assert "[REDACTED:user:config1:" in shown
     raw = b"".join(p.read_bytes() for p in (tmp_path / ".coder-es").glob("events.sqlite*"))
     assert b"zz-internal-424242" not in raw
+
+
+def _write_script(path: Path) -> Path:
+    path.write_text(json.dumps({"turns": [{"blocks": [{"type": "text", "text": "from config"}]}]}))
+    return path
+
+
+@pytest.mark.parametrize("where", ["user", "trusted project"])
+def test_provider_and_model_from_a_config_file_are_used_by_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Documented keys must act: `provider = "scripted"` with the script as the model, no flags.
+    for var in ("CODER_ES_PROVIDER", "CODER_ES_MODEL", "CODER_ES_SCRIPT", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = _write_script(tmp_path / "fix.json")
+    text = f'provider = "scripted"\nmodel = "{script}"\n'
+    if where == "user":
+        config = Path.home() / ".config" / "coder-es" / "config.toml"
+    else:
+        config = ws / ".coder-es" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+    if where == "trusted project":
+        assert main(["--workspace", str(ws), "trust"]) == 0
+    capsys.readouterr()
+    code = main(["--workspace", str(ws), "--backend", "sqlite", "run", "hi", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    updates = [json.loads(line) for line in out.out.splitlines() if line]
+    assert any("from config" in json.dumps(u) for u in updates)
+    # `--provider scripted` alone takes the script from the config too.
+    code = main(
+        ["--workspace", str(ws), "--backend", "sqlite", "run", "hi", "--provider", "scripted"]
+    )
+    assert code == 0, capsys.readouterr().err

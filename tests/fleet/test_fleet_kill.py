@@ -45,7 +45,8 @@ def test_a_killed_workers_sessions_are_finished_by_another(tmp_path: Path, pg_sc
     # Step 0 runs a tool; the closing turn is slow, so a kill lands while sessions are mid-turn.
     turns = [
         {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
-        {"blocks": [{"type": "text", "text": "done"}], "delay_ms": 2500},
+        # Long enough that the kill, sent once both tools have run, lands inside it under load.
+        {"blocks": [{"type": "text", "text": "done"}], "delay_ms": 5000},
     ]
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": turns}))
@@ -62,7 +63,12 @@ def test_a_killed_workers_sessions_are_finished_by_another(tmp_path: Path, pg_sc
             while (await queue.counts()).doing < 2:  # the first worker has both sessions
                 assert time.monotonic() < deadline, "the first worker never took the jobs"
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.8)  # inside the slow closing turn
+            # Kill once both sessions' tools have run (their files are on disk), inside the slow
+            # closing turn: a fixed sleep raced a loaded machine, where a tool could be cut
+            # midway (recorded as interrupted, never re-run) and its file never written.
+            while not all((ws / "t").exists() for ws in spaces):
+                assert time.monotonic() < deadline, "the tools never ran"
+                await asyncio.sleep(0.02)
             first.send_signal(signal.SIGKILL)
             first.wait()
             second = _worker(tmp_path, pg_schema)

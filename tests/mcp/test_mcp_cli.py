@@ -66,3 +66,18 @@ def test_run_offers_and_calls_the_configured_servers(
     updates = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     done = next(u for u in updates if u["type"] == "tool_completed")
     assert done["name"] == "mcp__edge__echo" and done["output"].startswith("echo: hi")
+
+
+def test_a_server_that_never_starts_is_named_with_its_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Not an exception class name ("BrokenResourceError"): what happened, in words.
+    _user_config(
+        '[mcp_servers.gone]\ncommand = "no-such-mcp-server-binary"\n'
+        '[mcp_servers.quits]\ncommand = "false"\n'
+    )
+    assert main(["--workspace", str(tmp_path), "mcp", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "Error" not in out
+    assert "no-such-mcp-server-binary: No such file or directory" in out
+    assert "quits: failed" in out and ("exited" in out)

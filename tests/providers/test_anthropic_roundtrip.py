@@ -210,3 +210,18 @@ def test_any_mix_of_blocks_assembles_and_goes_back_unchanged(
     response, sent = round_trip(_stream(specs, noise), cuts)
     assert response.content == expected
     assert sent == expected
+
+
+def test_a_compaction_block_keeps_its_summary_and_goes_back_with_it() -> None:
+    # Context compaction streams its summary in ``compaction_delta`` events; a block kept with
+    # ``content: null`` would be a no-op when sent back, and the compacted context would be lost.
+    response, sent = round_trip(wire("anthropic/compaction.sse"), pieces=5)
+    compaction, text = response.content
+    assert compaction == {
+        "type": "compaction",
+        "content": "The user asked to fix the failing test in tests/test_add.py. "
+        "The bug was in add() in calc.py; it was fixed and pytest passes.",
+        "encrypted_content": "EqQBCkYICRgCKkB1c2VyX3N1bW1hcnlfdjE=",
+    }
+    assert text == {"type": "text", "text": "Continuing: the test suite is green."}
+    assert sent[0] == compaction

@@ -245,3 +245,14 @@ def test_whole_calls_without_index_are_kept_apart() -> None:
         ("call_a", {"path": "a"}),
         ("call_b", {"path": "b"}),
     ]
+
+
+@pytest.mark.parametrize("pieces", [1, 7, 1000])
+def test_a_refusal_is_the_answer_not_an_empty_turn(pieces: int) -> None:
+    # The answer arrives in ``delta.refusal`` with ``content: null``: dropping it leaves the user
+    # with an empty turn that looks like success.
+    server = FakeServer(sse_reply(wire("openai/refusal.sse"), pieces))
+    response = run(provider(server).complete(request()))
+    assert response.text == "I'm very sorry, but I can't assist with that."
+    assert response.stop_reason == "refusal" and response.raw_stop_reason == "stop"
+    assert response.usage["output_tokens"] == 11
