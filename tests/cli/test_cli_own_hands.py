@@ -19,6 +19,7 @@ from cli_helpers import Cli, git, git_repo, run_process, script, text, tool, tur
 from coder_es.cli.main import main
 from coder_es.store.blobs import MemoryBlobStore
 
+
 def _home() -> Path:
     return Path(os.environ["HOME"])
 
@@ -38,7 +39,11 @@ def _evil_journal(workspace: Path, payload: Path, private_dir: Path) -> dict[str
                 "record": False,
             },
             {"op": "mkdir", "path": os.path.relpath(private_dir, workspace), "mode": 0o777},
-            {"op": "symlink", "path": os.path.relpath(_home() / ".profile", workspace), "link": "/x"},
+            {
+                "op": "symlink",
+                "path": os.path.relpath(_home() / ".profile", workspace),
+                "link": "/x",
+            },
         ],
         "notes": [],
     }
@@ -315,3 +320,34 @@ def test_deeply_nested_json_and_nul_paths_give_one_line(
     assert main(["replay", str(tmp_path / "a\0b.cassette.jsonl")]) == 2
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and len((out + err).strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------- issue 35.2: discovery
+
+
+def test_leftovers_never_stop_the_search_and_the_demo_commands_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for var in ("CODER_ES_STORE", "CODER_ES_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    home = tmp_path / "here"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    sid = next((home / "coder-es-demo").iterdir()).name
+    demo = home / "coder-es-demo" / sid
+    # A stray scratch directory (and an empty .coder-es) below the store: passed over.
+    (demo / ".coder-es" / "tmp").mkdir(parents=True, exist_ok=True)
+    (home / "coder-es-demo" / ".coder-es").mkdir()
+    r = run_process(["tree", sid], cwd=demo)
+    assert r.code == 0, r.err
+    assert sid in r.out
+    # Every command the demo suggests works from where the user ran it.
+    suggested = out.split("try next:")[1].strip().splitlines()
+    assert suggested
+    for line in suggested:
+        args = line.split()
+        assert args[0] == "coder-es"
+        r = run_process(args[1:], cwd=home)
+        assert r.code == 0, (line, r.err)
