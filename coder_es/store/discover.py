@@ -9,7 +9,8 @@ boundary, like git without ``GIT_DISCOVERY_ACROSS_FILESYSTEM``.
 
 A ``.coder-es/`` holding only what coder-es leaves in any workspace it works in (the scratch
 directory ``tmp/``, shell transactions ``tx/``) is not a store: the walk goes on above it, so a
-stray ``tmp/`` in a sub-directory never hides the project's store.
+stray ``tmp/`` in a sub-directory never hides the project's store. An empty one (the user's
+``mkdir .coder-es``) marks the workspace, as before.
 
 Whoever owns a workspace decides what coder-es finds there (its project config, transaction
 journals, the store itself), so a workspace or a ``.coder-es/`` owned by another user is refused,
@@ -79,11 +80,13 @@ def discover_workspace(start: Path, environ: Mapping[str, str] = os.environ) -> 
 
 
 def holds_store(path: Path) -> bool:
-    """Whether ``path`` (a ``.coder-es``) holds more than the leftovers of coder-es's work."""
+    """Whether ``path`` (a ``.coder-es``) marks a workspace: it holds more than the leftovers of
+    coder-es's work, or nothing at all (made by the user, as ``git init`` makes ``.git``)."""
     try:
-        return not set(os.listdir(path)) <= LEFTOVERS
+        names = set(os.listdir(path))
     except OSError:
         return False
+    return not names or not names <= LEFTOVERS
 
 
 class ForeignOwnerError(UsageError):

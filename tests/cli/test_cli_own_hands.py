@@ -337,9 +337,9 @@ def test_leftovers_never_stop_the_search_and_the_demo_commands_work(
     out = capsys.readouterr().out
     sid = next((home / "coder-es-demo").iterdir()).name
     demo = home / "coder-es-demo" / sid
-    # A stray scratch directory (and an empty .coder-es) below the store: passed over.
+    # A stray scratch directory (and one with a transaction directory) below: passed over.
     (demo / ".coder-es" / "tmp").mkdir(parents=True, exist_ok=True)
-    (home / "coder-es-demo" / ".coder-es").mkdir()
+    (home / "coder-es-demo" / ".coder-es" / "tx").mkdir(parents=True)
     r = run_process(["tree", sid], cwd=demo)
     assert r.code == 0, r.err
     assert sid in r.out
