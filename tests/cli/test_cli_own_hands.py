@@ -351,3 +351,47 @@ def test_leftovers_never_stop_the_search_and_the_demo_commands_work(
         assert args[0] == "coder-es"
         r = run_process(args[1:], cwd=home)
         assert r.code == 0, (line, r.err)
+
+
+def test_owner_check_variants(tmp_path: Path) -> None:
+    """A .coder-es that links to another user's directory; the settings that accept it."""
+    from coder_es.store.discover import ForeignOwnerError, check_owner
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 4242, 4242)
+    os.symlink(theirs, ws / ".coder-es")
+    with pytest.raises(ForeignOwnerError, match="another user"):
+        check_owner(ws, {})
+    check_owner(ws, {"CODER_ES_SAFE_DIRECTORIES": "*"})
+    check_owner(ws, {"CODER_ES_SAFE_DIRECTORIES": f"/nowhere:{theirs}"})
+    check_owner(ws, {"CODER_ES_SAFE_DIRECTORIES": str(ws)})
+    with pytest.raises(ForeignOwnerError):
+        check_owner(ws, {"CODER_ES_SAFE_DIRECTORIES": "relative/path"})
+
+
+def test_depth_limits_of_journals_and_exports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_es import jsonlimit
+    from coder_es.sandbox.journal import JournalRefused, unseal
+
+    assert jsonlimit.loads("[" * 200 + "]" * 200) is not None
+    with pytest.raises(jsonlimit.JsonDepthError):
+        jsonlimit.loads("[" * 201 + "]" * 201)
+    with pytest.raises(jsonlimit.JsonDepthError):
+        jsonlimit.loads(b'{"a":' * 300 + b"1" + b"}" * 300)
+    with pytest.raises(JournalRefused):
+        unseal(("[" * 50_000 + "]" * 50_000).encode(), tx="x", workspace=tmp_path)
+    # A deep record after a good header: one line, exit 2.
+    export = tmp_path / "e.jsonl"
+    export.write_text(
+        '{"format":"coder-es-audit-jsonl","session":"s"}\n' + "[" * 50_000 + "]" * 50_000 + "\n"
+    )
+    capsys.readouterr()
+    assert main(["verify", str(export)]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert "line 2" in err and "nested deeper" in err and len(err.strip().splitlines()) == 1
