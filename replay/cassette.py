@@ -60,7 +60,7 @@ from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
-from coder_es import __version__
+from coder_es import __version__, jsonlimit
 from coder_es.agent.request import MANIFEST_FORMAT
 from coder_es.application import CoderApp
 from coder_es.domain.chain import canonical_json
@@ -296,7 +296,7 @@ def _manifest_refs(data: bytes) -> list[str]:
     if not data.startswith(b"{") or MANIFEST_FORMAT.encode() not in data[:4096] + data[-4096:]:
         return []
     try:
-        manifest = json.loads(data)
+        manifest = jsonlimit.loads(data)
     except ValueError:
         return []
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
@@ -514,6 +514,8 @@ def load_cassette(path: str | Path) -> Cassette:
     p = Path(path)
     try:
         data = p.read_bytes()
+    except ValueError as e:  # a NUL byte in the path
+        raise CassetteError(f"cannot read {str(path)!r}: {e}") from None
     except OSError as e:
         raise CassetteError(f"cannot read {p}: {e.strerror or e}") from e
     try:
@@ -529,20 +531,22 @@ def loads(text: str, source: str = "<string>") -> Cassette:
     if not lines:
         raise CassetteError(f"{source} is empty: not a cassette")
     try:
-        first = json.loads(lines[0][1])
+        first = jsonlimit.loads(lines[0][1])
+    except jsonlimit.JsonDepthError as e:
+        raise CassetteError(f"{source}: line {lines[0][0]}: {e}") from None
     except ValueError:
         first = None
     if isinstance(first, dict) and first.get("t") == "cassette":
         value: Any = [first]
         for n, line in lines[1:]:
             try:
-                value.append(json.loads(line))
+                value.append(jsonlimit.loads(line))
             except ValueError as e:
                 raise CassetteError(f"{source}: line {n} is not JSON ({e})") from e
         version = first.get("version")
     else:
         try:
-            value = json.loads(text)
+            value = jsonlimit.loads(text)
         except ValueError as e:
             raise CassetteError(f"{source}: not a coder-es cassette (line 1 is not JSON)") from e
         if not isinstance(value, dict) or value.get("format") != FORMAT:
@@ -702,6 +706,8 @@ def find_cassettes(paths: Iterable[str | Path]) -> list[Path]:
     """Files as given; folders expanded to their cassettes (``*.cassette.jsonl``), sorted."""
     out: list[Path] = []
     for raw in paths:
+        if "\0" in str(raw):
+            raise CassetteError(f"{str(raw)!r}: a path with a NUL byte names no file")
         p = Path(raw)
         if p.is_dir():
             found = sorted(p.rglob(f"*{SUFFIX}"))

@@ -11,7 +11,9 @@ them in order gives:
   workspace right before the step that saw it, so a recorded merge of a user's edit replays as a
   merge again.
 
-Only workspace-relative paths are modelled; absolute (outside) paths are never touched.
+Only workspace-relative paths are modelled; absolute (outside) paths are never touched, and
+neither are the names coder-es itself never writes (``.coder-es/``, ``.git/hooks/``,
+``.git/config``: ``coder_es.workspace.confined``): a cassette never carries them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from coder_es.workspace.confined import refusal
 
 
 class EventLike(Protocol):
@@ -44,9 +48,11 @@ class FileTouch:
 
 
 def relative(path: Any) -> bool:
-    if not isinstance(path, str) or not path or path.startswith("/"):
+    """A workspace-relative name a replay may write (see the module docstring)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\0" in path:
         return False
-    return ".." not in path.split("/")
+    parts = path.split("/")
+    return not any(p in ("", ".", "..") for p in parts) and refusal(path) is None
 
 
 def touches(kind: str, fields: dict[str, Any]) -> Iterator[FileTouch]:

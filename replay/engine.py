@@ -51,6 +51,7 @@ from coder_es.application import CoderApp
 from coder_es.branching import Branching
 from coder_es.config.values import McpServerConfig
 from coder_es.domain.session import Session
+from coder_es.errors import CoderESError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.records import event_fields, event_kind
@@ -62,6 +63,7 @@ from coder_es.store.config import StoreConfig
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
 from coder_es.workspace import git_state
+from coder_es.workspace.confined import ConfinedDir
 from replay import disk
 from replay.cassette import Cassette, CassetteError, RecordedEvent
 from replay.children import ReplaySpawner
@@ -225,24 +227,25 @@ class _Scratch:
     def put(self, path: str, digest: str | None) -> None:
         if not disk.relative(path):
             return
-        target = self.root / path
-        try:
-            current = target.read_bytes()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            current = None
-        now = None if current is None else hashlib.sha256(current).hexdigest()
-        if now == digest:
-            return
-        if digest is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
-        try:
-            data = self.blob(digest)
-        except Exception:
-            return  # not in the cassette: the comparison will show what differs
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        # A replayed command may have left links in the scratch workspace: never followed.
+        with ConfinedDir(self.root) as confined:
+            try:
+                current = confined.read(path)
+            except (OSError, CoderESError):
+                return  # a link or a directory there: the comparison will show what differs
+            now = None if current is None else hashlib.sha256(current).hexdigest()
+            if now == digest:
+                return
+            if digest is None:
+                with contextlib.suppress(FileNotFoundError):
+                    confined.path(path).unlink()
+                return
+            try:
+                data = self.blob(digest)
+            except Exception:
+                return  # not in the cassette: the comparison will show what differs
+            with contextlib.suppress(OSError, CoderESError):
+                confined.path(path, create=True).write_bytes(data)
 
 
 class ReplayEngine:

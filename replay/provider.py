@@ -15,12 +15,12 @@ session's requests share their leading messages, so each call compares only what
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from coder_es import jsonlimit
 from coder_es.agent.request import MANIFEST_FORMAT
 from coder_es.providers import errors as perrors
 from coder_es.providers.base import Provider
@@ -131,14 +131,14 @@ class RequestMatcher:
     def _load(self, digest: str) -> Any:
         cached = self._json.get(digest)
         if cached is None:
-            cached = json.loads(self.blob(digest))
+            cached = jsonlimit.loads(self.blob(digest))
             if len(self._json) > 64:
                 self._json.clear()
             self._json[digest] = cached
         return cached
 
     def _manifest(self, digest: str) -> dict[str, Any]:
-        manifest = json.loads(self.blob(digest))
+        manifest = jsonlimit.loads(self.blob(digest))
         if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"blob {digest} is not a {MANIFEST_FORMAT} request manifest")
         return manifest

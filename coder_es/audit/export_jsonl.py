@@ -28,10 +28,10 @@ file; a child that could not be exported is reported.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
+from coder_es import jsonlimit
 from coder_es.audit.chain_check import FileEvent, check_file_chain
 from coder_es.audit.errors import UnreadableExportError
 from coder_es.audit.export import ChildExport, PreparedExport, tool_versions
@@ -143,9 +143,11 @@ def verify_jsonl(path: Path) -> VerifyReport:
     problems: list[Problem] = []
     header: dict[str, Any] = {}
     try:
-        parsed = json.loads(raw_lines[0])
+        parsed = jsonlimit.loads(raw_lines[0])
         if isinstance(parsed, dict):
             header = parsed
+    except jsonlimit.JsonDepthError as e:
+        raise UnreadableExportError(f"{path}: line 1: {e}") from None
     except ValueError:
         pass
     if header.get("format") != FORMAT:
@@ -165,7 +167,9 @@ def verify_jsonl(path: Path) -> VerifyReport:
     digest = hashlib.sha256(raw_lines[0] + b"\n")
     for number, raw in enumerate(raw_lines[1:], start=2):
         try:
-            record = json.loads(raw)
+            record = jsonlimit.loads(raw)
+        except jsonlimit.JsonDepthError as e:
+            raise UnreadableExportError(f"{path}: line {number}: {e}") from None
         except ValueError:
             record = None
         if trailer is not None:

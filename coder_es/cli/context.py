@@ -19,7 +19,7 @@ from coder_es.cli.search_feed import SearchIndexFeed
 from coder_es.config import Config, ConfigError, Overrides, load_config
 from coder_es.errors import UsageError
 from coder_es.store.config import StoreConfig
-from coder_es.store.discover import Discovery, discover_workspace
+from coder_es.store.discover import Discovery, check_owner, discover_workspace
 from coder_es.telemetry.attach import start_telemetry
 
 if TYPE_CHECKING:
@@ -98,6 +98,8 @@ class Context:
         else:
             discovery = discover_workspace(Path(os.getcwd()))
             workspace = discovery.root
+        # Before anything in it is read (its config, its store, its transaction journals).
+        check_owner(workspace)
         overrides = Overrides.from_args(args)
         config_error: ConfigError | None = None
         try:

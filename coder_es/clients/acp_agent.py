@@ -120,6 +120,7 @@ from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+from coder_es.store.discover import check_owner
 from coder_es.tools.base import ToolContext
 from coder_es.tools.registry import LocalExecutor, default_registry
 from coder_es.workspace.atomic import read_current
@@ -397,6 +398,8 @@ class CoderAcpAgent:
         where = Path(cwd)
         if not where.is_absolute():
             raise UsageError(f"cwd must be an absolute path, got {cwd!r}")
+        # As on the command line: another user's workspace or .coder-es/ is not used.
+        check_owner(where.resolve())
         buffers = _Buffers(self)
         tools = default_registry()
         executor = ClientTerminalExecutor(

@@ -19,25 +19,34 @@ Life of one transaction (a directory ``<workspace>/.coder-es/tx/<id>/``):
      a file the session never saw, unknown: a conflict. The user's version stays on disk and the
      command's version is kept as a blob and reported; it is never overwritten silently.
 
-4. ``commit``: the steps are written to ``journal.json`` (fsynced, renamed into place) and then
-   applied one by one. Every step is idempotent (a merge of what is already merged changes
-   nothing), so a crash at any point is finished by ``recover`` on the next start: a transaction
-   with a journal is rolled forward, one without is dropped (nothing of it reached the
-   workspace). The directory is removed at the end either way.
+4. ``commit``: the steps are written to ``journal.json`` (sealed with this user's journal key,
+   ``coder_es.sandbox.journal``; fsynced, renamed into place) and then applied one by one.
+   Every step is idempotent (a merge of what is already merged changes nothing), so a crash
+   at any point is finished by ``recover`` on the next start: a transaction with a journal is
+   rolled forward, one without is dropped (nothing of it reached the workspace). The directory
+   is removed at the end either way.
 
 What is recorded (``files_changed``) follows the stat index: regular files outside ignored paths
 (``.gitignore``, ``.git``, ``.coder-es``). Everything else the command did (``.git`` internals,
 ignored build output, directories, symlinks, modes) is applied too, just not recorded. Nothing is
 ever applied under ``.coder-es`` or a hidden directory; fifos, sockets and device files are
 skipped with a note.
+
+Applying and recovering happen outside the sandbox, so both go through
+``coder_es.workspace.confined``: every workspace path is reached from the workspace's directory
+descriptor without following links and never under ``.coder-es/``, ``.git/hooks/`` or
+``.git/config``; every source is read the same way from the transaction's own upper directory
+(and must be named ``<upper>/<path>``). Recovery obeys only a journal sealed by this user's
+coder-es (``journal``); any other is left where it is and reported in one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
-import json
+import logging
 import os
 import secrets
 import shutil
@@ -49,9 +58,11 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.errors import CoderESError
+from coder_es.sandbox import journal as sealed
 from coder_es.sandbox.upper import UpperEntry, walk_upper
 from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import move_into_place, sync_dirs
+from coder_es.workspace.confined import ConfinedDir, RefusedPathError
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.merge_write import merge_onto_disk
 
@@ -59,6 +70,9 @@ TX_DIRNAME = "tx"
 STALE_UNLOCKED_S = 60
 UNKNOWN = "?"  # a base nobody knows: the file is a conflict unless both sides agree
 STORE_DIRNAME = ".coder-es"
+JOURNAL_NAME = "journal.json"
+
+log = logging.getLogger(__name__)
 
 
 def tx_root(workspace: Path) -> Path:
@@ -138,24 +152,26 @@ class Transaction:
         *,
         protected: Iterable[Path] = (),
     ) -> Plan:
-        return Planner(workspace, views, blobs, self.started_ns, protected).plan(
-            walk_upper(str(self.upper))
-        )
+        with ConfinedDir(workspace, guard=False) as disk:
+            return Planner(workspace, views, blobs, self.started_ns, protected, disk).plan(
+                walk_upper(str(self.upper))
+            )
 
     def commit(self, plan: Plan, workspace: Path, blobs: BlobStore) -> Outcome:
         """Journal the plan, then apply it."""
-        journal = self.path / "journal.json"
+        journal = self.path / JOURNAL_NAME
         tmp = self.path / "journal.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"steps": plan.steps, "notes": plan.notes}, f, ensure_ascii=True)
+            data = sealed.seal(plan.steps, plan.notes, tx=self.path.name, workspace=workspace)
+            with open(tmp, "wb") as f:
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, journal)
         except OSError as e:
             raise CommitError(e.strerror or str(e)) from e
         self._unfinished = True
-        outcome = apply_steps(plan.steps, workspace, blobs)
+        outcome = apply_steps(plan.steps, workspace, blobs, self.upper)
         self._unfinished = False
         outcome.notes[:0] = plan.notes
         return outcome
@@ -177,8 +193,10 @@ class Planner:
         blobs: BlobStore,
         started_ns: int,
         protected: Iterable[Path],
+        disk: ConfinedDir,
     ) -> None:
         self.root = workspace
+        self.disk = disk  # the workspace read without following links
         self.views = views
         self.blobs = blobs
         self.started_ns = started_ns
@@ -209,11 +227,7 @@ class Planner:
         return Plan([*self.deletes, *rmdirs, *self.creates], self.notes)
 
     def _entry(self, e: UpperEntry) -> None:
-        disk = self.root / e.path
-        try:
-            st: os.stat_result | None = os.lstat(disk)
-        except (FileNotFoundError, NotADirectoryError):
-            st = None
+        st = self._lstat(e.path)
         is_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
         if e.kind == "deleted":
             self._remove(e.path, st)
@@ -252,7 +266,7 @@ class Planner:
     def _base(self, rel: str, st: os.stat_result) -> str | None:
         """The merge base of a workspace file the command changed (see the module docstring)."""
         if st.st_ctime_ns < self.started_ns:
-            data = _read(self.root / rel)
+            data = self._read(rel)
             if data is None:
                 return None
             if self._recorded(rel):
@@ -284,9 +298,8 @@ class Planner:
 
     def _remove_children(self, rel: str) -> None:
         try:
-            with os.scandir(self.root / rel) as it:
-                children = [(f"{rel}/{c.name}", c.stat(follow_symlinks=False)) for c in it]
-        except OSError:
+            children = [(f"{rel}/{n}", st) for n, st in self.disk.entries(rel)]
+        except (OSError, CoderESError):
             return
         for child, st in children:
             self._remove(child, st)
@@ -303,6 +316,19 @@ class Planner:
                 return False
         return not self.ignore.is_ignored(rel, False)
 
+    def _lstat(self, rel: str) -> os.stat_result | None:
+        """``rel`` as the disk has it; None also below a link (the apply refuses it there)."""
+        try:
+            return self.disk.lstat(rel)
+        except (OSError, CoderESError):
+            return None
+
+    def _read(self, rel: str) -> bytes | None:
+        try:
+            return self.disk.read(rel)
+        except (OSError, CoderESError):
+            return None
+
     def _is_protected(self, rel: str) -> bool:
         return _under(rel, STORE_DIRNAME) or any(_under(rel, p) for p in self.protected)
 
@@ -310,58 +336,102 @@ class Planner:
 # ---------------------------------------------------------------------- applying
 
 
-def apply_steps(steps: Iterable[dict[str, Any]], workspace: Path, blobs: BlobStore) -> Outcome:
+def apply_steps(
+    steps: Iterable[dict[str, Any]], workspace: Path, blobs: BlobStore, upper: Path
+) -> Outcome:
     """Apply journaled steps; each is idempotent, so a crash midway is finished by running all
-    of them again."""
+    of them again. Paths go through ``ConfinedDir`` (the workspace; sources: ``upper``)."""
     out = Outcome()
-    for step in steps:
-        op, rel = step["op"], step["path"]
-        path = workspace / rel
-        try:
-            if op == "file" or op == "delete":
-                _apply_file(step, path, blobs, out)
-            elif op == "unlink":
-                with contextlib.suppress(FileNotFoundError):
-                    if not os.path.isdir(path) or os.path.islink(path):
-                        os.unlink(path)
-            elif op == "rmdir":
-                try:
-                    os.rmdir(path)
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    out.notes.append(
-                        f"{_shown(rel)}/: the command removed this directory, but it holds files "
-                        "made meanwhile by someone else; it was kept"
-                    )
-            elif op == "mkdir":
-                if not os.path.isdir(path) or os.path.islink(path):
-                    _make_parents(path)
-                    os.mkdir(path)
-                os.chmod(path, step["mode"])
-            elif op == "symlink":
-                _make_parents(path)
-                if os.path.islink(path) and os.readlink(path) == step["link"]:
-                    continue
-                tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.coder-es-tmp"
-                os.symlink(step["link"], tmp)
-                os.replace(tmp, path)
-        except (OSError, CoderESError) as e:
-            out.notes.append(f"{_shown(rel)}: not applied ({e})")
-    sync_dirs(out.moved_into)
+    with ConfinedDir(workspace) as ws, ConfinedDir(upper, guard=False) as up:
+        for step in steps:
+            op, rel = step["op"], step["path"]
+            try:
+                _apply_step(op, rel, step, ws, up, upper, blobs, out)
+            except (OSError, CoderESError) as e:
+                out.notes.append(f"{_shown(rel)}: not applied ({e})")
+        # Inside: the directories are named through descriptors that close with ``ws``.
+        sync_dirs(out.moved_into)
     return out
 
 
-def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome) -> None:
+def _apply_step(
+    op: str,
+    rel: str,
+    step: dict[str, Any],
+    ws: ConfinedDir,
+    up: ConfinedDir,
+    upper: Path,
+    blobs: BlobStore,
+    out: Outcome,
+) -> None:
+    if op == "file" or op == "delete":
+        source = None
+        if op == "file":
+            source = _source(step, rel, up, upper)
+            if source is None:
+                return  # moved into place by an earlier run of this journal
+        try:
+            path = ws.path(rel, create=op == "file", removing=op == "delete")
+        except FileNotFoundError:
+            return  # a deletion where even the directory is gone
+        _apply_file(step, path, source, ws, blobs, out)
+    elif op == "unlink":
+        with contextlib.suppress(FileNotFoundError):
+            fd, name = ws.parent(rel, removing=True)
+            if not stat_mod.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                os.unlink(name, dir_fd=fd)
+    elif op == "rmdir":
+        try:
+            fd, name = ws.parent(rel, removing=True)
+            os.rmdir(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            out.notes.append(
+                f"{_shown(rel)}/: the command removed this directory, but it holds files "
+                "made meanwhile by someone else; it was kept"
+            )
+    elif op == "mkdir":
+        fd, name = ws.parent(rel, create=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=fd)
+        ws.chmod(rel, step["mode"])  # refuses a link that stood there
+    elif op == "symlink":
+        fd, name = ws.parent(rel, create=True)
+        if ws.is_link(fd, name) and os.readlink(name, dir_fd=fd) == step["link"]:
+            return
+        tmp = f".{name}.{secrets.token_hex(4)}.coder-es-tmp"
+        os.symlink(step["link"], tmp, dir_fd=fd)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+
+
+def _source(step: dict[str, Any], rel: str, up: ConfinedDir, upper: Path) -> Path | None:
+    """A file step's source: the command's file at ``rel`` in this transaction's upper
+    directory, nothing else (None: gone, moved into place already)."""
+    if step["source"] != os.fsdecode(upper / rel):
+        raise RefusedPathError(rel, "its source is not in this transaction's upper directory")
+    try:
+        return up.path(rel)
+    except FileNotFoundError:
+        return None
+
+
+def _apply_file(
+    step: dict[str, Any],
+    path: Path,
+    source: Path | None,
+    ws: ConfinedDir,
+    blobs: BlobStore,
+    out: Outcome,
+) -> None:
     rel, base, recorded = step["path"], step["base"], bool(step.get("record"))
-    source = Path(step["source"]) if step["op"] == "file" else None
     if source is not None and not os.path.lexists(source):
         return  # moved into place by an earlier run of this journal
     ours = step.get("ours")
     disk = _read(path)
     disk_hash = _hash(disk)
     if source is not None and disk_hash == ours:
-        _chmod(path, step["mode"])  # the content is there already (perhaps a mode change)
+        _chmod(ws, rel, step["mode"])  # the content is there already (perhaps a mode change)
         return
     if base == UNKNOWN:
         if disk is None and source is None:
@@ -402,7 +472,7 @@ def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome
         return
     disk, written = merged.disk, merged.written
     if source is not None:
-        _chmod(path, step["mode"])
+        _chmod(ws, rel, step["mode"])
     if written == disk:
         return
     before = _put(blobs, disk, recorded)
@@ -411,10 +481,9 @@ def _apply_file(step: dict[str, Any], path: Path, blobs: BlobStore, out: Outcome
     out.applied.append(Applied(rel, before, after, outcome, ours, recorded))
 
 
-def _chmod(path: Path, mode: int) -> None:
-    with contextlib.suppress(OSError):
-        if stat_mod.S_IMODE(os.stat(path).st_mode) != mode:
-            os.chmod(path, mode)
+def _chmod(ws: ConfinedDir, rel: str, mode: int) -> None:
+    with contextlib.suppress(OSError, CoderESError):
+        ws.chmod(rel, mode)
 
 
 # ---------------------------------------------------------------------- recovery
@@ -423,42 +492,104 @@ def _chmod(path: Path, mode: int) -> None:
 def recover(workspace: Path, blobs: BlobStore) -> list[str]:
     """Finish or drop the transactions a crashed process left behind; returns what was done.
 
-    A transaction whose lock is held belongs to a running command and is left alone.
+    A transaction whose lock is held belongs to a running command and is left alone. A journal
+    this user's coder-es did not seal (``journal``) is never obeyed: it is left where it is and
+    reported (a returned line, also logged as a warning), every time until someone removes it.
+    Everything is opened from descriptors without following links, like the apply.
     """
-    root = tx_root(workspace)
     try:
-        names = sorted(os.listdir(root))
-    except OSError:
+        with ConfinedDir(workspace, guard=False) as ws:
+            root_fd, _ = ws.parent(f"{STORE_DIRNAME}/{TX_DIRNAME}/-")
+            return _recover_in(workspace, blobs, root_fd)
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    except RefusedPathError as e:
+        line = f"{tx_root(workspace)}: {e.why}; no transaction there was recovered"
+        log.warning("%s", line)
+        return [line]
+
+
+def _recover_in(workspace: Path, blobs: BlobStore, root_fd: int) -> list[str]:
     done = []
-    for name in names:
-        path = root / name
+    for name in sorted(os.listdir(root_fd)):
         try:
-            fd = os.open(path / "lock", os.O_RDWR)
-        except FileNotFoundError:
-            # Being created right now, or a crash before the lock existed (nothing ran).
-            with contextlib.suppress(OSError):
-                if time.time() - os.lstat(path).st_mtime > STALE_UNLOCKED_S:
-                    _remove_tree(path)
-            continue
+            tx_fd = os.open(name, _DIR_FLAGS, dir_fd=root_fd)
         except OSError:
-            continue
+            continue  # not a directory (a link is not followed): nothing of ours
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # a live transaction
-            journal = path / "journal.json"
-            if journal.exists():
-                steps = json.loads(journal.read_text(encoding="utf-8"))["steps"]
-                apply_steps(steps, workspace, blobs)
-                done.append(f"{name}: completed")
-            else:
-                done.append(f"{name}: dropped")
-            _remove_tree(path)
+            line = _recover_one(workspace, blobs, root_fd, tx_fd, name)
         finally:
-            os.close(fd)
+            os.close(tx_fd)
+        if line is not None:
+            done.append(line)
     return done
+
+
+def _recover_one(
+    workspace: Path, blobs: BlobStore, root_fd: int, tx_fd: int, name: str
+) -> str | None:
+    pinned = ConfinedDir.via(root_fd, name)
+    try:
+        fd = os.open("lock", os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=tx_fd)
+    except FileNotFoundError:
+        # Being created right now, or a crash before the lock existed (nothing ran).
+        with contextlib.suppress(OSError):
+            if time.time() - os.fstat(tx_fd).st_mtime > STALE_UNLOCKED_S:
+                _remove_tree(pinned)
+        return None
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # a live transaction
+        try:
+            data = _read_journal(tx_fd)
+        except OSError as e:
+            return _refused(workspace, name, f"unreadable ({e.strerror or e})")
+        if data is None:
+            _remove_tree(pinned)
+            return f"{name}: dropped"
+        try:
+            steps = sealed.unseal(data, tx=name, workspace=workspace)
+        except sealed.JournalRefused as e:
+            return _refused(workspace, name, str(e))
+        apply_steps(steps, workspace, blobs, tx_root(workspace) / name / "upper")
+        _remove_tree(pinned)
+        return f"{name}: completed"
+    finally:
+        os.close(fd)
+
+
+def _read_journal(tx_fd: int) -> bytes | None:
+    try:
+        fd = os.open(JOURNAL_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=tx_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link") from e
+        raise
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(sealed.MAX_JOURNAL_BYTES)
+    finally:
+        os.close(fd)
+
+
+def _refused(workspace: Path, name: str, why: str) -> str:
+    line = (
+        f"{tx_root(workspace) / name / JOURNAL_NAME}: a transaction journal coder-es did not "
+        f"write ({why}); left alone, nothing in it was applied"
+    )
+    log.warning("%s", line)
+    return line
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 # ---------------------------------------------------------------------- helpers
@@ -501,10 +632,12 @@ def _shown(rel: str) -> str:
 
 def _remove_tree(path: Path) -> None:
     def writable(func: Callable[..., Any], p: str, _exc: Any) -> None:
-        # overlayfs leaves a mode-000 directory in its work dir.
+        # overlayfs leaves a mode-000 directory in its work dir. Only directories, never
+        # through a link (chmod follows one).
         with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
+            for d in (os.path.dirname(p), p):
+                if stat_mod.S_ISDIR(os.lstat(d).st_mode):
+                    os.chmod(d, 0o700)
         with contextlib.suppress(OSError):
             func(p)
 

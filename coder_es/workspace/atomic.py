@@ -214,7 +214,8 @@ def _temporary(path: Path, scratch: Path | None) -> Path:
             tmp = path.parent / f".{path.name}.{name}"
             # Noted before it exists, so that a kill at any point leaves it findable.
             with open(scratch / JOURNAL, "a", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(os.fsdecode(tmp) + "\n")
+                # Its real name: ``path`` may name its directory by descriptor (``confined``).
+                f.write(os.fsdecode(os.path.join(os.path.realpath(tmp.parent), tmp.name)) + "\n")
             return tmp
         except OSError:
             pass  # no usable scratch directory: beside the file, as a last resort

@@ -14,6 +14,10 @@ doing that in phases, each batched:
    ``syncfs``, then install each with the compare-and-swap check and rename of
    ``workspace.atomic`` (under the file's lock), and flush the directory entries once more.
 
+Every path is reached through ``coder_es.workspace.confined``: from the workspace's directory
+descriptor, one component at a time, no link followed, never into ``.coder-es/``, ``.git/hooks/``
+or ``.git/config``; a path that does not lead where its name says is an error for that file.
+
 A file that changed between the read and its rename (a user saving during the restoration) is
 not overwritten: it goes through the single-file merge-and-write loop (``merge_onto_disk``), which
 merges the user's new content, retrying under the file's lock. Without ``syncfs`` (not Linux)
@@ -40,6 +44,7 @@ from coder_es.workspace.atomic import (
     stage,
     sync_filesystem,
 )
+from coder_es.workspace.confined import ConfinedDir
 from coder_es.workspace.errors import WriteConflictError
 from coder_es.workspace.sandbox import Sandbox
 
@@ -110,7 +115,7 @@ class _File:
     path: str
     base: str | None
     target: str | None
-    where: Path
+    where: Path | None  # None: a directory above it is missing (made when it is written)
     disk: bytes | None
     disk_hash: str | None
     want: bytes | None = None
@@ -136,6 +141,7 @@ def restore_files(
             return run.restore(plan)
         finally:
             run.discard_staged()
+            run.close()
 
 
 class _Run:
@@ -153,6 +159,25 @@ class _Run:
         self.pool = pool
         self.outcomes: dict[str, FileRestoration] = {}
         self.staged: list[_File] = []
+        self.confined = ConfinedDir(sandbox.root)
+        self.outside: ConfinedDir | None = None  # "/", for paths recorded outside the root
+
+    def close(self) -> None:
+        self.confined.close()
+        if self.outside is not None:
+            self.outside.close()
+
+    def locate(self, path: str, *, create: bool = False) -> Path:
+        """Where ``path`` is written: through ``ConfinedDir`` (see the module docstring)."""
+        if not os.path.isabs(path):
+            return self.confined.path(path, create=create)
+        # Recorded outside the workspace (allowed when it was written): its real path then.
+        root = self.sandbox.root
+        if Path(path).is_relative_to(root):
+            return self.confined.path(Path(path).relative_to(root).as_posix(), create=create)
+        if self.outside is None:
+            self.outside = ConfinedDir("/", guard=False)
+        return self.outside.path(path.lstrip("/"), create=create)
 
     def each(self, fn: Callable[[A], B], items: Iterable[A]) -> Iterator[B]:
         """``fn`` over ``items``, results in order; on the pool's threads when there is one.
@@ -193,10 +218,14 @@ class _Run:
 
     def read_one(self, entry: PlanEntry) -> _File | FileRestoration:
         path, base, target = entry
+        where: Path | None
         try:
-            # Paths were recorded by the session: an outside one was allowed when written.
-            where = self.sandbox.resolve(path, outside_ok=os.path.isabs(path)).abs
-            disk = read_current(where)
+            try:
+                where = self.locate(path)
+            except FileNotFoundError:
+                where, disk = None, None
+            else:
+                disk = read_current(where)
         except (OSError, CoderESError) as e:
             return FileRestoration(path, ERROR, base, None, target, None, str(e))
         disk_hash = digest(disk)
@@ -283,22 +312,26 @@ class _Run:
             if isinstance(done, OSError):
                 self.settle(self.failed(f, done))
             elif done and f.result is not None:
-                changed_dirs.append(f.where.parent)
+                if f.where is not None:
+                    changed_dirs.append(f.where.parent)
                 self.settle(f.result)
             else:
                 moved.append(f)
         for f in moved:
             # The file changed since it was read: merge again, one file at a time.
+            assert f.where is not None
             self.settle(
                 restore_one(f.where, f.path, f.base, f.target, self.blobs, f.want, self.scratch)
             )
         _flush(changed_dirs, files=False)
 
-    def stage_one(self, f: _File) -> OSError | None:
+    def stage_one(self, f: _File) -> OSError | CoderESError | None:
         assert f.write is not None
         try:
+            if f.where is None:
+                f.where = self.locate(f.path, create=True)
             f.tmp = stage(f.where, f.write, sync=False, scratch=self.scratch)
-        except OSError as e:
+        except (OSError, CoderESError) as e:
             return e
         return None
 
@@ -306,8 +339,8 @@ class _Run:
         """The compare-and-swap of one file; False when the disk no longer holds ``f.disk``."""
         try:
             if f.write is None:
-                return remove_if(f.where, f.disk)
-            assert f.tmp is not None
+                return f.where is None or remove_if(f.where, f.disk)
+            assert f.tmp is not None and f.where is not None
             tmp, f.tmp = f.tmp, None
             return install(f.where, tmp, expected=f.disk)
         except OSError as e:

@@ -235,9 +235,8 @@ def test_a_crash_midway_through_applying_is_finished_by_recovery(
 ) -> None:
     """Deterministic version of the kill -9 loop: the journal is written, half of the steps are
     applied, the process "dies" (its lock goes); the next start completes the rest."""
-    import json
-
     from coder_es.sandbox import recover
+    from coder_es.sandbox.journal import seal
     from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
     from coder_es.sandbox.transaction import Transaction, apply_steps
 
@@ -250,8 +249,8 @@ def test_a_crash_midway_through_applying_is_finished_by_recovery(
     os.close(write_end)
     assert read_report(read_end).ready
     plan = tx.plan(repo, {}, blobs)
-    (tx.path / "journal.json").write_text(json.dumps({"steps": plan.steps}))
-    apply_steps(plan.steps[:3], repo, blobs)  # then the process dies
+    (tx.path / "journal.json").write_bytes(seal(plan.steps, [], tx=tx.path.name, workspace=repo))
+    apply_steps(plan.steps[:3], repo, blobs, tx.upper)  # then the process dies
     fd = tx._lock_fd
     assert fd is not None
     os.close(fd)

@@ -5,6 +5,7 @@ never overwritten."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,8 @@ def _user_saves_during_install(
     real_install, real_remove = restore_module.install, restore_module.remove_if
 
     def user_save(where: Path) -> None:
-        rel = where.relative_to(ws.resolve()).as_posix()
+        # The restoration names files through its directory descriptors (/proc/self/fd/N/...).
+        rel = Path(os.path.realpath(where)).relative_to(ws.resolve()).as_posix()
         if rel in saves:
             data = saves.pop(rel)
             if data is None:
