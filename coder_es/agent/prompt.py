@@ -17,6 +17,7 @@ from coder_es.store.blobs import BlobStore
 from coder_es.workspace.git_state import SETTINGS_KEY as GIT_SETTINGS_KEY
 from coder_es.workspace.git_state import capture as capture_git_state
 from coder_es.workspace.ignore import IgnoreMatcher
+from coder_es.workspace.safe_git import run_git
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_INSTRUCTION_FILES = 20
@@ -66,19 +67,15 @@ def find_instruction_files(root: Path) -> list[str]:
 
 def git_status(root: Path) -> str:
     try:
-        proc = subprocess.run(
-            ["git", "status", "--porcelain=v1", "--branch"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+        # Outside the sandbox, on a repository the workspace controls: every hook point off.
+        proc = run_git(
+            root, "status", "--porcelain=v1", "--branch", "--ignore-submodules=all", timeout=10
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"(git status unavailable: {e})"
     if proc.returncode != 0:
         return "(not a git repository)"
-    text = proc.stdout.strip()
+    text = proc.stdout.decode("utf-8", "replace").strip()
     if len(text) > MAX_GIT_STATUS_CHARS:
         text = text[:MAX_GIT_STATUS_CHARS] + "\n... (truncated)"
     return text or "(clean)"
