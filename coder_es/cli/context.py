@@ -133,6 +133,13 @@ class Context:
             self._app = None
 
 
+def configured_agent(ctx: Context) -> str | None:
+    """The agent preset the configuration states (``--agent``, ``$CODER_ES_AGENT``, a config
+    file; an untrusted project's only when stricter), None when nothing states one: a new
+    session is then ``build`` and a resumed one keeps its own."""
+    return ctx.settings.agent if ctx.settings.origin("agent") is not None else None
+
+
 def _defaults(workspace: Path, overrides: Overrides) -> Config:
     """The configuration from the defaults and the command line only: what ``doctor`` falls
     back to when the files or variables have problems (a flag with a problem is left out)."""

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from coder_es.cli.context import Context, print_json
+from coder_es.cli.context import Context, configured_agent, print_json
 from coder_es.cli.progress import shown
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
@@ -122,7 +122,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     resuming = bool(args.session)
     provider, model = _provider(args, resuming)
     options = SessionOptions(
-        agent=args.agent,
+        agent=configured_agent(ctx),
         provider=provider,
         model=model,
         rules=_rules(args, ctx),
