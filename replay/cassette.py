@@ -370,7 +370,7 @@ def _redact(
     new_events = []
     changed_events = 0
     for e in events:
-        fields = redactor.redact_value(e.fields)
+        fields = redactor.redact_fields(e.fields)
         if fields != e.fields:
             changed_events += 1
             changed_text.append(canonical_json(fields))

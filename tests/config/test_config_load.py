@@ -169,7 +169,8 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(home: ConfigHo
         f"{path}:3: unknown key 'permisions'; did you mean 'permissions'?",
         f"{path}:7: serve.port: expected an integer from 0 to 65535, got a string",
         f"{path}:10: redaction.patterns[1]: invalid regular expression '(unclosed': "
-        "missing ), unterminated subpattern at position 0",
+        "RE2 cannot compile it (missing ): (unclosed); patterns use RE2 syntax, which matches "
+        "in linear time: no backreferences, no lookarounds",
     ]
     assert isinstance(excinfo.value, UsageError)
     assert "invalid configuration (4 problems)" in str(excinfo.value)
