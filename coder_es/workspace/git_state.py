@@ -31,7 +31,7 @@ from typing import Any
 
 from coder_es.errors import UsageError
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.safe_git import run_git
+from coder_es.workspace.safe_git import SafeGit, run_git
 
 SETTINGS_KEY = "git"
 _TIMEOUT_S = 60
@@ -83,28 +83,32 @@ def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.Comple
     return run_git(cwd, *args, stdin=stdin, timeout=_TIMEOUT_S)
 
 
-def _out(cwd: Path, *args: str) -> str | None:
+def _out(cwd: Path | SafeGit, *args: str) -> str | None:
     try:
-        proc = _git(cwd, *args)
+        proc = cwd.run(*args, timeout=_TIMEOUT_S) if isinstance(cwd, SafeGit) else _git(cwd, *args)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return os.fsdecode(proc.stdout).strip() if proc.returncode == 0 else None
 
 
-def capture(root: Path, blobs: BlobStore) -> GitState | None:
+def capture(root: Path, blobs: BlobStore, git: SafeGit | None = None) -> GitState | None:
     """The repository state of the workspace ``root``, None outside a repository (or no
-    commit yet)."""
-    top = _out(root, "rev-parse", "--show-toplevel")
-    head = _out(root, "rev-parse", "--verify", "-q", "HEAD")
+    commit yet). ``git``: the calls' settings when the caller listed them already."""
+    if git is None:
+        try:
+            git = SafeGit.at(root, timeout=_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    top = _out(git, "rev-parse", "--show-toplevel")
+    head = _out(git, "rev-parse", "--verify", "-q", "HEAD")
     if not top or not head:
         return None
-    prefix = _out(root, "rev-parse", "--show-prefix") or ""
-    branch = _out(root, "symbolic-ref", "-q", "--short", "HEAD")
+    prefix = _out(git, "rev-parse", "--show-prefix") or ""
+    branch = _out(git, "symbolic-ref", "-q", "--short", "HEAD")
 
     def patch(*args: str) -> str | None:
         try:
-            diff = _git(
-                root,
+            diff = git.run(
                 "diff",
                 *args,
                 "--binary",
@@ -113,13 +117,14 @@ def capture(root: Path, blobs: BlobStore) -> GitState | None:
                 "--no-textconv",
                 "--ignore-submodules=all",
                 "--no-renames",
+                timeout=_TIMEOUT_S,
             )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return blobs.put(diff.stdout) if diff.returncode == 0 and diff.stdout.strip() else None
 
     # In HEAD, not in the working tree (staged deletions included: the checkout brings them back).
-    deleted = _out(root, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=D", "HEAD")
+    deleted = _out(git, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=D", "HEAD")
     deleted = deleted or ""
     return GitState(
         head=head,

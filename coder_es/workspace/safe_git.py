@@ -53,6 +53,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 TIMEOUT_S = 60
@@ -157,12 +158,43 @@ def _driver_settings(cwd: Path, env: Mapping[str, str], timeout: float) -> list[
     return list(out.items())
 
 
-def safe_environ(cwd: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a git call in ``cwd`` with every hook point off, drivers included
-    (see the module). Raises GitConfigUnreadable."""
-    env = git_environ(environ)
-    drivers = _driver_settings(cwd, env, TIMEOUT_S)
-    return _with_settings(env, (*_SAFE_SETTINGS, *drivers))
+@dataclass(frozen=True)
+class SafeGit:
+    """git calls in one repository with every hook point off: its drivers are listed once
+    (``at``), for a series of calls made together (a session start's status and recorded
+    state), rather than before each call (a git process each)."""
+
+    cwd: Path
+    env: Mapping[str, str]
+
+    @classmethod
+    def at(
+        cls, cwd: Path, environ: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S
+    ) -> SafeGit:
+        """Raises OSError (no git, GitConfigUnreadable) or subprocess.TimeoutExpired."""
+        env = git_environ(environ)
+        drivers = _driver_settings(cwd, env, timeout)
+        return cls(cwd, _with_settings(env, (*_SAFE_SETTINGS, *drivers)))
+
+    def run(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        stdin: bytes | None = None,
+        timeout: float = TIMEOUT_S,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """``git ARGS`` (in ``cwd``, by default the repository's), output captured. Another
+        ``cwd`` must not be another repository: its drivers were not listed."""
+        return subprocess.run(
+            [*ARGV, *args],
+            cwd=cwd or self.cwd,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            env=dict(self.env),
+            stdin=subprocess.DEVNULL if stdin is None else None,
+        )
 
 
 def run_git(
@@ -175,15 +207,4 @@ def run_git(
     """``git ARGS`` in ``cwd``, output captured, with every hook point off (see the module).
     Raises OSError (no git, GitConfigUnreadable) or subprocess.TimeoutExpired like
     ``subprocess.run``."""
-    env = git_environ(environ)
-    drivers = _driver_settings(cwd, env, timeout)
-    return subprocess.run(
-        [*ARGV, *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-        env=_with_settings(env, (*_SAFE_SETTINGS, *drivers)),
-        stdin=subprocess.DEVNULL if stdin is None else None,
-    )
+    return SafeGit.at(cwd, environ, timeout).run(*args, stdin=stdin, timeout=timeout)
