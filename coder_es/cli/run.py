@@ -122,7 +122,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     resuming = bool(args.session)
     provider, model = _provider(args, resuming)
     options = SessionOptions(
-        agent=configured_agent(ctx),
+        agent=configured_agent(ctx, ctx.app.get_session(args.session).agent if resuming else None),
         provider=provider,
         model=model,
         rules=_rules(args, ctx),

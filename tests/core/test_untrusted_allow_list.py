@@ -198,3 +198,45 @@ def test_only_the_listed_keys_can_ever_apply_untrusted() -> None:
         "sandbox.network",
         "sandbox.read_only",
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [
+        ("[redaction]\npatterns = ['(x+x+)+y']\n", "redaction.patterns"),
+        ("[redaction]\nforget_after_days = 1\n", "redaction.forget_after_days"),
+        ('[serve]\nhost = "0.0.0.0"\n', "serve.host"),
+        ("[store]\ndurable = false\n", "store.durable"),
+        ('[store]\nbackend = "sqlite"\n', "store.backend"),
+        ('model = "claude-opus-4-1"\n', "model"),
+        ('[sandbox]\nmode = "off"\n', "sandbox.mode"),
+        ('[permissions]\ndefault = "allow"\n', "permissions.default"),
+        ('agent = "build"\n', None),  # the default already: nothing looser, nothing to hold
+    ],
+)
+def test_what_an_attacker_tries_next_is_held_back(ws: Path, text: str, held: str | None) -> None:
+    _project(ws, text)
+    config = load_config(ws)
+    assert [i.path for i in config.ignored] == ([held] if held else [])
+    assert config.redaction.patterns == () and config.store.durable is True
+    assert config.store.backend == "lmdb" and config.serve.host == "127.0.0.1"
+    assert config.sandbox.mode == "auto" and config.permissions.default == "ask"
+
+
+def test_a_resumed_session_keeps_a_stricter_preset_than_the_projects(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps({"turns": [{"blocks": [{"type": "text", "text": "ok"}]}] * 3}))
+    base = ["--workspace", str(ws), "run", "go", "--script", str(script), "--json"]
+    assert main([*base, "--agent", "plan"]) == 0
+    sid = json.loads(capsys.readouterr().out.splitlines()[0])["session_id"]
+    # The project's "build" is no looser than the default, so it applies to new sessions; a
+    # resumed plan session is not loosened by it.
+    _project(ws, 'agent = "build"\n')
+    assert main([*base, "--session", sid]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["agent"] == "plan"
+    # A stricter one applies to the resumed session too.
+    _project(ws, 'agent = "explore"\n')
+    assert main([*base, "--session", sid]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["agent"] == "explore"
