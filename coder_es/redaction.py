@@ -176,6 +176,11 @@ CONTENT_FIELDS = frozenset(
 # Inside content, the values under these keys name things (a block's type, a tool call's id and
 # name, an image's media type, a thinking block's signature the provider checks).
 STRUCTURE_KEYS = frozenset({"type", "id", "tool_use_id", "name", "media_type", "signature"})
+# A blob that is JSON (a request manifest naming the blobs of its system prompt, tools and base
+# request; the tool definitions; a JSON file read) keeps these values too.
+BLOB_STRUCTURE_KEYS = STRUCTURE_KEYS | frozenset(
+    {"format", "model", "system", "tools", "base", "keep", "role", "input_schema", "description"}
+)
 
 
 def marker(kind: str, name: str, id: str | None = None) -> str:
@@ -473,6 +478,26 @@ class Redactor:
         that keeps ASCII as is (UTF-8, Latin-1), and leaves bytes without a secret unchanged."""
         return bytes(self._sub(data, seal, True))
 
+    def redact_blob(self, data: bytes, seal: Seal | None = None) -> bytes:
+        """A blob's bytes redacted (what the blob store and cassettes keep). User patterns
+        apply to content: a blob that is JSON (coder-es's request manifests and tool
+        definitions name other blobs and tools) keeps its keys and the values under
+        ``BLOB_STRUCTURE_KEYS``, and is written back as canonical JSON when something was
+        redacted; any other blob is text."""
+        names = self._structural
+        if names is self or data[:1] not in (b"{", b"[", b'"'):
+            return self.redact_bytes(data, seal)
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            return self.redact_bytes(data, seal)
+        redacted = self._redact_content(value, seal, BLOB_STRUCTURE_KEYS)
+        if redacted == value:
+            return data
+        from coder_es.domain.chain import canonical_json
+
+        return canonical_json(redacted).encode("utf-8", "surrogateescape")
+
     def has_secret(self, data: bytes) -> bool:
         return next(iter(self._matches(data, True)), None) is not None
 
@@ -511,21 +536,23 @@ class Redactor:
             return self
         return Redactor(tuple(r for r in self.rules if r[0] != "user"))
 
-    def _redact_content(self, value: Any, seal: Seal | None) -> Any:
+    def _redact_content(
+        self, value: Any, seal: Seal | None, structure: frozenset[str] = STRUCTURE_KEYS
+    ) -> Any:
         if isinstance(value, str):
             return self.redact_text(value, seal)
         if isinstance(value, dict):
             names = self._structural
             return {
                 k: names.redact_value(v, seal)
-                if k in STRUCTURE_KEYS
-                else self._redact_content(v, seal)
+                if k in structure
+                else self._redact_content(v, seal, structure)
                 for k, v in value.items()
             }
         if isinstance(value, list):
-            return [self._redact_content(v, seal) for v in value]
+            return [self._redact_content(v, seal, structure) for v in value]
         if isinstance(value, tuple):
-            return tuple(self._redact_content(v, seal) for v in value)
+            return tuple(self._redact_content(v, seal, structure) for v in value)
         return value
 
     def describe(self) -> list[str]:

@@ -79,6 +79,12 @@ def test_a_pattern_matching_everything_leaves_ids_and_names_alone(
     assert done["output"].startswith("[REDACTED:user:config1:")
     assert cli("context", sid).code == 0
     assert cli("verify", sid).code == 0
+    # The recorded requests keep their structure (a manifest names its blobs): a cassette of
+    # the session replays identically.
+    cassette = tmp_path / "c.cassette.jsonl"
+    assert cli("record-cassette", sid, "-o", str(cassette)).code == 0
+    replayed = cli("replay", str(cassette))
+    assert replayed.code == 0, replayed.out
 
 
 def test_a_pattern_re2_cannot_compile_is_one_config_error(
