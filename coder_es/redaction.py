@@ -18,7 +18,11 @@ What is found (precision matters as much as recall: a false positive mangles the
   would otherwise redact ordinary words everywhere while protecting nothing);
 - user patterns: ``CODER_ES_REDACT_PATTERNS`` holds a JSON list of regular expressions, or a JSON
   object mapping a name to a regular expression (the name appears in the marker); the
-  configuration's ``redaction.patterns`` likewise. A user pattern is taken as written.
+  configuration's ``redaction.patterns`` likewise. A user pattern is taken as written, compiled
+  with RE2 (``coder_es.user_patterns``: linear time whatever the pattern), and applies to
+  CONTENT only (``CONTENT_FIELDS``): never to what names things in an event (ids, node and blob
+  references, paths of the event model, agent, provider and model names), which the rest of
+  coder-es reads back (a pattern such as ``.+`` (any text) would otherwise replace every id).
 
 The builtin shapes follow the rule ids and shapes of gitleaks' default rules
 (https://github.com/gitleaks/gitleaks, MIT) for the credentials users actually leak; see
@@ -42,6 +46,7 @@ from urllib.parse import unquote
 
 from coder_es.errors import UsageError
 from coder_es.redaction_shapes import ShapeFilter, re2_shape
+from coder_es.user_patterns import UserPatternError, compile_user_pattern, searchable
 
 MIN_ENV_SECRET_LENGTH = 12
 MIN_ENV_SECRET_ENTROPY = 3.0
@@ -160,6 +165,24 @@ class RedactionConfigError(UsageError):
     """A redaction setting cannot be used (a malformed pattern list or regular expression)."""
 
 
+# Event fields that hold content (what the user, the model, a tool or a file said): the only
+# places user patterns apply. Every other field names something coder-es reads back (ids,
+# parents, blob digests, paths of files_changed / FileObserved / EditApplied, agent, provider,
+# model, outcomes, reasons such as "rewind"): the builtin shapes and environment values still
+# apply there (a credential never belongs in an id), a user's pattern does not.
+CONTENT_FIELDS = frozenset(
+    {"content", "blocks", "input", "output", "subject", "summary", "message", "title"}
+)
+# Inside content, the values under these keys name things (a block's type, a tool call's id and
+# name, an image's media type, a thinking block's signature the provider checks).
+STRUCTURE_KEYS = frozenset({"type", "id", "tool_use_id", "name", "media_type", "signature"})
+# A blob that is JSON (a request manifest naming the blobs of its system prompt, tools and base
+# request; the tool definitions; a JSON file read) keeps these values too.
+BLOB_STRUCTURE_KEYS = STRUCTURE_KEYS | frozenset(
+    {"format", "model", "system", "tools", "base", "keep", "role", "input_schema", "description"}
+)
+
+
 def marker(kind: str, name: str, id: str | None = None) -> str:
     """The text that replaces a redacted secret: it names what was removed, never the value."""
     return f"[REDACTED:{kind}:{name}]" if id is None else f"[REDACTED:{kind}:{name}:{id}]"
@@ -228,10 +251,10 @@ def _parse_patterns(raw: str) -> tuple[tuple[str, str], ...]:
             msg = f"{PATTERNS_VAR}: every pattern must be a string"
             raise RedactionConfigError(msg)
         try:
-            re.compile(pattern)
-        except re.error as e:
+            compile_user_pattern(pattern)
+        except UserPatternError as e:
             msg = f"{PATTERNS_VAR}: pattern {name!r} is not a valid regular expression: {e}"
-            raise RedactionConfigError(msg) from e
+            raise RedactionConfigError(msg) from None
     return tuple(items)
 
 
@@ -247,12 +270,14 @@ def _env_rule(value: str) -> str:
 class _Rule:
     kind: str
     name: str
-    text: re.Pattern[str]
-    raw: re.Pattern[bytes]
+    text: Any
+    """A compiled ``re`` pattern, or an RE2 one for a user's (same methods used here)."""
+    raw: Any
     keywords: tuple[str, ...]
     """Lowercase; empty: always run."""
     keywords_raw: tuple[bytes, ...]
-    secret_group: bool
+    secret_group: int
+    """The group number of ``s`` (the secret part of the match); 0: the whole match."""
     shape: str | None
     """Where the rule can match, for RE2 (``coder_es.redaction_shapes``); None: always run."""
 
@@ -273,6 +298,15 @@ def _builtin_rule(name: str, pattern: str) -> _Rule:
 
 
 def _compiled_rule(kind: str, name: str, pattern: str) -> _Rule:
+    if kind == "user":
+        try:
+            text, raw = compile_user_pattern(pattern)
+        except UserPatternError as e:
+            raise RedactionConfigError(
+                f"redaction pattern {name!r} is not a valid regular expression: {e}"
+            ) from None
+        group = text.groupindex.get("s", 0)
+        return _Rule(kind, name, text, raw, (), (), group, None)
     try:
         text = re.compile(pattern)
         raw = re.compile(pattern.encode("utf-8", "surrogateescape"))
@@ -286,7 +320,8 @@ def _compiled_rule(kind: str, name: str, pattern: str) -> _Rule:
     if kind in ("pattern", "env"):  # ours; a user's pattern is taken as written, and run as such
         with contextlib.suppress(ValueError):
             shape = re2_shape(pattern)
-    return _Rule(kind, name, text, raw, keywords, raw_keywords, "s" in text.groupindex, shape)
+    group = text.groupindex.get("s", 0)
+    return _Rule(kind, name, text, raw, keywords, raw_keywords, group, shape)
 
 
 @dataclass(frozen=True)
@@ -376,7 +411,8 @@ class Redactor:
             pattern = rule.raw if as_bytes else rule.text
             keywords = rule.keywords_raw if as_bytes else rule.keywords
             if not keywords:
-                yield from ((index, m) for m in pattern.finditer(data))
+                subject = searchable(data) if rule.kind == "user" and not as_bytes else data
+                yield from ((index, m) for m in pattern.finditer(subject))
                 continue
             offset = _OFFSET.get(rule.name, 0) if rule.kind == "pattern" else 0
             searched_to = 0
@@ -399,7 +435,8 @@ class Redactor:
         found = []
         for index, m in self._matches(data, as_bytes):
             rule = self._compiled[index]
-            start, end = m.span("s") if rule.secret_group and m.start("s") >= 0 else m.span()
+            group = rule.secret_group
+            start, end = m.span(group) if group and m.start(group) >= 0 else m.span()
             if rule.name in _CHECKED and rule.kind == "pattern":
                 value = data[start:end]
                 if not _plausible(value.decode("utf-8", "replace") if as_bytes else value):
@@ -441,6 +478,26 @@ class Redactor:
         that keeps ASCII as is (UTF-8, Latin-1), and leaves bytes without a secret unchanged."""
         return bytes(self._sub(data, seal, True))
 
+    def redact_blob(self, data: bytes, seal: Seal | None = None) -> bytes:
+        """A blob's bytes redacted (what the blob store and cassettes keep). User patterns
+        apply to content: a blob that is JSON (coder-es's request manifests and tool
+        definitions name other blobs and tools) keeps its keys and the values under
+        ``BLOB_STRUCTURE_KEYS``, and is written back as canonical JSON when something was
+        redacted; any other blob is text."""
+        names = self._structural
+        if names is self or data[:1] not in (b"{", b"[", b'"'):
+            return self.redact_bytes(data, seal)
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            return self.redact_bytes(data, seal)
+        redacted = self._redact_content(value, seal, BLOB_STRUCTURE_KEYS)
+        if redacted == value:
+            return data
+        from coder_es.domain.chain import canonical_json
+
+        return canonical_json(redacted).encode("utf-8", "surrogateescape")
+
     def has_secret(self, data: bytes) -> bool:
         return next(iter(self._matches(data, True)), None) is not None
 
@@ -459,10 +516,44 @@ class Redactor:
         return value
 
     def redact_kwargs(self, kwargs: dict[str, Any], seal: Seal | None = None) -> dict[str, Any]:
-        """Event keyword arguments with secrets redacted (what ``Session.trigger_event`` uses)."""
-        if not self._compiled:
+        """Event keyword arguments with secrets redacted (what ``Session.trigger_event`` uses).
+        User patterns apply to content only (``CONTENT_FIELDS``)."""
+        if not self.rules:
             return kwargs
-        return {k: self.redact_value(v, seal) for k, v in kwargs.items()}
+        names = self._structural
+        return {
+            k: self._redact_content(v, seal) if k in CONTENT_FIELDS else names.redact_value(v, seal)
+            for k, v in kwargs.items()
+        }
+
+    redact_fields = redact_kwargs
+    """An event's fields (a cassette's, an export's), redacted the same way."""
+
+    @functools.cached_property
+    def _structural(self) -> Redactor:
+        """The rules that may touch what names things: every rule but the user's patterns."""
+        if not any(kind == "user" for kind, _, _ in self.rules):
+            return self
+        return Redactor(tuple(r for r in self.rules if r[0] != "user"))
+
+    def _redact_content(
+        self, value: Any, seal: Seal | None, structure: frozenset[str] = STRUCTURE_KEYS
+    ) -> Any:
+        if isinstance(value, str):
+            return self.redact_text(value, seal)
+        if isinstance(value, dict):
+            names = self._structural
+            return {
+                k: names.redact_value(v, seal)
+                if k in structure
+                else self._redact_content(v, seal, structure)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self._redact_content(v, seal, structure) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._redact_content(v, seal, structure) for v in value)
+        return value
 
     def describe(self) -> list[str]:
         """The markers this redactor can produce (no secret values)."""

@@ -312,7 +312,7 @@ class Sealing:
 
     def seal_blob(self, scope: UUID, digest: str, data: bytes) -> bytes:
         self.vault.seal_blob(scope, digest, data)
-        return self.redactor.redact_bytes(data, self.vault.sealer(scope))
+        return self.redactor.redact_blob(data, self.vault.sealer(scope))
 
     def open_blob(self, scopes: list[UUID], digest: str) -> bytes:
         for scope in scopes:

@@ -349,7 +349,7 @@ def _redact(
             data = _remap_mentions(data.decode("utf-8", "surrogateescape"), mapping).encode(
                 "utf-8", "surrogateescape"
             )
-        redacted = redactor.redact_bytes(data)
+        redacted = redactor.redact_blob(data)
         if redacted != blobs[digest]:
             changed_text.append(redacted.decode("utf-8", "replace"))
         new_digest = hashlib.sha256(redacted).hexdigest()
@@ -370,7 +370,7 @@ def _redact(
     new_events = []
     changed_events = 0
     for e in events:
-        fields = redactor.redact_value(e.fields)
+        fields = redactor.redact_fields(e.fields)
         if fields != e.fields:
             changed_events += 1
             changed_text.append(canonical_json(fields))

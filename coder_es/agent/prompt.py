@@ -17,6 +17,7 @@ from coder_es.store.blobs import BlobStore
 from coder_es.workspace.git_state import SETTINGS_KEY as GIT_SETTINGS_KEY
 from coder_es.workspace.git_state import capture as capture_git_state
 from coder_es.workspace.ignore import IgnoreMatcher
+from coder_es.workspace.safe_git import SafeGit
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 MAX_INSTRUCTION_FILES = 20
@@ -64,27 +65,24 @@ def find_instruction_files(root: Path) -> list[str]:
     return sorted(found, key=lambda p: (p.count("/"), p))
 
 
-def git_status(root: Path) -> str:
+def git_status(root: Path, git: SafeGit | None = None) -> str:
     try:
-        proc = subprocess.run(
-            ["git", "status", "--porcelain=v1", "--branch"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+        # Outside the sandbox, on a repository the workspace controls: every hook point off.
+        git = git or SafeGit.at(root, timeout=10)
+        proc = git.run(
+            "status", "--porcelain=v1", "--branch", "--ignore-submodules=all", timeout=10
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"(git status unavailable: {e})"
     if proc.returncode != 0:
         return "(not a git repository)"
-    text = proc.stdout.strip()
+    text = proc.stdout.decode("utf-8", "replace").strip()
     if len(text) > MAX_GIT_STATUS_CHARS:
         text = text[:MAX_GIT_STATUS_CHARS] + "\n... (truncated)"
     return text or "(clean)"
 
 
-def gather_prompt(root: Path) -> PromptSources:
+def gather_prompt(root: Path, git: SafeGit | None = None) -> PromptSources:
     instructions: list[tuple[str, str]] = []
     for rel in find_instruction_files(root):
         try:
@@ -92,7 +90,7 @@ def gather_prompt(root: Path) -> PromptSources:
         except OSError:
             continue
         instructions.append((rel, data.decode("utf-8", "replace")))
-    status = git_status(root)
+    status = git_status(root, git)
     parts = [BASE_PROMPT.format(workspace=root)]
     parts.append(f"# Git status at session start\n{status}")
     for rel, content in instructions:
@@ -103,10 +101,15 @@ def gather_prompt(root: Path) -> PromptSources:
 def record_prompt(root: Path, blobs: BlobStore) -> dict[str, Any]:
     """Gather the prompt, store it, and return the settings that name it, with the repository
     state a live replay rebuilds (``coder_es.workspace.git_state``)."""
-    sources = gather_prompt(root)
+    # One listing of the repository's drivers for every git call of the session's start.
+    try:
+        git: SafeGit | None = SafeGit.at(root, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        git = None
+    sources = gather_prompt(root, git)
     blob = blobs.put(sources.text.encode("utf-8"))
     settings = sources.settings(blob)
-    repository = capture_git_state(root, blobs)
+    repository = capture_git_state(root, blobs, git)
     if repository is not None:
         settings[GIT_SETTINGS_KEY] = repository.to_json()
     return settings

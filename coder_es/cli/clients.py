@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 
-from coder_es.cli.context import Context
+from coder_es.cli.context import Context, configured_agent
 from coder_es.clients.runtime import ClientRuntime, choose_provider
 from coder_es.config import Overrides
 
@@ -27,7 +27,7 @@ def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:
         ctx.workspace,
         ctx.settings,
         choice,
-        agent=args.agent,
+        agent=configured_agent(ctx),
         overrides=Overrides.from_args(args),
     )
     runtime.check_provider()

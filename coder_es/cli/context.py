@@ -152,6 +152,27 @@ class Context:
             self._app = None
 
 
+def configured_agent(ctx: Context, current: str | None = None) -> str | None:
+    """The agent preset the configuration states (``--agent``, ``$CODER_ES_AGENT``, a config
+    file; an untrusted project's only when stricter), None when nothing states one: a new
+    session is then ``build`` and a resumed one keeps its own. ``current``: the preset of the
+    session being resumed, which an untrusted project may only make stricter too."""
+    origin = ctx.settings.origin("agent")
+    if origin is None:
+        return None
+    agent = ctx.settings.agent
+    trust = ctx.settings.trust
+    from_untrusted = (
+        trust is not None and not trust.trusted and origin.source == str(trust.config_file)
+    )
+    if current is not None and from_untrusted:
+        from coder_es.config.catalog import AGENTS  # build < plan < explore
+
+        stricter = current in AGENTS and AGENTS.index(agent) > AGENTS.index(current)
+        return agent if stricter else None
+    return agent
+
+
 def _defaults(workspace: Path, overrides: Overrides) -> Config:
     """The configuration from the defaults and the command line only: what ``doctor`` falls
     back to when the files or variables have problems (a flag with a problem is left out)."""

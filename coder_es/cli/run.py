@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from coder_es.cli.context import Context, print_json
+from coder_es.cli.context import Context, configured_agent, print_json
 from coder_es.cli.progress import shown
 from coder_es.config import Config
 from coder_es.errors import UsageError
@@ -130,7 +130,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     resuming = bool(args.session)
     provider, model = _provider(args, ctx.settings, resuming)
     options = SessionOptions(
-        agent=args.agent,
+        agent=configured_agent(ctx, ctx.app.get_session(args.session).agent if resuming else None),
         provider=provider,
         model=model,
         rules=_rules(args, ctx),

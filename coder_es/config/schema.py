@@ -196,6 +196,9 @@ class ServerName(Kind):
 
 
 class Regex(Kind):
+    """A regular expression in RE2 syntax (``coder_es.user_patterns``: linear-time matching,
+    so no pattern can hang coder-es)."""
+
     expected = "a regular expression"
 
     def check(self, value: object) -> tuple[Any, str | None]:
@@ -203,9 +206,11 @@ class Regex(Kind):
             return self.wrong_type(value)
         if not value:
             return None, "an empty pattern would match everywhere"
+        from coder_es.user_patterns import UserPatternError, compile_user_pattern
+
         try:
-            re.compile(value)
-        except re.error as e:
+            compile_user_pattern(value)
+        except UserPatternError as e:
             return None, f"invalid regular expression '{value}': {e}"
         return value, None
 

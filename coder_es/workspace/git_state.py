@@ -31,6 +31,7 @@ from typing import Any
 
 from coder_es.errors import UsageError
 from coder_es.store.blobs import BlobStore
+from coder_es.workspace.safe_git import SafeGit, run_git
 
 SETTINGS_KEY = "git"
 _TIMEOUT_S = 60
@@ -78,42 +79,52 @@ class GitState:
 
 
 def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    return subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        timeout=_TIMEOUT_S,
-        check=False,
-        env=env,
-    )
+    # Outside the sandbox, on a repository the workspace controls: every hook point off.
+    return run_git(cwd, *args, stdin=stdin, timeout=_TIMEOUT_S)
 
 
-def _out(cwd: Path, *args: str) -> str | None:
+def _out(cwd: Path | SafeGit, *args: str) -> str | None:
     try:
-        proc = _git(cwd, *args)
+        proc = cwd.run(*args, timeout=_TIMEOUT_S) if isinstance(cwd, SafeGit) else _git(cwd, *args)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return os.fsdecode(proc.stdout).strip() if proc.returncode == 0 else None
 
 
-def capture(root: Path, blobs: BlobStore) -> GitState | None:
+def capture(root: Path, blobs: BlobStore, git: SafeGit | None = None) -> GitState | None:
     """The repository state of the workspace ``root``, None outside a repository (or no
-    commit yet)."""
-    top = _out(root, "rev-parse", "--show-toplevel")
-    head = _out(root, "rev-parse", "--verify", "-q", "HEAD")
+    commit yet). ``git``: the calls' settings when the caller listed them already."""
+    if git is None:
+        try:
+            git = SafeGit.at(root, timeout=_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    top = _out(git, "rev-parse", "--show-toplevel")
+    head = _out(git, "rev-parse", "--verify", "-q", "HEAD")
     if not top or not head:
         return None
-    prefix = _out(root, "rev-parse", "--show-prefix") or ""
-    branch = _out(root, "symbolic-ref", "-q", "--short", "HEAD")
+    prefix = _out(git, "rev-parse", "--show-prefix") or ""
+    branch = _out(git, "symbolic-ref", "-q", "--short", "HEAD")
 
     def patch(*args: str) -> str | None:
-        diff = _git(root, "diff", *args, "--binary", "--no-color", "--no-ext-diff", "--no-renames")
+        try:
+            diff = git.run(
+                "diff",
+                *args,
+                "--binary",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--ignore-submodules=all",
+                "--no-renames",
+                timeout=_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
         return blobs.put(diff.stdout) if diff.returncode == 0 and diff.stdout.strip() else None
 
     # In HEAD, not in the working tree (staged deletions included: the checkout brings them back).
-    deleted = _out(root, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=D", "HEAD")
+    deleted = _out(git, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=D", "HEAD")
     deleted = deleted or ""
     return GitState(
         head=head,
@@ -157,7 +168,10 @@ def restore(state: GitState, source: Path, target: Path, blob: Callable[[str], b
     workspace directory (``target``/prefix), before the replay writes the initial files."""
 
     def run(*args: str, cwd: Path = target, stdin: bytes | None = None) -> None:
-        proc = _git(cwd, *args, stdin=stdin)
+        try:
+            proc = _git(cwd, *args, stdin=stdin)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise GitStateError(f"cannot rebuild the repository at {state.head}: {e}") from e
         if proc.returncode != 0:
             why = os.fsdecode(proc.stderr).strip().splitlines()
             msg = f"cannot rebuild the repository at {state.head}: git {args[0]}: " + (
@@ -166,7 +180,10 @@ def restore(state: GitState, source: Path, target: Path, blob: Callable[[str], b
             raise GitStateError(msg)
 
     target.mkdir(parents=True, exist_ok=True)
-    run("clone", "-q", "--no-checkout", str(source), str(target), cwd=target.parent)
+    # An absolute path and "--": a recorded "repository" is never read as an option or a URL
+    # (only the file protocol is allowed anyway, coder_es.workspace.safe_git).
+    source = Path(os.path.abspath(source))
+    run("clone", "-q", "--no-checkout", "--", str(source), str(target), cwd=target.parent)
     if state.branch:
         run("checkout", "-q", "-B", state.branch, state.head)
     else:
@@ -174,10 +191,10 @@ def restore(state: GitState, source: Path, target: Path, blob: Callable[[str], b
     # The clone's origin is this machine's path: the recorded session saw its own remotes.
     run("remote", "remove", "origin")
     if state.staged:
-        run("apply", "--cached", "--binary", "-", stdin=blob(state.staged))
+        run("apply", "--cached", "--binary", "--", "-", stdin=blob(state.staged))
         run("checkout-index", "-a", "-f")  # the working tree starts from the index
     if state.unstaged:
-        run("apply", "--binary", "-", stdin=blob(state.unstaged))
+        run("apply", "--binary", "--", "-", stdin=blob(state.unstaged))
     for rel in state.deleted:
         path = target / rel
         if path.is_file() or path.is_symlink():

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import websockets
-from client_helpers import make_workspace, run, serve_process, stored_events
+from client_helpers import make_workspace, run, serve_process, stored_events, user_config_file
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -111,7 +111,10 @@ async def _flood_connections(url: str, count: int) -> tuple[int, int]:
 
 
 def test_limits_hold_and_bad_frames_get_clean_errors(tmp_path: Path) -> None:
-    ws_dir = make_workspace(tmp_path, LIMITS, TURNS)
+    # Serve's limits from a project config wait for trust (an allow-list: they are not known
+    # to only tighten): the user's config sets them.
+    ws_dir = make_workspace(tmp_path, "", TURNS)
+    user_config_file(tmp_path, LIMITS)
 
     async def scenario() -> str:
         async with serve_process(ws_dir, tmp_path) as (url, proc):

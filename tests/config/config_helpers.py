@@ -25,7 +25,13 @@ class ConfigHome:
         self.user_file.write_text(text, encoding="utf-8")
         return self.user_file
 
-    def write_project(self, text: str) -> Path:
+    def write_project(self, text: str, *, trusted: bool = False) -> Path:
+        """The project config; ``trusted``: as after ``coder-es trust`` (an untrusted one may
+        only tighten, coder_es.config.untrusted)."""
         self.project_file.parent.mkdir(parents=True, exist_ok=True)
         self.project_file.write_text(text, encoding="utf-8")
+        if trusted:
+            from coder_es.config.trust import TrustStore, digest
+
+            TrustStore(self.environ).trust(self.project_file, digest(text.encode("utf-8")))
         return self.project_file

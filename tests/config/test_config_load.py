@@ -169,7 +169,8 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(home: ConfigHo
         f"{path}:3: unknown key 'permisions'; did you mean 'permissions'?",
         f"{path}:7: serve.port: expected an integer from 0 to 65535, got a string",
         f"{path}:10: redaction.patterns[1]: invalid regular expression '(unclosed': "
-        "missing ), unterminated subpattern at position 0",
+        "RE2 cannot compile it (missing ): (unclosed); patterns use RE2 syntax, which matches "
+        "in linear time: no backreferences, no lookarounds",
     ]
     assert isinstance(excinfo.value, UsageError)
     assert "invalid configuration (4 problems)" in str(excinfo.value)
@@ -242,7 +243,7 @@ def test_broken_toml_names_file_and_line(home: ConfigHome) -> None:
 
 def test_precedence_is_user_then_project_then_environment_then_flags(home: ConfigHome) -> None:
     home.write_user('model = "claude-opus-4-1"\nagent = "plan"\n[serve]\nport = 1111\n')
-    home.write_project('model = "claude-haiku-4-5"\n[serve]\nport = 2222\n')
+    home.write_project('model = "claude-haiku-4-5"\n[serve]\nport = 2222\n', trusted=True)
 
     config = load_config(home.workspace, home.environ)
     assert (config.model, config.agent, config.serve.port) == ("claude-haiku-4-5", "plan", 2222)
@@ -259,7 +260,7 @@ def test_precedence_is_user_then_project_then_environment_then_flags(home: Confi
 
 
 def test_store_flags_and_variables_override_files(home: ConfigHome, tmp_path: Path) -> None:
-    home.write_project('[store]\nbackend = "sqlite"\npath = "db"\n')
+    home.write_project('[store]\nbackend = "sqlite"\npath = "db"\n', trusted=True)
     env = {**home.environ, "CODER_ES_BACKEND": "popo", "CODER_ES_DURABLE": "no"}
     config = load_config(home.workspace, env)
     assert (config.store.backend, config.store.durable) == ("popo", False)
@@ -293,7 +294,7 @@ def test_base_url_variables_override_and_ollama_host_is_normalized(home: ConfigH
 
 def test_redaction_lists_add_up_across_files(home: ConfigHome) -> None:
     home.write_user('[redaction]\nenv = ["A_TOKEN"]\npatterns = ["user-[0-9]+"]\n')
-    home.write_project('[redaction]\nenv = ["B_TOKEN", "A_TOKEN"]\n')
+    home.write_project('[redaction]\nenv = ["B_TOKEN", "A_TOKEN"]\n', trusted=True)
     config = load_config(home.workspace, home.environ)
     # A project cannot switch off redaction the user asked for.
     assert config.redaction.env_vars == ("A_TOKEN", "B_TOKEN")

@@ -37,14 +37,14 @@ def watcher_for(home: ConfigHome, rec: Recorder, interval: float = 1.0) -> Confi
 
 
 def test_broken_edit_keeps_last_good_config_and_a_fix_is_picked_up(home: ConfigHome) -> None:
-    home.write_project('model = "claude-opus-4-1"\n[serve]\nport = 9000\n')
+    home.write_user('model = "claude-opus-4-1"\n[serve]\nport = 9000\n')
     rec = Recorder()
     watcher = watcher_for(home, rec)
     assert watcher.current.model == "claude-opus-4-1"
     assert watcher.check() is False  # nothing changed
     assert rec.changes == [] and rec.errors == []
 
-    path = home.write_project('model = "claude-opus-4-1"\n[serve]\nport = "nine"\n')
+    path = home.write_user('model = "claude-opus-4-1"\n[serve]\nport = "nine"\n')
     assert watcher.check() is False
     assert watcher.current.serve.port == 9000  # the last good value is still in force
     [error] = rec.errors
@@ -54,7 +54,7 @@ def test_broken_edit_keeps_last_good_config_and_a_fix_is_picked_up(home: ConfigH
     assert watcher.check() is False
     assert len(rec.errors) == 1
 
-    home.write_project('model = "claude-opus-4-1"\n[serve]\nport = 9001\n')
+    home.write_user('model = "claude-opus-4-1"\n[serve]\nport = 9001\n')
     assert watcher.check() is True
     assert watcher.current.serve.port == 9001
     assert [c.serve.port for c in rec.changes] == [9001]
@@ -119,11 +119,11 @@ def test_a_broken_config_at_start_is_an_error(home: ConfigHome) -> None:
 def test_the_thread_picks_up_changes(home: ConfigHome) -> None:
     rec = Recorder()
     with watcher_for(home, rec, interval=0.02) as watcher:
-        home.write_project('model = "claude-haiku-4-5"\n')
+        home.write_user('model = "claude-haiku-4-5"\n')
         assert rec.event.wait(5), "the watcher thread did not notice the edit"
         assert watcher.current.model == "claude-haiku-4-5"
         rec.event.clear()
-        home.write_project('model = "claude-haiku-4-5"\nbad = 1\n')
+        home.write_user('model = "claude-haiku-4-5"\nbad = 1\n')
         assert rec.event.wait(5)
         assert watcher.current.model == "claude-haiku-4-5"
         assert "unknown key 'bad'" in str(rec.errors[0])

@@ -55,7 +55,8 @@ def test_an_untrusted_project_only_tightens(home: ConfigHome) -> None:
         ("bash", "curl *", "ask", False),
     ]
     assert config.serve.allowed_origins == () and config.serve.rules == ()
-    assert config.serve.port == 9999  # harmless settings apply
+    # An allow-list: what is not known to tighten is held back, harmless-looking or not.
+    assert config.serve.port == 8765
     ignored = {i.path: i.reason for i in config.ignored}
     assert set(ignored) == {
         "provider",
@@ -66,6 +67,7 @@ def test_an_untrusted_project_only_tightens(home: ConfigHome) -> None:
         'permissions.rules."*"."*"',
         'permissions.rules.read."/**"',
         "serve.allowed_origins",
+        "serve.port",
         'serve.rules.bash."*"',
     }
     lines = config.ignored_lines()
@@ -154,8 +156,8 @@ def test_hot_reload_respects_trust(home: ConfigHome) -> None:
 
 
 def test_sections_other_parts_add_are_held_back_from_the_start() -> None:
-    # mcp_servers (and agents, sandbox, telemetry) are not in the schema yet: once they are,
-    # an untrusted project's entries are held back whatever their keys.
+    # An untrusted project's entries are held back whatever their keys, and so is a key no
+    # entry classifies (one added to the schema later).
     layer = Layer("/p/.coder-es/config.toml", "file", project=True)
     for path in (
         ("mcp_servers", "fs", "command"),
@@ -163,6 +165,7 @@ def test_sections_other_parts_add_are_held_back_from_the_start() -> None:
         ("sandbox", "network"),
         ("telemetry", "endpoint"),
         ("model",),
+        ("some_later_section", "key"),
     ):
         layer.set(path, "x")
     ignored = hold_back(layer, {})
@@ -171,8 +174,11 @@ def test_sections_other_parts_add_are_held_back_from_the_start() -> None:
         "mcp_servers.web.url",
         "sandbox.network",
         "telemetry.endpoint",
+        "model",
+        "some_later_section.key",
     ]
-    assert list(layer.values) == [("model",)]
+    assert ignored[-1].reason == "it is not known to only make things stricter"
+    assert list(layer.values) == []
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,9 @@ def test_a_configured_redaction_pattern_keeps_a_secret_out_of_the_store(
     (tmp_path / ".coder-es" / "config.toml").write_text(
         "[redaction]\npatterns = ['zz-internal-[0-9]{6}']\n"
     )
+    # A project's patterns apply once the workspace is trusted (coder_es.config.untrusted).
+    assert main(["--workspace", str(tmp_path), "trust"]) == 0
+    capsys.readouterr()
     script = tmp_path / "turns.json"
     script.write_text(
         json.dumps(

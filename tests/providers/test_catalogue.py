@@ -94,9 +94,17 @@ def test_models_table_in_config(home: ConfigHome) -> None:
     assert table.cost("claude-haiku-4-5", MILLION) == Decimal(1) + 4
 
 
-def test_models_table_of_an_untrusted_project_applies(home: ConfigHome) -> None:
-    # Describing a model grants nothing and sends nothing elsewhere: it is not held back.
-    home.write_project("[models.local-qwen]\ncontext_window = 16384\nmax_output_tokens = 2048\n")
+def test_models_table_of_a_project_applies_once_trusted(home: ConfigHome) -> None:
+    # An untrusted project config only tightens (coder_es.config.untrusted): what it says of
+    # a model (the context sent, the costs shown) waits for `coder-es trust`.
+    text = "[models.local-qwen]\ncontext_window = 16384\nmax_output_tokens = 2048\n"
+    home.write_project(text)
+    config = load_config(home.workspace, home.environ)
+    assert {i.path for i in config.ignored} == {
+        "models.local-qwen.context_window",
+        "models.local-qwen.max_output_tokens",
+    }
+    home.write_project(text, trusted=True)
     config = load_config(home.workspace, home.environ)
     assert not config.ignored
     assert config.model_catalogue().info("local-qwen").context_window == 16_384
