@@ -69,6 +69,44 @@ _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
 _READ_OPS = frozenset({"<", "<&"})
 
+# Variables a command may be given and stay allowable: they change how a program formats what it
+# prints, never what it runs, loads, reads or where it connects. An allow-list (issue 29): any
+# other variable a line puts in a program's environment (``X=1 cmd``, ``env X=1``, ``export X``,
+# ``declare -x``, ``env -i``/``-u``) can make an allowed command run something else
+# (``GIT_CONFIG_*``, ``LD_PRELOAD``, ``PATH``, ``HOME``, ``PAGER``, ``GIT_EXTERNAL_DIFF``...).
+FORMATTING_VARIABLES = frozenset(
+    {
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "COLORTERM",
+        "TERM",
+        "COLUMNS",
+        "LINES",
+        "CI",
+    }
+)
+_LOCALE_VARIABLE = re.compile(r"LC_[A-Z]+\Z")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ASSIGNMENT_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^]]*\])?\+?=")
+# ``${X:=v}`` / ``${X=v}`` assign X; ``((X=1))``, ``X+=1``, ``X++`` in arithmetic do too.
+_EXPANSION_ASSIGNS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^]]*\])?:?=")
+_ARITHMETIC_ASSIGNS = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^]]*\])?\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+    r"|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
+)
+# shopt options that change no word a line expands to (globstar, extglob, dotglob do).
+_SAFE_SHOPT = frozenset({"nullglob", "failglob", "nocaseglob", "nocasematch", "lastpipe"})
+
+
+def formatting_variable(name: str) -> bool:
+    """Whether ``name`` is on the allow-list of variables that only change formatting."""
+    return name in FORMATTING_VARIABLES or _LOCALE_VARIABLE.match(name) is not None
+
 
 @dataclass(frozen=True)
 class SimpleCommand:
@@ -97,6 +135,9 @@ class PathUse:
 class ShellLine:
     commands: tuple[SimpleCommand, ...]
     paths: tuple[PathUse, ...]
+    # Variables the line gives its programs that are not on the allow-list (``GIT_DIR``,
+    # ``env -i``...): any command of the line may then run something its words do not say.
+    environment: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +158,19 @@ class _Collector:
     # evaluates ``a[$(cmd)]`` in a variable's value when it does arithmetic with it.
     latent_code: bool = False
     arithmetic: bool = False
+    # Variables put in programs' environments (not on the allow-list), and variables the shell
+    # sets for itself: those reach a program only if exported (``set -a``) or inherited.
+    environment: list[str] = field(default_factory=list)
+    shell_variables: list[str] = field(default_factory=list)
+    allexport: bool = False
+
+    def exported(self, name: str, shown: str | None = None) -> None:
+        if not formatting_variable(name):
+            self.environment.append(shown or name)
+
+    def shell_variable(self, name: str) -> None:
+        if not formatting_variable(name):
+            self.shell_variables.append(name)
 
     def hide(self, source: str, why: str) -> None:
         self.commands.append(SimpleCommand((source,), True, why))
@@ -136,7 +190,17 @@ def parse_shell(line: str) -> ShellLine:
     _parse_into(line, out, 0)
     if out.latent_code and out.arithmetic:
         out.hide(line.strip(), "arithmetic on a value holding a command substitution runs it")
-    return ShellLine(tuple(out.commands), tuple(dict.fromkeys(out.paths)))
+    environment = list(out.environment)
+    for name in out.shell_variables:
+        # A shell variable reaches a program when it is exported: by ``set -a``, or because it
+        # came in the environment already. Utilities read upper-case names only (POSIX XBD
+        # 8.1 leaves names with a lower-case letter to applications), so a lower-case one,
+        # ``for f in``, ``read -r line``, is taken as not inherited.
+        if out.allexport or not any(c.islower() for c in name):
+            environment.append(name)
+    return ShellLine(
+        tuple(out.commands), tuple(dict.fromkeys(out.paths)), tuple(dict.fromkeys(environment))
+    )
 
 
 def _parse_into(script: str, out: _Collector, depth: int) -> None:
@@ -216,6 +280,16 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
         )
+        _declaration(node, keyword, words, out)
+    if kind == "unset_command":
+        _unset("unset", [_word(c) for c in node.named_children], out, depth, None)
+    if kind == "for_statement":
+        variable = node.child_by_field_name("variable")
+        if variable is not None:
+            out.shell_variable(_text(variable))
+    if kind == "expansion":
+        for m in _EXPANSION_ASSIGNS.finditer(_text(node)):
+            out.shell_variable(m.group(1))
     if kind in _LITERAL_NODES:
         text = _text(node)
         if kind == "word" and "\n" in text:
@@ -228,6 +302,7 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         or (kind == "test_operator" and _text(node) in _ARITHMETIC_TESTS)
     ):
         out.arithmetic = True
+        _arithmetic_assignments(_text(node), out)
     if kind == "expansion" and _text(node).endswith("@P}"):
         out.hide(_text(node), "${..@P} runs the command substitutions in a variable's value")
     if kind == "variable_assignment":
@@ -238,8 +313,50 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
 
 def _assignment(node: Node, out: _Collector) -> None:
     name = node.child_by_field_name("name")
-    if name is not None and _text(name) in ("BASH_ENV", "ENV"):
-        out.hide(_text(node), f"{_text(name)} makes the shell run the commands of a file")
+    if name is None:
+        return
+    if name.type == "subscript":  # a[1]=x assigns a
+        name = name.child_by_field_name("name") or name
+    variable = _text(name)
+    if variable in ("BASH_ENV", "ENV"):
+        out.hide(_text(node), f"{variable} makes the shell run the commands of a file")
+    parent = node.parent.type if node.parent is not None else ""
+    if parent == "command":
+        out.exported(variable)  # X=1 cmd: in cmd's environment
+    elif parent != "declaration_command":  # declarations are read by _declaration
+        out.shell_variable(variable)
+
+
+def _declaration(node: Node, keyword: str, words: list[_Word], out: _Collector) -> None:
+    """``export``/``declare``/``typeset``/``local``/``readonly``: which variables they set, and
+    whether for the environment (``export``, ``-x``, ``+x``)."""
+    flags = "".join((w.value or "x")[1:] for w in words if (w.value or "-")[:1] in "-+")
+    if "n" in flags and keyword != "export":
+        # A name reference makes any later assignment write the variable it names.
+        out.environment.append(f"{keyword} -n")
+        return
+    exported = keyword == "export" or "x" in flags
+    names = [
+        _text(c.child_by_field_name("name") or c)
+        for c in node.named_children
+        if c.type == "variable_assignment"
+    ]
+    names += [
+        w.value or w.source
+        for w in words
+        if w.value is None or (w.value[:1] not in "-+" and _NAME.match(w.value))
+    ]
+    for name in names:
+        name = name.split("[", 1)[0]
+        if exported:
+            out.exported(name)
+        else:
+            out.shell_variable(name)
+
+
+def _arithmetic_assignments(text: str, out: _Collector) -> None:
+    for m in _ARITHMETIC_ASSIGNS.finditer(text):
+        out.shell_variable(m.group(1) or m.group(2))
 
 
 def _redirect(node: Node, out: _Collector, depth: int) -> None:
@@ -437,7 +554,12 @@ def _run_rest(
 ) -> None:
     if rest is None:
         out.hide(wrapper, f"{wrapper}'s arguments are not literals")
-    elif rest:
+        return
+    # ``sudo X=1 cmd``, ``env X=1 cmd``: assignments before the command go to its environment.
+    while rest and rest[0].value is not None and _ASSIGNMENT_WORD.match(rest[0].value):
+        out.exported(rest[0].value.split("=", 1)[0].split("[", 1)[0])
+        rest = rest[1:]
+    if rest:
         _expand(rest, out, depth + 1, stdin)
 
 
@@ -466,18 +588,41 @@ def _env(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
                 script = args[i + 1].value or ""
             _parse_into(script, out, depth + 1)
             return
-        if value in ("-u", "--unset", "-C", "--chdir"):
+        if value in ("-u", "--unset"):
+            unset = args[i + 1].value if i + 1 < len(args) else None
+            out.exported(unset or "", f"env -u {unset}")
+            i += 2
+            continue
+        if value.startswith(("--unset=", "-u")):
+            unset = value.split("=", 1)[1] if value.startswith("--") else value[2:]
+            out.exported(unset, f"env -u {unset}")
+            i += 1
+            continue
+        if value in ("-C", "--chdir"):
             i += 2
             continue
         if value.startswith("BASH_ENV=") or value.startswith("ENV="):
             out.hide(value, "BASH_ENV makes the shell run the commands of a file")
+        if value in ("-", "-i", "--ignore-environment") or (
+            value[:1] == "-" and value[1:2] != "-" and "i" in value
+        ):
+            # The environment the sandbox gives every command is dropped.
+            out.environment.append("env -i")
         if value == "--":
             i += 1
             break
-        if value.startswith("-") or ("=" in value and not value.startswith("=")):
+        if value.startswith("-"):
+            i += 1
+            continue
+        if "=" in value and not value.startswith("="):
+            out.exported(value.split("=", 1)[0])
             i += 1
             continue
         break
+    # env reads NAME=VALUE words after ``--`` too.
+    while i < len(args) and "=" in (args[i].value or "=")[1:]:
+        out.exported((args[i].value or "").split("=", 1)[0])
+        i += 1
     _run_rest(args[i:], out, depth, stdin, name)
 
 
@@ -623,6 +768,8 @@ def _enable(name: str, args: list[_Word], out: _Collector, depth: int, stdin: st
 
 def _let(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
     out.arithmetic = True
+    for w in args:
+        _arithmetic_assignments(w.shown, out)
 
 
 def _dd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
@@ -637,6 +784,71 @@ def _tee(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
             out.use(w.source, "write", known=False)
         elif not w.value.startswith("-"):
             out.use(w.value, "write")
+
+
+def _set(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for i, w in enumerate(args):
+        value = w.value
+        if value is None:
+            out.environment.append("set ...")
+            return
+        option = args[i + 1].value if value == "-o" and i + 1 < len(args) else None
+        short = value[1:] if value[:1] == "-" and value[1:2] not in ("-", "o") else ""
+        if "a" in short or option == "allexport":
+            out.allexport = True  # every assignment after it is exported
+        if "k" in short or option == "keyword":
+            # Assignments anywhere in a command's words go to its environment.
+            out.environment.append("set -k")
+
+
+def _reads_variables(
+    options_with_value: frozenset[str], default: str, named_by: str | None = None
+) -> _Handler:
+    """``read``, ``mapfile``, ``printf -v``, ``getopts``: the variables they set."""
+
+    def handle(
+        name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+    ) -> None:
+        names: list[str] = []
+        i = 0
+        while i < len(args):
+            value = args[i].value
+            if value is None:
+                out.shell_variable(args[i].source)
+            elif value in options_with_value or (named_by and value == named_by):
+                if value == named_by or value == "-a":
+                    target = args[i + 1].value if i + 1 < len(args) else None
+                    names.append(target or "?")
+                i += 1
+            elif not value.startswith("-") and _NAME.match(value) and named_by is None:
+                names.append(value)
+            i += 1
+        if named_by is None and not names:
+            names.append(default)
+        for variable in names:
+            out.shell_variable(variable)
+
+    return handle
+
+
+def _unset(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if any(w.value == "-f" for w in args):
+        return  # functions, not variables
+    for w in args:
+        if w.value is None or not w.value.startswith("-"):
+            out.shell_variable(w.value or w.source)
+
+
+def _shopt(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if not any(w.value in ("-s", "-u") or w.value is None for w in args):
+        return  # only prints settings
+    unsafe = [
+        w.shown
+        for w in args
+        if w.value is None or (not w.value.startswith("-") and w.value not in _SAFE_SHOPT)
+    ]
+    if unsafe:
+        out.hide(f"shopt {' '.join(unsafe)}", "this shopt option changes what words expand to")
 
 
 _WRAPPERS: dict[str, _Handler] = {
@@ -673,6 +885,14 @@ _WRAPPERS: dict[str, _Handler] = {
     "hash": _hash,
     "enable": _enable,
     "let": _let,
+    "set": _set,
+    "unset": _unset,
+    "shopt": _shopt,
+    "read": _reads_variables(frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"}), "REPLY"),
+    "mapfile": _reads_variables(frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), "MAPFILE"),
+    "readarray": _reads_variables(frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), "MAPFILE"),
+    "printf": _reads_variables(frozenset(), "", named_by="-v"),
+    "getopts": _reads_variables(frozenset(), "OPTARG"),
     "tee": _tee,
     **dict.fromkeys(SHELLS, _shell),
 }
