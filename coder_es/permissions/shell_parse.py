@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import bracex
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
@@ -64,6 +65,9 @@ _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _UNESCAPE_DQ = re.compile(r'\\([$`"\\])')
 _PATTERN_CHARS = re.compile(r"[*?\[\]{}]")
 _WHITE = re.compile(r"\s")
+_QUOTED_NODES = frozenset({"string", "raw_string", "ansi_c_string", "translated_string"})
+_BRACE_SPECIAL = re.compile(r"[\\{},]")
+_BRACE_LIMIT = 256  # words one brace expansion may make before it counts as unknown paths
 _ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "subscript", "c_style_for_statement"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
@@ -129,6 +133,11 @@ class PathUse:
     mode: str  # "read" | "write"
     # False: the path is an expansion (``> $OUT``), ``path`` is its source text.
     known: bool = True
+    # The shell expands it as a glob (unquoted ``*``, ``?``, ``[``): it names whatever matches.
+    glob: bool = False
+    # The parser cannot tell which path the shell makes of it (a brace expansion too large to
+    # list): the caller treats it as a path outside the workspace.
+    unsure: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,11 @@ class ShellLine:
 class _Word:
     value: str | None  # None: not a literal
     source: str
+    # The words an unquoted brace expansion makes of it (None: no brace expansion, or too many
+    # to list), and whether an unquoted glob character is in it.
+    braces: tuple[str, ...] | None = None
+    glob: bool = False
+    unsure: bool = False
 
     @property
     def shown(self) -> str:
@@ -175,9 +189,17 @@ class _Collector:
     def hide(self, source: str, why: str) -> None:
         self.commands.append(SimpleCommand((source,), True, why))
 
-    def use(self, path: str, mode: str, *, known: bool = True) -> None:
+    def use(
+        self,
+        path: str,
+        mode: str,
+        *,
+        known: bool = True,
+        glob: bool = False,
+        unsure: bool = False,
+    ) -> None:
         if path and path not in DEVICE_PATHS and not path.startswith("/dev/fd/"):
-            self.paths.append(PathUse(path, mode, known))
+            self.paths.append(PathUse(path, mode, known, glob, unsure))
 
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
@@ -415,7 +437,26 @@ def _command(node: Node, out: _Collector, depth: int, stdin: str | None) -> None
 
 
 def _word(node: Node) -> _Word:
-    return _Word(_literal(node), _text(node))
+    value = _literal(node)
+    source = _text(node)
+    if value is None or not _PATTERN_CHARS.search(source):
+        return _Word(value, source)
+    # Only what is unquoted expands: ``'*'`` and ``"{a,b}"`` are literal.
+    pieces = node.named_children if node.type == "concatenation" else [node]
+    unquoted = "".join(_text(p) for p in pieces if p.type not in _QUOTED_NODES)
+    glob = re.search(r"[*?\[]", unquoted) is not None
+    if "{" not in unquoted:
+        return _Word(value, source, None, glob)
+    # bracex expands braces as bash does; quoted pieces are escaped so they stay literal.
+    spelled = "".join(
+        _BRACE_SPECIAL.sub(r"\\\g<0>", _literal(p) or "") if p.type in _QUOTED_NODES else _text(p)
+        for p in pieces
+    )
+    try:
+        braces = tuple(bracex.expand(spelled, limit=_BRACE_LIMIT))
+    except bracex.ExpansionLimitException:
+        return _Word(value, source, None, glob, unsure=True)
+    return _Word(value, source, braces, glob)
 
 
 def _literal(node: Node) -> str | None:
@@ -518,16 +559,37 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
         opaque = opaque or directory not in SYSTEM_BIN_DIRS
     out.commands.append(SimpleCommand((name, *(w.shown for w in args)), opaque))
     for arg in args:
-        value = arg.value
-        if value is None:
+        if arg.value is None:
             continue
-        if "=" in value and not value.startswith(("/", "~", ".")):
-            value = value.split("=", 1)[1]  # --file=PATH, if=PATH
-        if not value.startswith("-"):
-            out.use(value, "read")
+        if arg.unsure:
+            out.use(arg.value, "read", unsure=True)
+            continue
+        for value in arg.braces or (arg.value,):
+            for path in path_candidates(value):
+                out.use(path, "read", glob=arg.glob)
     handler = _WRAPPERS.get(name)
     if handler is not None:
         handler(name, args, out, depth, stdin)
+
+
+def path_candidates(word: str) -> list[str]:
+    """Every path a program may open for ``word``, whatever its options mean: the word itself
+    (after ``--`` anything is a file, ``-/../x`` too), what follows its first ``=``
+    (``--file=PATH``, ``if=PATH``) and each ``:``-separated part of that (``a=b:~/x``: bash
+    expands the tilde), and for a short option cluster each tail after its letters
+    (``-f../x``: ``grep -f`` reads ``../x``)."""
+    found = [word]
+    if "=" in word[1:]:
+        value = word.split("=", 1)[1]
+        found.append(value)
+        if ":" in value:
+            found += value.split(":")
+    if word[:1] == "-" and word[1:2] not in ("-", ""):
+        for i in range(2, len(word)):
+            if not word[i - 1].isalnum():
+                break
+            found.append(word[i:])
+    return [p for p in dict.fromkeys(found) if p]
 
 
 def _rest_after_options(
@@ -786,6 +848,16 @@ def _tee(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
             out.use(w.value, "write")
 
 
+def _cd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    """``cd`` alone goes home, ``cd -`` to $OLDPWD, ``popd``/``pushd +N`` along the directory
+    stack: later relative paths are then relative to a directory the line does not name."""
+    operands = [w for w in args if w.value is None or not w.value.startswith("-") or w.value == "-"]
+    if name == "popd" or not operands:
+        out.use("~" if name == "cd" else "~-", "read")
+    elif operands[0].value == "-" or (operands[0].value or "")[:1] == "+":
+        out.use("~-", "read")
+
+
 def _set(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
     for i, w in enumerate(args):
         value = w.value
@@ -886,6 +958,9 @@ _WRAPPERS: dict[str, _Handler] = {
     "enable": _enable,
     "let": _let,
     "set": _set,
+    "cd": _cd,
+    "pushd": _cd,
+    "popd": _cd,
     "unset": _unset,
     "shopt": _shopt,
     "read": _reads_variables(frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"}), "REPLY"),

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_es.permissions.policy import HIDDEN_RULE, Evaluation, Policy
-from coder_es.permissions.protected import PROTECTED_RULE
+from coder_es.permissions.policy import Evaluation, Policy
 from coder_es.permissions.rules import parse_rule
 from coder_es.tools.bash import BashInput, BashTool
 
@@ -139,3 +138,78 @@ def test_an_assignment_anywhere_in_the_line_counts(root: Path) -> None:
     plan = Policy.for_agent("plan")
     assert evaluate("ls; PATH=./bin", root, plan).action == "ask"
     assert evaluate("f(){ ls; }; PATH=./bin; f", root, plan).action == "ask"
+
+
+# ---------------------------------------------------------------------- item 2: paths
+
+REPORTED_OUTSIDE_READS = [
+    "cat ~+/../other/.env",  # bash expands ~+ to $PWD
+    "cat -- -/../../other/.env",  # after --, a word starting with - is a file
+]
+OUTSIDE_READ_VARIANTS = [
+    "cat ~-/.env",  # $OLDPWD
+    "cat ~+0/../other/.env",
+    "cat ~root/.bashrc",
+    "cat ~nobody/x",
+    "head -- --/../../other/.env",
+    "tail -n1 -- -x/../../other/.env",
+    "grep -f../other/.env x",
+    "grep -rf../other/.env .",
+    "grep --file=../other/.env x",
+    "wc --files0-from=../other/list",
+    "cat a=~+/../other/.env",
+    "cat x=a:~/secret",
+    "cat {..,x}/other/.env",
+    "cat {.,.}./other/.env",
+    "cat ../{other,x}/.env",
+    "cat {a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}",
+    "cat l*/.env",
+    "cat ?eak/.env",
+    "cat [l]eak/.env",
+    "cat */.env",
+    "cat < ~+/../other/.env",
+    "cat -- ~+/../other/.env",
+]
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    """ws/ (the workspace) beside other/.env (another project's secrets); ws/leak -> ../other."""
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "a.py").write_text("x\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / ".env").write_text("SECRET=1\n")
+    (ws / "leak").symlink_to(tmp_path / "other")
+    return ws
+
+
+@pytest.mark.parametrize("command", REPORTED_OUTSIDE_READS + OUTSIDE_READ_VARIANTS)
+def test_plan_asks_for_any_argument_that_may_be_a_path_outside(command: str, layout: Path) -> None:
+    ev = evaluate(command, layout, Policy.for_agent("plan"))
+    assert ev.action == "ask", (command, ev.reason)
+
+
+def test_arguments_that_stay_inside_are_still_allowed(layout: Path) -> None:
+    plan = Policy.for_agent("plan")
+    for command in (
+        "cat src/a.py",
+        "cat src/*.py",
+        "ls -la src",
+        "grep -rn 'TODO' src",
+        "grep -e foo -- src/a.py",
+        "git log --format=%h/%s -n 3",
+        "git diff HEAD~1 -- src",
+        "head -n 5 src/a.py",
+        "cat '~+/x'",
+        "ls {src,x}",
+    ):
+        ev = evaluate(command, layout, plan)
+        assert ev.action == "allow", (command, ev.reason)
+
+
+def test_a_line_that_changes_directory_out_of_sight_asks_even_in_build(layout: Path) -> None:
+    build = Policy.for_agent("build")
+    for command in ("cd && cat .bashrc", "cd - && cat .env", "popd && cat .env"):
+        assert evaluate(command, layout, build).action == "ask", command
+    assert evaluate("cd src && cat a.py", layout, build).action == "allow"
