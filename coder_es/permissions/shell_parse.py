@@ -574,16 +574,15 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
 
 def path_candidates(word: str) -> list[str]:
     """Every path a program may open for ``word``, whatever its options mean: the word itself
-    (after ``--`` anything is a file, ``-/../x`` too), what follows its first ``=``
-    (``--file=PATH``, ``if=PATH``) and each ``:``-separated part of that (``a=b:~/x``: bash
-    expands the tilde), and for a short option cluster each tail after its letters
-    (``-f../x``: ``grep -f`` reads ``../x``)."""
+    (after ``--`` anything is a file, ``-/../x`` too), what follows each ``=`` (``--file=PATH``,
+    ``if=PATH``, ``-c key=PATH``), each ``:``-separated part after the first ``=`` (``a=b:~/x``:
+    bash expands the tilde there), and for a short option cluster each tail after its letters
+    (``-f../x``: ``grep -f`` reads ``../x``; option letters are taken to be letters or digits)."""
     found = [word]
-    if "=" in word[1:]:
+    if "=" in word:
         value = word.split("=", 1)[1]
-        found.append(value)
-        if ":" in value:
-            found += value.split(":")
+        found += value.split(":")
+        found += (word[i + 1 :] for i, c in enumerate(word) if c == "=")
     if word[:1] == "-" and word[1:2] not in ("-", ""):
         for i in range(2, len(word)):
             if not word[i - 1].isalnum():
