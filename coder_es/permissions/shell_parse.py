@@ -138,6 +138,9 @@ class PathUse:
     # The parser cannot tell which path the shell makes of it (a brace expansion too large to
     # list): the caller treats it as a path outside the workspace.
     unsure: bool = False
+    # False: an argument of a command not known to only read its operands (``cp``, ``ln``,
+    # ``sed``, ``cd``): it may write or change that path (the caller asks for protected ones).
+    reader: bool = True
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,10 @@ class _Collector:
         known: bool = True,
         glob: bool = False,
         unsure: bool = False,
+        reader: bool = True,
     ) -> None:
         if path and path not in DEVICE_PATHS and not path.startswith("/dev/fd/"):
-            self.paths.append(PathUse(path, mode, known, glob, unsure))
+            self.paths.append(PathUse(path, mode, known, glob, unsure, reader))
 
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
@@ -558,15 +562,16 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
         directory, name = name.rsplit("/", 1)
         opaque = opaque or directory not in SYSTEM_BIN_DIRS
     out.commands.append(SimpleCommand((name, *(w.shown for w in args)), opaque))
+    reader = _only_reads(name, args)
     for arg in args:
         if arg.value is None:
             continue
         if arg.unsure:
-            out.use(arg.value, "read", unsure=True)
+            out.use(arg.value, "read", unsure=True, reader=reader)
             continue
         for value in arg.braces or (arg.value,):
             for path in path_candidates(value):
-                out.use(path, "read", glob=arg.glob)
+                out.use(path, "read", glob=arg.glob, reader=reader)
     handler = _WRAPPERS.get(name)
     if handler is not None:
         handler(name, args, out, depth, stdin)
@@ -800,16 +805,125 @@ def _watch(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str
         _parse_into(" ".join(w.value or "" for w in rest), out, depth + 1)
 
 
+# Commands that only read the files their arguments name (an allow-list): any other command's
+# arguments may be paths it writes, links, moves or changes (``cp``, ``ln``, ``sed -i``, ``cd``).
+READERS = frozenset(
+    {
+        *("cat", "head", "tail", "less", "more", "wc", "file", "stat", "ls", "tree", "du"),
+        *("grep", "egrep", "fgrep", "rg", "diff", "cmp", "od", "xxd", "hexdump", "strings"),
+        *("md5sum", "sha1sum", "sha256sum", "sha512sum", "b2sum", "cksum", "nl", "echo"),
+        *("test", "[", "[[", "realpath", "readlink", "basename", "dirname", "which", "pwd"),
+    }
+)
+# git subcommands that only read (with ``--output`` they write a file).
+GIT_READERS = frozenset(
+    {
+        *("status", "diff", "log", "show", "blame", "ls-files", "ls-tree", "rev-parse"),
+        *("cat-file", "describe", "shortlog", "rev-list", "whatchanged", "annotate"),
+    }
+)
+_GIT_GLOBAL_WITH_VALUE = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+)
+# ``git config`` actions that only read (git refuses two actions in one call).
+_GIT_CONFIG_READS = frozenset(
+    {
+        *("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color"),
+        *("--get-colorbool", "-l", "--list"),
+    }
+)
+
+
+def _git_command(args: list[_Word]) -> tuple[list[_Word], str | None, list[_Word]]:
+    """git's global options, its subcommand (None: not a literal, or none) and the rest."""
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            return args[:i], None, args[i:]
+        if not value.startswith("-"):
+            return args[:i], value, args[i + 1 :]
+        i += 2 if value in _GIT_GLOBAL_WITH_VALUE else 1
+    return args, None, []
+
+
+def _only_reads(name: str, args: list[_Word]) -> bool:
+    if name == "git":
+        _, sub, rest = _git_command(args)
+        return sub in GIT_READERS and not any(
+            (w.value or "-").startswith(("--output", "-o")) for w in rest
+        )
+    return name in READERS
+
+
 def _git(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
-    for i, w in enumerate(args):
-        if w.value is None or not w.value.startswith("-"):
+    options, sub, rest = _git_command(args)
+    for i, w in enumerate(options):
+        if w.value is None:
             return
         if w.value in ("-c", "--config-env"):
-            key = args[i + 1].value if i + 1 < len(args) else None
+            key = options[i + 1].value if i + 1 < len(options) else None
             if key is None or not SAFE_GIT_CONFIG.match(key):
                 out.hide(f"git {w.value} {key}", "this git setting can make git run a program")
         elif w.value.startswith(("--exec-path=", "--config-env=")):
             out.hide(f"git {w.value}", "this git option can make git run a program")
+    if sub is None:
+        return
+    values = [w.value for w in rest]
+    if any(v is None for v in values):
+        # Which action an unknown word asks git for cannot be told: count it as a write.
+        if sub in ("config", "remote", "submodule", "init", "clone", "lfs", "maintenance"):
+            out.use(".git/config", "write")
+        return
+    words = [v or "" for v in values]
+    for target in _git_config_writes(sub, words):
+        out.use(target, "write")
+    if sub == "submodule" and words[:1] == ["foreach"]:
+        # ``git submodule foreach CMD`` runs CMD with the shell.
+        script = [w for w in words[1:] if not w.startswith("-")]
+        _parse_into(" ".join(script), out, depth + 1)
+
+
+def _git_config_writes(sub: str, words: list[str]) -> list[str]:
+    """The git configuration (or hooks) files a git command writes: ``.git/config`` stands for
+    the repository's, whichever file it is (the caller asks before writing it)."""
+    positional = [w for w in words if not w.startswith("-")]
+    options = [w.split("=", 1)[0] for w in words if w.startswith("-")]
+    first = positional[0] if positional else None
+    if sub == "config":
+        if first in ("get", "list") or any(o in _GIT_CONFIG_READS for o in options):
+            return []
+        targets = [".git/config"]
+        for i, w in enumerate(words):
+            if w in ("-f", "--file") and i + 1 < len(words):
+                targets.append(words[i + 1])
+            elif w.startswith("--file="):
+                targets.append(w.split("=", 1)[1])
+            elif w == "--global":
+                targets.append("~/.gitconfig")
+            elif w == "--system":
+                targets.append("/etc/gitconfig")
+            elif w == "--worktree":
+                targets.append(".git/config.worktree")
+        return targets
+    if sub == "remote":
+        return [".git/config"] if first not in (None, "show", "get-url") else []
+    if sub == "submodule":
+        return [".git/config"] if first not in (None, "status", "summary", "foreach") else []
+    upstream = ("-u", "--set-upstream", "--set-upstream-to", "--unset-upstream")
+    if sub in ("branch", "checkout", "switch", "push") and any(
+        o in (*upstream, "--edit-description", "-t", "--track") for o in options
+    ):
+        return [".git/config"]
+    if sub in ("init", "clone") and any(
+        o in ("--template", "-c", "--config", "--separate-git-dir") for o in options
+    ):
+        return [".git/config", ".git/hooks"]
+    if sub == "lfs" and first in ("install", "update"):
+        return [".git/hooks"]
+    if sub == "maintenance" and first not in (None, "run"):
+        return ["~/.gitconfig"]
+    return []
 
 
 def _has_flag(args: list[_Word], letter: str) -> bool:

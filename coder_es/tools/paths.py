@@ -11,6 +11,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from coder_es.permissions.protected import changes_protected
 from coder_es.permissions.shell_parse import parse_shell
 from coder_es.tools.base import Subject
 from coder_es.tools.schema import ToolInputError
@@ -58,6 +59,9 @@ def command_subject(command: str, root: Path) -> Subject:
                 related[("write", subject)] = None
             elif subject.outside:
                 related[("read", subject)] = None
+            elif not use.reader and changes_protected(subject.text):
+                # ``cp x .git/hooks/pre-commit``, ``cd .git``: a write there always asks.
+                related[("write", subject)] = None
     return Subject("command", text, related=tuple(related))
 
 

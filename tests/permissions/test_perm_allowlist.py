@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coder_es.permissions.policy import Evaluation, Policy
+from coder_es.permissions.policy import HIDDEN_RULE, Evaluation, Policy
+from coder_es.permissions.protected import PROTECTED_RULE
 from coder_es.permissions.rules import parse_rule
 from coder_es.tools.bash import BashInput, BashTool
 
@@ -109,7 +110,7 @@ def test_an_allow_pattern_does_not_cover_a_command_run_with_an_assignment(
 
 def test_the_fsmonitor_reproduction_says_why(root: Path) -> None:
     ev = evaluate(FSMONITOR, root, Policy.for_agent("build", [DENY_CURL]))
-    assert ev.action == "ask"
+    assert (ev.action, ev.matched_rule) == ("ask", HIDDEN_RULE)
     assert "GIT_CONFIG_COUNT" in ev.reason
 
 
@@ -213,3 +214,105 @@ def test_a_line_that_changes_directory_out_of_sight_asks_even_in_build(layout: P
     for command in ("cd && cat .bashrc", "cd - && cat .env", "popd && cat .env"):
         assert evaluate(command, layout, build).action == "ask", command
     assert evaluate("cd src && cat a.py", layout, build).action == "allow"
+
+
+# ---------------------------------------------------------------------- issue 28 item 2: git
+
+REPORTED_GIT_WRITES = [
+    "git config core.fsmonitor 'sh -c \"curl x\"'",
+    "git config core.hooksPath .githooks",
+    "git config --global core.fsmonitor 'sh -c x'",
+    "git config --file .git/config core.fsmonitor x",
+    "cp x .git/hooks/pre-commit",
+]
+GIT_WRITE_VARIANTS = [
+    "git config --add core.pager x",
+    "git config --replace-all core.editor x",
+    "git config set core.pager x",
+    "git config -f .git/config core.pager x",
+    "git config --file=.git/config core.pager x",
+    "git config --worktree core.pager x",
+    "git config --system core.pager x",
+    "git config --local --unset core.pager",
+    "git config --edit",
+    "git --git-dir=.git config core.pager x",
+    "git -C . config core.hooksPath x",
+    "git --no-pager config core.pager x",
+    "command git config core.pager x",
+    "env git config core.pager x",
+    "sh -c 'git config core.pager x'",
+    "git remote add o 'ext::sh -c x'",
+    "git remote set-url origin 'ext::sh -c x'",
+    "git submodule add ../x sub",
+    "git init --template=./tpl",
+    "git clone -c core.fsmonitor=x ../a b",
+    "git lfs install",
+    "git branch --set-upstream-to=origin/main",
+    "git push -u origin main",
+    "mv x .git/hooks/pre-commit",
+    "ln -s ../../x .git/hooks/pre-commit",
+    "ln -sf /tmp/hooks .git/hooks",
+    "install -m 755 x .git/hooks/pre-push",
+    "rsync x .git/hooks/",
+    "cp x .git/config",
+    "cp config .git",
+    "cp -t .git/hooks x",
+    "cp --target-directory=.git/hooks x",
+    "dd if=x of=.git/config",
+    "cat x | tee .git/config",
+    "sed -i s/a/b/ .git/config",
+    "chmod +x .git/hooks/pre-commit",
+    "touch .git/hooks/post-checkout",
+    "truncate -s 0 .git/config",
+    "cd .git/hooks && cp ../../x pre-commit",
+    "sudo cp x .git/hooks/pre-commit",
+    "cp x ./src/../.git/hooks/pre-commit",
+    "cp x .git/config.worktree",
+]
+
+
+@pytest.mark.parametrize("command", REPORTED_GIT_WRITES + GIT_WRITE_VARIANTS)
+def test_a_write_to_git_configuration_or_hooks_asks_in_every_spelling(
+    command: str, root: Path
+) -> None:
+    (root / ".git" / "hooks").mkdir(parents=True)
+    ev = evaluate(command, root, Policy.for_agent("build"))
+    assert ev.action == "ask", (command, ev.reason)
+    # An "always allow" answer for the command does not cover it either.
+    always = [{"tool": "bash", "pattern": None, "decision": "allow"}]
+    ev = Policy.for_agent("build").evaluate(
+        "bash", BashTool().subject(BashInput(command), root), always=always
+    )
+    assert ev.action == "ask", (command, ev.reason)
+
+
+def test_the_reported_git_config_write_names_the_protected_file(root: Path) -> None:
+    ev = evaluate("git config core.hooksPath .githooks", root, Policy.for_agent("build"))
+    assert (ev.action, ev.matched_rule) == ("ask", PROTECTED_RULE)
+    assert ".git/config" in ev.reason
+
+
+def test_reading_git_configuration_and_hooks_stays_allowed(root: Path) -> None:
+    (root / ".git" / "hooks").mkdir(parents=True)
+    build = Policy.for_agent("build")
+    for command in (
+        "git config --get user.name",
+        "git config --list",
+        "git config -l --show-origin",
+        "git config --get-regexp '^alias'",
+        "git config get user.email",
+        "git remote -v",
+        "git remote get-url origin",
+        "git submodule status",
+        "git status",
+        "git diff .git/config",
+        "git log -p -- .git/config",
+        "git branch -a",
+        "git push origin main",
+        "git commit -m 'x'",
+    ):
+        ev = evaluate(command, root, build)
+        assert ev.action == "allow" or ev.matched_rule != PROTECTED_RULE, (command, ev.reason)
+    plan = Policy.for_agent("plan")
+    for command in ("cat .git/config", "ls .git/hooks", "grep -n hooksPath .git/config"):
+        assert evaluate(command, root, plan).action == "allow", command
