@@ -2,13 +2,15 @@
 
 A hook (``.git/hooks/pre-commit``) or a ``core.hooksPath`` / ``core.fsmonitor`` line in
 ``.git/config`` (or ``.git/config.worktree``) runs code the next time the *user* runs git,
-outside every rule the agent is under. So writing them asks a person even when a rule, an "always allow" answer or the ``build``
-preset would allow it. Only a deny (a rule or an "always deny" answer) decides before this
-check, since it is stricter. A shell line reaches them in every spelling the parser knows:
-redirections, ``tee``, ``dd of=``, ``git config`` (any action but a read), ``git remote add``
-and the other git commands that write configuration or hooks, and any argument of a command
-that is not known to only read (``cp``, ``mv``, ``ln``, ``install``, ``rsync``, ``sed -i``,
-``cd .git``) that names them (``changes_protected``).
+outside every rule the agent is under. So writing them asks a person even when a rule, an
+"always allow" answer or the ``build`` preset would allow it. Only a deny (a rule or an
+"always deny" answer) decides before this check, since it is stricter.
+
+A shell line reaches them in every spelling the parser knows: redirections, ``tee``, ``dd
+of=``, ``git config`` (any action but a read), ``git remote add`` and the other git commands
+that write configuration or hooks, and any argument of a command that is not known to only
+read (``cp``, ``mv``, ``ln``, ``install``, ``rsync``, ``sed -i``, ``cd .git``) that names them
+(``changes_protected``).
 """
 
 from __future__ import annotations
