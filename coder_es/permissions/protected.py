@@ -37,4 +37,6 @@ def always_asks(tool: str, kind: str, text: str) -> str | None:
 def changes_protected(text: str) -> bool:
     """Whether a path a shell command may change (``cp``'s or ``cd``'s argument, workspace
     relative) is git's configuration, its hooks or the ``.git`` directory holding them."""
+    if ".git" not in text:
+        return False
     return any(glob_match(p, text.lstrip("/"), "path") for p in ASK_BEFORE_WRITING)

@@ -30,9 +30,11 @@ def path_subject(path: str, root: Path) -> Subject:
     real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
     if real == real_root:
         return Subject("path", ".", False)
-    if real.startswith(real_root.rstrip("/") + "/"):
-        return Subject("path", Path(os.path.relpath(real, real_root)).as_posix(), False)
-    return Subject("path", Path(real).as_posix(), True)
+    prefix = real_root.rstrip("/") + "/"
+    if real.startswith(prefix):
+        # realpath's result is normal: the part below the root is the relative path.
+        return Subject("path", real[len(prefix) :], False)
+    return Subject("path", real, True)
 
 
 def dir_subject(path: str | None, root: Path) -> Subject:
@@ -49,12 +51,13 @@ def command_subject(command: str, root: Path) -> Subject:
     ``read`` outside: under the read-only presets it asks."""
     text = command.strip()
     related: dict[tuple[str, Subject], None] = {}
+    exists: dict[str, bool] = {}
     for use in parse_shell(text).paths:
         if not use.known:
             if use.mode == "write":
                 related[("write", Subject("path", use.path, opaque=True))] = None
             continue
-        for subject in _subjects(use.path, use.glob, use.unsure, root):
+        for subject in _subjects(use.path, use.glob, use.unsure, root, exists):
             if use.mode == "write":
                 related[("write", subject)] = None
             elif subject.outside:
@@ -69,9 +72,11 @@ _GLOB_LIMIT = 256  # paths a glob may match before it counts as an unknown path
 _GLOB = re.compile(r"[*?\[]")
 
 
-def _subjects(path: str, glob: bool, unsure: bool, root: Path) -> list[Subject]:
+def _subjects(
+    path: str, glob: bool, unsure: bool, root: Path, exists: dict[str, bool]
+) -> list[Subject]:
     """The subjects of one path a line names: tilde expanded as bash does, a glob as every
-    path it could match."""
+    path it could match. ``exists``: which top-level names of the workspace exist, as found."""
     if unsure:
         return [Subject("path", path, True)]
     if path.startswith("~"):
@@ -90,13 +95,36 @@ def _subjects(path: str, glob: bool, unsure: bool, root: Path) -> list[Subject]:
         if matches is None:
             return [Subject("path", path, True)]
         paths += matches
+    real_root = _real_root(str(root))
     subjects = []
     for candidate in paths:
+        if (
+            candidate
+            and not candidate.startswith("/")
+            and _stays_below(candidate, real_root, exists)
+        ):
+            subjects.append(Subject("path", os.path.normpath(candidate), False))
+            continue
         try:
             subjects.append(path_subject(candidate, root))
         except ToolInputError:
             continue
     return subjects
+
+
+def _stays_below(path: str, real_root: str, exists: dict[str, bool]) -> bool:
+    """A cheap proof that a relative path is inside the workspace: no ``..`` and a first
+    component that does not exist (so no link on the way); otherwise resolve it."""
+    parts = path.split("/")
+    if ".." in parts or "\0" in path:
+        return False
+    first = next((p for p in parts if p not in ("", ".")), None)
+    if first is None:
+        return True
+    found = exists.get(first)
+    if found is None:
+        found = exists[first] = os.path.lexists(os.path.join(real_root, first))
+    return not found
 
 
 def _glob_superset(pattern: str, base: str) -> list[str] | None:
