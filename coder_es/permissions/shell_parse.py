@@ -41,6 +41,8 @@ import bracex
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from coder_es.permissions.git_options import unlisted_option
+
 _Handler = Callable[[str, list["_Word"], "_Collector", int, "str | None"], None]
 
 MAX_DEPTH = 12  # nested sh -c / eval levels before giving up (hidden)
@@ -561,6 +563,11 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
         # the system's own directories (``./ls`` may be anything).
         directory, name = name.rsplit("/", 1)
         opaque = opaque or directory not in SYSTEM_BIN_DIRS
+    if name == "git" and not opaque:
+        # A read-only git command with an option off its allow-list (``--output``,
+        # ``--ext-diff``) may write or run something: no pattern allows it.
+        _, sub, rest = _git_command(args)
+        opaque = sub is not None and unlisted_option(sub, (w.value or "" for w in rest)) is not None
     out.commands.append(SimpleCommand((name, *(w.shown for w in args)), opaque))
     reader = _only_reads(name, args)
     for arg in args:

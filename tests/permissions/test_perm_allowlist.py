@@ -316,3 +316,27 @@ def test_reading_git_configuration_and_hooks_stays_allowed(root: Path) -> None:
     plan = Policy.for_agent("plan")
     for command in ("cat .git/config", "ls .git/hooks", "grep -n hooksPath .git/config"):
         assert evaluate(command, root, plan).action == "allow", command
+
+
+def test_plan_allows_read_only_git_only_with_options_on_its_allow_list(root: Path) -> None:
+    plan = Policy.for_agent("plan")
+    for command in (
+        "git log --oneline -n 5 --graph --decorate",
+        "git diff --stat --cached HEAD~1 -- src",
+        "git show --name-only --format=%h HEAD",
+        "git status --short --branch",
+        "git blame -L 1,5 README.md",
+        "git ls-files --others --exclude-standard",
+        "git rev-parse --abbrev-ref HEAD",
+        "git diff -- --ext-diff",  # after --, a path
+    ):
+        assert evaluate(command, root, plan).action == "allow", command
+    for command in (
+        "git diff --output=notes.txt",
+        "git diff --ext-diff",
+        "git log -p --textconv",
+        "git log --show-signature",
+        "git show --help",
+        "git status --some-future-option",
+    ):
+        assert evaluate(command, root, plan).action == "ask", command
