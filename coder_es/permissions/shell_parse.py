@@ -600,7 +600,10 @@ def path_candidates(word: str) -> list[str]:
             if not word[i - 1].isalnum():
                 break
             found.append(word[i:])
-    return [p for p in dict.fromkeys(found) if p]
+    # A lone ``/`` glued to an option or after ``=`` is a delimiter (``cut -d/``, ``awk -F/``,
+    # ``--sep=/``), not the root directory; as a word of its own (``ls /``) it is a path.
+    parts = (p for p in found[1:] if p and p not in ("/", word))
+    return [*([word] if word else []), *dict.fromkeys(parts)]
 
 
 def _rest_after_options(
@@ -820,6 +823,7 @@ READERS = frozenset(
         *("grep", "egrep", "fgrep", "rg", "diff", "cmp", "od", "xxd", "hexdump", "strings"),
         *("md5sum", "sha1sum", "sha256sum", "sha512sum", "b2sum", "cksum", "nl", "echo"),
         *("test", "[", "[[", "realpath", "readlink", "basename", "dirname", "which", "pwd"),
+        *("printf", "true", "false", ":", "type"),
     }
 )
 # git subcommands that only read (with ``--output`` they write a file).

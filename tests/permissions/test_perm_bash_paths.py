@@ -3,9 +3,9 @@ under ``plan`` (issue 29 item 2).
 
 For each generated line, bash itself expands the arguments (tildes, braces, globs, quotes) in a
 scratch tree; a word names a file outside when it, what follows an ``=`` (each ``:`` part after
-the first), or a short option's value (the tail after its letters) resolves outside the
-workspace. Whenever one does, the policy must not allow the line. The default suite runs a
-bounded number of lines; ``-m slow`` runs many more.
+the first), or a short option's value (the tail after its letters; a lone ``/`` there is a
+delimiter) resolves outside the workspace. Whenever one does, the policy must not allow the
+line. The default suite runs a bounded number of lines; ``-m slow`` runs many more.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def _opened(word: str) -> set[str]:
         while i < len(word) and word[i].isalnum():
             i += 1
             found.add(word[i:])
-    return {p for p in found if p}
+    # A lone "/" glued to an option or after "=" is taken as a delimiter (cut -d/, awk -F/).
+    return {p for p in found if p and (p != "/" or p == word)}
 
 
 def _outside(path: str, ws: Path) -> bool:
