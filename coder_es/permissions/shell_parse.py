@@ -358,28 +358,39 @@ def _assignment(node: Node, out: _Collector) -> None:
 def _declaration(node: Node, keyword: str, words: list[_Word], out: _Collector) -> None:
     """``export``/``declare``/``typeset``/``local``/``readonly``: which variables they set, and
     whether for the environment (``export``, ``-x``, ``+x``)."""
+    names = [
+        _text(c.child_by_field_name("name") or c)
+        for c in node.named_children
+        if c.type == "variable_assignment"
+    ]
+    _declares(keyword, words, names, out)
+
+
+def _declares(keyword: str, words: list[_Word], names: list[str], out: _Collector) -> None:
     flags = "".join((w.value or "x")[1:] for w in words if (w.value or "-")[:1] in "-+")
     if "n" in flags and keyword != "export":
         # A name reference makes any later assignment write the variable it names.
         out.environment.append(f"{keyword} -n")
         return
     exported = keyword == "export" or "x" in flags
-    names = [
-        _text(c.child_by_field_name("name") or c)
-        for c in node.named_children
-        if c.type == "variable_assignment"
-    ]
-    names += [
-        w.value or w.source
-        for w in words
-        if w.value is None or (w.value[:1] not in "-+" and _NAME.match(w.value))
-    ]
+    for w in words:
+        if w.value is None:
+            names.append(w.source)  # ``export "$X"=1``: which variable is unknown
+        elif w.value[:1] not in "-+":
+            names.append(w.value.split("=", 1)[0])  # ``export 'X=1'`` as well as ``export X``
     for name in names:
         name = name.split("[", 1)[0]
         if exported:
             out.exported(name)
         else:
             out.shell_variable(name)
+
+
+def _declare_builtin(
+    name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+) -> None:
+    """``builtin export X=1``, ``command declare -x X``: the grammar sees a plain command."""
+    _declares(name, list(args), [], out)
 
 
 def _arithmetic_assignments(text: str, out: _Collector) -> None:
@@ -720,6 +731,10 @@ def _xargs(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str
     rest = _rest_after_options(args, with_value)
     if rest == []:
         rest = [_Word("echo", "echo")]
+    if rest is not None:
+        # xargs adds words read from its input: their values are unknown (``xargs env`` runs
+        # whatever command the input names).
+        rest = [*rest, _Word(None, "{xargs input}")]
     _run_rest(rest, out, depth, None, name)
 
 
@@ -1018,6 +1033,8 @@ def _reads_variables(
                 i += 1
             elif not value.startswith("-") and _NAME.match(value) and named_by is None:
                 names.append(value)
+            elif value.startswith("-") and _NAME.match(value[2:]):
+                names.append(value[2:])  # a glued value (``-vNAME``, ``-aNAME``), to be safe
             i += 1
         if named_by is None and not names:
             names.append(default)
@@ -1082,6 +1099,7 @@ _WRAPPERS: dict[str, _Handler] = {
     "enable": _enable,
     "let": _let,
     "set": _set,
+    **dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), _declare_builtin),
     "cd": _cd,
     "pushd": _cd,
     "popd": _cd,

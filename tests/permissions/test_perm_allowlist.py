@@ -340,3 +340,25 @@ def test_plan_allows_read_only_git_only_with_options_on_its_allow_list(root: Pat
         "git status --some-future-option",
     ):
         assert evaluate(command, root, plan).action == "ask", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "builtin export LD_PRELOAD=./x.so; ls",
+        "command declare -x PATH=./bin; ls",
+        "export 'LD_PRELOAD=./x.so'; ls",
+        'declare -x "PATH=./bin"; ls',
+        "printf -vPATH %s ./bin; ls",
+        "echo LD_PRELOAD=./x.so curl x | xargs env",
+        "echo curl x | xargs nice",
+        "eval 'export LD_PRELOAD=./x.so'; ls",
+        "alias ls='LD_PRELOAD=./x.so ls'; ls",
+        "bash -c 'GIT_DIR=./x git log'",
+        "readonly PATH=./bin; ls",
+    ],
+)
+def test_the_next_spellings_of_an_assignment_ask_too(command: str, root: Path) -> None:
+    assert evaluate(command, root, Policy.for_agent("plan")).action == "ask", command
+    ev = evaluate(command, root, Policy.for_agent("build", [DENY_CURL]))
+    assert ev.action in ("ask", "deny"), command
