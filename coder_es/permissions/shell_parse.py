@@ -413,10 +413,11 @@ def _redirect(node: Node, out: _Collector, depth: int) -> None:
     if target.value is None:
         out.use(target.source, "write" if op in _WRITE_OPS or op == "<>" else "read", known=False)
         return
+    # bash expands a glob in a redirection when it matches one file.
     if op in _WRITE_OPS or op == "<>":
-        out.use(target.value, "write")
+        out.use(target.value, "write", glob=target.glob)
     if op in _READ_OPS or op == "<>":
-        out.use(target.value, "read")
+        out.use(target.value, "read", glob=target.glob)
 
 
 def _stdin_literal(node: Node) -> str | None:

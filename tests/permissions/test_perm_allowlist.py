@@ -169,6 +169,8 @@ OUTSIDE_READ_VARIANTS = [
     "cat [l]eak/.env",
     "cat */.env",
     "cat < ~+/../other/.env",
+    "cat < l*/.env",
+    "x=$(< le?k/.env); echo ok",
     "cat -- ~+/../other/.env",
 ]
 
