@@ -166,17 +166,25 @@ permission rules (--allow / --deny RULE):
   'git'. A deny matching any command denies; an allow must match every one; a command
   with an unknown argument ($X, $(..)) is never allowed by a pattern; one the parser
   cannot see ($X as the name, eval "$x", a pipe into sh, unparseable) asks.
+  Variables a line gives its programs (X=1 cmd, env X=1, export X, env -i) keep it
+  allowable only when on the allow-list LANG LANGUAGE LC_* TZ NO_COLOR FORCE_COLOR
+  CLICOLOR CLICOLOR_FORCE COLORTERM TERM COLUMNS LINES CI (formatting only); any other
+  (GIT_*, LD_PRELOAD, PATH, HOME, PAGER...) makes the line's commands unmatchable by
+  allow patterns, and asks while a deny rule names commands.
   Files a command line writes (>, >>, &>, tee F, dd of=F) are checked as 'write' of
-  them, and paths outside the workspace it names ('cat /etc/shadow') as 'read'.
+  them, and paths outside the workspace it may name as 'read': 'cat /etc/shadow',
+  ~+/.., ~-, ~user, '-- -/../x', -f../x, --opt=../x, brace and glob expansions.
   File patterns match workspace-relative paths: * and ? stay in one directory, **
   spans directories ('secrets/**'); paths outside the workspace need an absolute
   pattern ('read:/etc/**').
   Order, for each command, write and outside path of a call (the strictest wins):
-  your deny rules and 'always deny' answers; a hidden command asks; writes to
-  .git/hooks/** and .git/config ask; repeated identical calls ask; 'always allow'
-  answers; your rules (last match wins); outside paths ask; the agent preset (build:
-  all allowed; plan: reads + safe commands, other commands ask, no writes; explore:
-  reads only); otherwise ask.
+  your deny rules and 'always deny' answers; a variable off the allow-list asks
+  while a deny rule names commands; a hidden command asks; writes to .git/hooks/**,
+  .git/config and .git (git config, cp/mv/ln into them...) ask; repeated identical
+  calls ask; 'always allow' answers; your rules (last match wins); outside paths ask;
+  the agent preset (build: all allowed; plan: reads + safe commands, git's read-only
+  subcommands with listed options, other commands ask, no writes; explore: reads
+  only); otherwise ask.
   run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
 """
 

@@ -9,6 +9,10 @@ the strictest outcome wins: deny over ask over allow. A command the parser canno
 matching deny rule and otherwise asks, whatever the allow rules say.
 
 1. a user ``deny`` rule, or an earlier "always deny" answer, that matches: **deny**;
+1a. a shell command given a variable off the allow-list (``X=1 cmd``, ``export X``, ``env -i``;
+   ``shell_parse.FORMATTING_VARIABLES``) while a deny rule names commands: **ask** (the variable
+   may make it run what the rule names: ``GIT_CONFIG_*``, ``LD_PRELOAD``, ``PATH``); without
+   such a rule it is only kept from pattern allows;
 1b. a shell command the parser cannot see through (``part.hidden``): **ask** (a preset deny
    still denies);
 1c. a write to ``.git/hooks/**`` or ``.git/config`` (``permissions.protected``): **ask**, whatever
@@ -209,6 +213,20 @@ class Policy:
                 "ask",
                 HIDDEN_RULE,
                 f"cannot tell which file {text!r} is: a deny rule names paths",
+            )
+        if (
+            part.environment is not None
+            and kind == "command"
+            and any(
+                r.action == "deny" and r.pattern is not None and r.covers_tool(tool)
+                for r in (*self.user_rules, *answers)
+            )
+        ):
+            return (
+                "ask",
+                HIDDEN_RULE,
+                f"{part.environment} set by the line can make {text!r} run another program:"
+                " a deny rule names commands",
             )
         if part.hidden is not None:
             # Nothing but a deny can decide a command whose identity is unknown.

@@ -11,9 +11,11 @@ Rule syntax (CLI ``--allow RULE`` / ``--deny RULE``): ``TOOL`` or ``TOOL:PATTERN
   removed, ``/bin/rm`` read as ``rm``): ``*`` matches any characters (``/`` included), ``?`` one
   character, and a trailing `` *`` also matches the bare command (``git *`` covers ``git``).
   Every command must be allowed for the call to be allowed, and one denied command denies it.
-  A command with an argument whose value is unknown (``$X``, ``$(..)``), or in a line that
-  writes a file, is never allowed by a pattern (only by a pattern-less rule or by asking); a
-  command the parser cannot see (``$X`` as the name, ``eval "$x"``, unparseable input) asks.
+  A command with an argument whose value is unknown (``$X``, ``$(..)``), in a line that
+  writes a file, or in a line that gives programs a variable off the allow-list
+  (``shell_parse.FORMATTING_VARIABLES``: ``X=1 cmd``, ``env X=1``, ``export X``), is never
+  allowed by a pattern (only by a pattern-less rule or by asking); a command the parser cannot
+  see (``$X`` as the name, ``eval "$x"``, unparseable input) asks.
 - For the file tools the pattern matches the path, relative to the workspace with ``/``
   separators (absolute for paths outside it): ``*`` and ``?`` stay within one path segment, ``**``
   spans segments, ``dir/**`` covers ``dir`` and everything below it.
@@ -142,6 +144,9 @@ class CommandPart:
     opaque: bool
     # Why the command this part runs cannot be known (the policy asks), or None.
     hidden: str | None = None
+    # Variables off the allow-list that the line gives its programs (``GIT_DIR, PATH``), or
+    # None: any of its commands may then run something its words do not say.
+    environment: str | None = None
 
 
 def split_command(command: str) -> list[CommandPart]:
@@ -149,11 +154,13 @@ def split_command(command: str) -> list[CommandPart]:
     against the rules."""
     line = parse_shell(command)
     writes = any(use.mode == "write" for use in line.paths)
+    environment = ", ".join(line.environment) if line.environment else None
+    tainted = writes or environment is not None
     parts = [
-        CommandPart(c.text, c.opaque or writes or c.hidden is not None, c.hidden)
+        CommandPart(c.text, c.opaque or tainted or c.hidden is not None, c.hidden, environment)
         for c in line.commands
     ]
-    return parts or [CommandPart(command.strip(), writes)]
+    return parts or [CommandPart(command.strip(), tainted, None, environment)]
 
 
 def suggest_pattern(kind: str, text: str) -> str:

@@ -37,8 +37,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import bracex
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
+
+from coder_es.permissions.git_options import unlisted_option
 
 _Handler = Callable[[str, list["_Word"], "_Collector", int, "str | None"], None]
 
@@ -64,10 +67,51 @@ _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _UNESCAPE_DQ = re.compile(r'\\([$`"\\])')
 _PATTERN_CHARS = re.compile(r"[*?\[\]{}]")
 _WHITE = re.compile(r"\s")
+_QUOTED_NODES = frozenset({"string", "raw_string", "ansi_c_string", "translated_string"})
+_BRACE_SPECIAL = re.compile(r"[\\{},]")
+_BRACE_LIMIT = 256  # words one brace expansion may make before it counts as unknown paths
 _ARITHMETIC_NODES = frozenset({"arithmetic_expansion", "subscript", "c_style_for_statement"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&"})
 _READ_OPS = frozenset({"<", "<&"})
+
+# Variables a command may be given and stay allowable: they change how a program formats what it
+# prints, never what it runs, loads, reads or where it connects. An allow-list (issue 29): any
+# other variable a line puts in a program's environment (``X=1 cmd``, ``env X=1``, ``export X``,
+# ``declare -x``, ``env -i``/``-u``) can make an allowed command run something else
+# (``GIT_CONFIG_*``, ``LD_PRELOAD``, ``PATH``, ``HOME``, ``PAGER``, ``GIT_EXTERNAL_DIFF``...).
+FORMATTING_VARIABLES = frozenset(
+    {
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "COLORTERM",
+        "TERM",
+        "COLUMNS",
+        "LINES",
+        "CI",
+    }
+)
+_LOCALE_VARIABLE = re.compile(r"LC_[A-Z]+\Z")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ASSIGNMENT_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^]]*\])?\+?=")
+# ``${X:=v}`` / ``${X=v}`` assign X; ``((X=1))``, ``X+=1``, ``X++`` in arithmetic do too.
+_EXPANSION_ASSIGNS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^]]*\])?:?=")
+_ARITHMETIC_ASSIGNS = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^]]*\])?\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+    r"|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
+)
+# shopt options that change no word a line expands to (globstar, extglob, dotglob do).
+_SAFE_SHOPT = frozenset({"nullglob", "failglob", "nocaseglob", "nocasematch", "lastpipe"})
+
+
+def formatting_variable(name: str) -> bool:
+    """Whether ``name`` is on the allow-list of variables that only change formatting."""
+    return name in FORMATTING_VARIABLES or _LOCALE_VARIABLE.match(name) is not None
 
 
 @dataclass(frozen=True)
@@ -91,18 +135,34 @@ class PathUse:
     mode: str  # "read" | "write"
     # False: the path is an expansion (``> $OUT``), ``path`` is its source text.
     known: bool = True
+    # The shell expands it as a glob (unquoted ``*``, ``?``, ``[``): it names whatever matches.
+    glob: bool = False
+    # The parser cannot tell which path the shell makes of it (a brace expansion too large to
+    # list): the caller treats it as a path outside the workspace.
+    unsure: bool = False
+    # False: an argument of a command not known to only read its operands (``cp``, ``ln``,
+    # ``sed``, ``cd``): it may write or change that path (the caller asks for protected ones).
+    reader: bool = True
 
 
 @dataclass(frozen=True)
 class ShellLine:
     commands: tuple[SimpleCommand, ...]
     paths: tuple[PathUse, ...]
+    # Variables the line gives its programs that are not on the allow-list (``GIT_DIR``,
+    # ``env -i``...): any command of the line may then run something its words do not say.
+    environment: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class _Word:
     value: str | None  # None: not a literal
     source: str
+    # The words an unquoted brace expansion makes of it (None: no brace expansion, or too many
+    # to list), and whether an unquoted glob character is in it.
+    braces: tuple[str, ...] | None = None
+    glob: bool = False
+    unsure: bool = False
 
     @property
     def shown(self) -> str:
@@ -117,13 +177,35 @@ class _Collector:
     # evaluates ``a[$(cmd)]`` in a variable's value when it does arithmetic with it.
     latent_code: bool = False
     arithmetic: bool = False
+    # Variables put in programs' environments (not on the allow-list), and variables the shell
+    # sets for itself: those reach a program only if exported (``set -a``) or inherited.
+    environment: list[str] = field(default_factory=list)
+    shell_variables: list[str] = field(default_factory=list)
+    allexport: bool = False
+
+    def exported(self, name: str, shown: str | None = None) -> None:
+        if not formatting_variable(name):
+            self.environment.append(shown or name)
+
+    def shell_variable(self, name: str) -> None:
+        if not formatting_variable(name):
+            self.shell_variables.append(name)
 
     def hide(self, source: str, why: str) -> None:
         self.commands.append(SimpleCommand((source,), True, why))
 
-    def use(self, path: str, mode: str, *, known: bool = True) -> None:
+    def use(
+        self,
+        path: str,
+        mode: str,
+        *,
+        known: bool = True,
+        glob: bool = False,
+        unsure: bool = False,
+        reader: bool = True,
+    ) -> None:
         if path and path not in DEVICE_PATHS and not path.startswith("/dev/fd/"):
-            self.paths.append(PathUse(path, mode, known))
+            self.paths.append(PathUse(path, mode, known, glob, unsure, reader))
 
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
@@ -136,7 +218,17 @@ def parse_shell(line: str) -> ShellLine:
     _parse_into(line, out, 0)
     if out.latent_code and out.arithmetic:
         out.hide(line.strip(), "arithmetic on a value holding a command substitution runs it")
-    return ShellLine(tuple(out.commands), tuple(dict.fromkeys(out.paths)))
+    environment = list(out.environment)
+    for name in out.shell_variables:
+        # A shell variable reaches a program when it is exported: by ``set -a``, or because it
+        # came in the environment already. Utilities read upper-case names only (POSIX XBD
+        # 8.1 leaves names with a lower-case letter to applications), so a lower-case one,
+        # ``for f in``, ``read -r line``, is taken as not inherited.
+        if out.allexport or not any(c.islower() for c in name):
+            environment.append(name)
+    return ShellLine(
+        tuple(out.commands), tuple(dict.fromkeys(out.paths)), tuple(dict.fromkeys(environment))
+    )
 
 
 def _parse_into(script: str, out: _Collector, depth: int) -> None:
@@ -216,6 +308,16 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         out.commands.append(
             SimpleCommand((keyword, *(w.shown for w in words)), any(w.value is None for w in words))
         )
+        _declaration(node, keyword, words, out)
+    if kind == "unset_command":
+        _unset("unset", [_word(c) for c in node.named_children], out, depth, None)
+    if kind == "for_statement":
+        variable = node.child_by_field_name("variable")
+        if variable is not None:
+            out.shell_variable(_text(variable))
+    if kind == "expansion":
+        for m in _EXPANSION_ASSIGNS.finditer(_text(node)):
+            out.shell_variable(m.group(1))
     if kind in _LITERAL_NODES:
         text = _text(node)
         if kind == "word" and "\n" in text:
@@ -228,6 +330,7 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
         or (kind == "test_operator" and _text(node) in _ARITHMETIC_TESTS)
     ):
         out.arithmetic = True
+        _arithmetic_assignments(_text(node), out)
     if kind == "expansion" and _text(node).endswith("@P}"):
         out.hide(_text(node), "${..@P} runs the command substitutions in a variable's value")
     if kind == "variable_assignment":
@@ -238,8 +341,61 @@ def _walk(node: Node, out: _Collector, depth: int, stdin: str | None) -> None:
 
 def _assignment(node: Node, out: _Collector) -> None:
     name = node.child_by_field_name("name")
-    if name is not None and _text(name) in ("BASH_ENV", "ENV"):
-        out.hide(_text(node), f"{_text(name)} makes the shell run the commands of a file")
+    if name is None:
+        return
+    if name.type == "subscript":  # a[1]=x assigns a
+        name = name.child_by_field_name("name") or name
+    variable = _text(name)
+    if variable in ("BASH_ENV", "ENV"):
+        out.hide(_text(node), f"{variable} makes the shell run the commands of a file")
+    parent = node.parent.type if node.parent is not None else ""
+    if parent == "command":
+        out.exported(variable)  # X=1 cmd: in cmd's environment
+    elif parent != "declaration_command":  # declarations are read by _declaration
+        out.shell_variable(variable)
+
+
+def _declaration(node: Node, keyword: str, words: list[_Word], out: _Collector) -> None:
+    """``export``/``declare``/``typeset``/``local``/``readonly``: which variables they set, and
+    whether for the environment (``export``, ``-x``, ``+x``)."""
+    names = [
+        _text(c.child_by_field_name("name") or c)
+        for c in node.named_children
+        if c.type == "variable_assignment"
+    ]
+    _declares(keyword, words, names, out)
+
+
+def _declares(keyword: str, words: list[_Word], names: list[str], out: _Collector) -> None:
+    flags = "".join((w.value or "x")[1:] for w in words if (w.value or "-")[:1] in "-+")
+    if "n" in flags and keyword != "export":
+        # A name reference makes any later assignment write the variable it names.
+        out.environment.append(f"{keyword} -n")
+        return
+    exported = keyword == "export" or "x" in flags
+    for w in words:
+        if w.value is None:
+            names.append(w.source)  # ``export "$X"=1``: which variable is unknown
+        elif w.value[:1] not in "-+":
+            names.append(w.value.split("=", 1)[0])  # ``export 'X=1'`` as well as ``export X``
+    for name in names:
+        name = name.split("[", 1)[0]
+        if exported:
+            out.exported(name)
+        else:
+            out.shell_variable(name)
+
+
+def _declare_builtin(
+    name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+) -> None:
+    """``builtin export X=1``, ``command declare -x X``: the grammar sees a plain command."""
+    _declares(name, list(args), [], out)
+
+
+def _arithmetic_assignments(text: str, out: _Collector) -> None:
+    for m in _ARITHMETIC_ASSIGNS.finditer(text):
+        out.shell_variable(m.group(1) or m.group(2))
 
 
 def _redirect(node: Node, out: _Collector, depth: int) -> None:
@@ -257,10 +413,11 @@ def _redirect(node: Node, out: _Collector, depth: int) -> None:
     if target.value is None:
         out.use(target.source, "write" if op in _WRITE_OPS or op == "<>" else "read", known=False)
         return
+    # bash expands a glob in a redirection when it matches one file.
     if op in _WRITE_OPS or op == "<>":
-        out.use(target.value, "write")
+        out.use(target.value, "write", glob=target.glob)
     if op in _READ_OPS or op == "<>":
-        out.use(target.value, "read")
+        out.use(target.value, "read", glob=target.glob)
 
 
 def _stdin_literal(node: Node) -> str | None:
@@ -298,7 +455,26 @@ def _command(node: Node, out: _Collector, depth: int, stdin: str | None) -> None
 
 
 def _word(node: Node) -> _Word:
-    return _Word(_literal(node), _text(node))
+    value = _literal(node)
+    source = _text(node)
+    if value is None or not _PATTERN_CHARS.search(source):
+        return _Word(value, source)
+    # Only what is unquoted expands: ``'*'`` and ``"{a,b}"`` are literal.
+    pieces = node.named_children if node.type == "concatenation" else [node]
+    unquoted = "".join(_text(p) for p in pieces if p.type not in _QUOTED_NODES)
+    glob = re.search(r"[*?\[]", unquoted) is not None
+    if "{" not in unquoted:
+        return _Word(value, source, None, glob)
+    # bracex expands braces as bash does; quoted pieces are escaped so they stay literal.
+    spelled = "".join(
+        _BRACE_SPECIAL.sub(r"\\\g<0>", _literal(p) or "") if p.type in _QUOTED_NODES else _text(p)
+        for p in pieces
+    )
+    try:
+        braces = tuple(bracex.expand(spelled, limit=_BRACE_LIMIT))
+    except bracex.ExpansionLimitException:
+        return _Word(value, source, None, glob, unsure=True)
+    return _Word(value, source, braces, glob)
 
 
 def _literal(node: Node) -> str | None:
@@ -399,18 +575,47 @@ def _expand(words: list[_Word], out: _Collector, depth: int, stdin: str | None) 
         # the system's own directories (``./ls`` may be anything).
         directory, name = name.rsplit("/", 1)
         opaque = opaque or directory not in SYSTEM_BIN_DIRS
+    if name == "git" and not opaque:
+        # A read-only git command with an option off its allow-list (``--output``,
+        # ``--ext-diff``) may write or run something: no pattern allows it.
+        _, sub, rest = _git_command(args)
+        opaque = sub is not None and unlisted_option(sub, (w.value or "" for w in rest)) is not None
     out.commands.append(SimpleCommand((name, *(w.shown for w in args)), opaque))
+    reader = _only_reads(name, args)
     for arg in args:
-        value = arg.value
-        if value is None:
+        if arg.value is None:
             continue
-        if "=" in value and not value.startswith(("/", "~", ".")):
-            value = value.split("=", 1)[1]  # --file=PATH, if=PATH
-        if not value.startswith("-"):
-            out.use(value, "read")
+        if arg.unsure:
+            out.use(arg.value, "read", unsure=True, reader=reader)
+            continue
+        for value in arg.braces or (arg.value,):
+            for path in path_candidates(value):
+                out.use(path, "read", glob=arg.glob, reader=reader)
     handler = _WRAPPERS.get(name)
     if handler is not None:
         handler(name, args, out, depth, stdin)
+
+
+def path_candidates(word: str) -> list[str]:
+    """Every path a program may open for ``word``, whatever its options mean: the word itself
+    (after ``--`` anything is a file, ``-/../x`` too), what follows each ``=`` (``--file=PATH``,
+    ``if=PATH``, ``-c key=PATH``), each ``:``-separated part after the first ``=`` (``a=b:~/x``:
+    bash expands the tilde there), and for a short option cluster each tail after its letters
+    (``-f../x``: ``grep -f`` reads ``../x``; option letters are taken to be letters or digits)."""
+    found = [word]
+    if "=" in word:
+        value = word.split("=", 1)[1]
+        found += value.split(":")
+        found += (word[i + 1 :] for i, c in enumerate(word) if c == "=")
+    if word[:1] == "-" and word[1:2] not in ("-", ""):
+        for i in range(2, len(word)):
+            if not word[i - 1].isalnum():
+                break
+            found.append(word[i:])
+    # A lone ``/`` glued to an option or after ``=`` is a delimiter (``cut -d/``, ``awk -F/``,
+    # ``--sep=/``), not the root directory; as a word of its own (``ls /``) it is a path.
+    parts = (p for p in found[1:] if p and p not in ("/", word))
+    return [*([word] if word else []), *dict.fromkeys(parts)]
 
 
 def _rest_after_options(
@@ -437,7 +642,12 @@ def _run_rest(
 ) -> None:
     if rest is None:
         out.hide(wrapper, f"{wrapper}'s arguments are not literals")
-    elif rest:
+        return
+    # ``sudo X=1 cmd``, ``env X=1 cmd``: assignments before the command go to its environment.
+    while rest and rest[0].value is not None and _ASSIGNMENT_WORD.match(rest[0].value):
+        out.exported(rest[0].value.split("=", 1)[0].split("[", 1)[0])
+        rest = rest[1:]
+    if rest:
         _expand(rest, out, depth + 1, stdin)
 
 
@@ -466,18 +676,41 @@ def _env(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
                 script = args[i + 1].value or ""
             _parse_into(script, out, depth + 1)
             return
-        if value in ("-u", "--unset", "-C", "--chdir"):
+        if value in ("-u", "--unset"):
+            unset = args[i + 1].value if i + 1 < len(args) else None
+            out.exported(unset or "", f"env -u {unset}")
+            i += 2
+            continue
+        if value.startswith(("--unset=", "-u")):
+            unset = value.split("=", 1)[1] if value.startswith("--") else value[2:]
+            out.exported(unset, f"env -u {unset}")
+            i += 1
+            continue
+        if value in ("-C", "--chdir"):
             i += 2
             continue
         if value.startswith("BASH_ENV=") or value.startswith("ENV="):
             out.hide(value, "BASH_ENV makes the shell run the commands of a file")
+        if value in ("-", "-i", "--ignore-environment") or (
+            value[:1] == "-" and value[1:2] != "-" and "i" in value
+        ):
+            # The environment the sandbox gives every command is dropped.
+            out.environment.append("env -i")
         if value == "--":
             i += 1
             break
-        if value.startswith("-") or ("=" in value and not value.startswith("=")):
+        if value.startswith("-"):
+            i += 1
+            continue
+        if "=" in value and not value.startswith("="):
+            out.exported(value.split("=", 1)[0])
             i += 1
             continue
         break
+    # env reads NAME=VALUE words after ``--`` too.
+    while i < len(args) and "=" in (args[i].value or "=")[1:]:
+        out.exported((args[i].value or "").split("=", 1)[0])
+        i += 1
     _run_rest(args[i:], out, depth, stdin, name)
 
 
@@ -499,6 +732,10 @@ def _xargs(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str
     rest = _rest_after_options(args, with_value)
     if rest == []:
         rest = [_Word("echo", "echo")]
+    if rest is not None:
+        # xargs adds words read from its input: their values are unknown (``xargs env`` runs
+        # whatever command the input names).
+        rest = [*rest, _Word(None, "{xargs input}")]
     _run_rest(rest, out, depth, None, name)
 
 
@@ -594,16 +831,126 @@ def _watch(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str
         _parse_into(" ".join(w.value or "" for w in rest), out, depth + 1)
 
 
+# Commands that only read the files their arguments name (an allow-list): any other command's
+# arguments may be paths it writes, links, moves or changes (``cp``, ``ln``, ``sed -i``, ``cd``).
+READERS = frozenset(
+    {
+        *("cat", "head", "tail", "less", "more", "wc", "file", "stat", "ls", "tree", "du"),
+        *("grep", "egrep", "fgrep", "rg", "diff", "cmp", "od", "xxd", "hexdump", "strings"),
+        *("md5sum", "sha1sum", "sha256sum", "sha512sum", "b2sum", "cksum", "nl", "echo"),
+        *("test", "[", "[[", "realpath", "readlink", "basename", "dirname", "which", "pwd"),
+        *("printf", "true", "false", ":", "type"),
+    }
+)
+# git subcommands that only read (with ``--output`` they write a file).
+GIT_READERS = frozenset(
+    {
+        *("status", "diff", "log", "show", "blame", "ls-files", "ls-tree", "rev-parse"),
+        *("cat-file", "describe", "shortlog", "rev-list", "whatchanged", "annotate"),
+    }
+)
+_GIT_GLOBAL_WITH_VALUE = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+)
+# ``git config`` actions that only read (git refuses two actions in one call).
+_GIT_CONFIG_READS = frozenset(
+    {
+        *("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color"),
+        *("--get-colorbool", "-l", "--list"),
+    }
+)
+
+
+def _git_command(args: list[_Word]) -> tuple[list[_Word], str | None, list[_Word]]:
+    """git's global options, its subcommand (None: not a literal, or none) and the rest."""
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            return args[:i], None, args[i:]
+        if not value.startswith("-"):
+            return args[:i], value, args[i + 1 :]
+        i += 2 if value in _GIT_GLOBAL_WITH_VALUE else 1
+    return args, None, []
+
+
+def _only_reads(name: str, args: list[_Word]) -> bool:
+    if name == "git":
+        _, sub, rest = _git_command(args)
+        return sub in GIT_READERS and not any(
+            (w.value or "-").startswith(("--output", "-o")) for w in rest
+        )
+    return name in READERS
+
+
 def _git(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
-    for i, w in enumerate(args):
-        if w.value is None or not w.value.startswith("-"):
+    options, sub, rest = _git_command(args)
+    for i, w in enumerate(options):
+        if w.value is None:
             return
         if w.value in ("-c", "--config-env"):
-            key = args[i + 1].value if i + 1 < len(args) else None
+            key = options[i + 1].value if i + 1 < len(options) else None
             if key is None or not SAFE_GIT_CONFIG.match(key):
                 out.hide(f"git {w.value} {key}", "this git setting can make git run a program")
         elif w.value.startswith(("--exec-path=", "--config-env=")):
             out.hide(f"git {w.value}", "this git option can make git run a program")
+    if sub is None:
+        return
+    values = [w.value for w in rest]
+    if any(v is None for v in values):
+        # Which action an unknown word asks git for cannot be told: count it as a write.
+        if sub in ("config", "remote", "submodule", "init", "clone", "lfs", "maintenance"):
+            out.use(".git/config", "write")
+        return
+    words = [v or "" for v in values]
+    for target in _git_config_writes(sub, words):
+        out.use(target, "write")
+    if sub == "submodule" and words[:1] == ["foreach"]:
+        # ``git submodule foreach CMD`` runs CMD with the shell.
+        script = [w for w in words[1:] if not w.startswith("-")]
+        _parse_into(" ".join(script), out, depth + 1)
+
+
+def _git_config_writes(sub: str, words: list[str]) -> list[str]:
+    """The git configuration (or hooks) files a git command writes: ``.git/config`` stands for
+    the repository's, whichever file it is (the caller asks before writing it)."""
+    positional = [w for w in words if not w.startswith("-")]
+    options = [w.split("=", 1)[0] for w in words if w.startswith("-")]
+    first = positional[0] if positional else None
+    if sub == "config":
+        if first in ("get", "list") or any(o in _GIT_CONFIG_READS for o in options):
+            return []
+        targets = [".git/config"]
+        for i, w in enumerate(words):
+            if w in ("-f", "--file") and i + 1 < len(words):
+                targets.append(words[i + 1])
+            elif w.startswith("--file="):
+                targets.append(w.split("=", 1)[1])
+            elif w == "--global":
+                targets.append("~/.gitconfig")
+            elif w == "--system":
+                targets.append("/etc/gitconfig")
+            elif w == "--worktree":
+                targets.append(".git/config.worktree")
+        return targets
+    if sub == "remote":
+        return [".git/config"] if first not in (None, "show", "get-url") else []
+    if sub == "submodule":
+        return [".git/config"] if first not in (None, "status", "summary", "foreach") else []
+    upstream = ("-u", "--set-upstream", "--set-upstream-to", "--unset-upstream")
+    if sub in ("branch", "checkout", "switch", "push") and any(
+        o in (*upstream, "--edit-description", "-t", "--track") for o in options
+    ):
+        return [".git/config"]
+    if sub in ("init", "clone") and any(
+        o in ("--template", "-c", "--config", "--separate-git-dir") for o in options
+    ):
+        return [".git/config", ".git/hooks"]
+    if sub == "lfs" and first in ("install", "update"):
+        return [".git/hooks"]
+    if sub == "maintenance" and first not in (None, "run"):
+        return ["~/.gitconfig"]
+    return []
 
 
 def _has_flag(args: list[_Word], letter: str) -> bool:
@@ -623,6 +970,8 @@ def _enable(name: str, args: list[_Word], out: _Collector, depth: int, stdin: st
 
 def _let(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
     out.arithmetic = True
+    for w in args:
+        _arithmetic_assignments(w.shown, out)
 
 
 def _dd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
@@ -637,6 +986,83 @@ def _tee(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str |
             out.use(w.source, "write", known=False)
         elif not w.value.startswith("-"):
             out.use(w.value, "write")
+
+
+def _cd(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    """``cd`` alone goes home, ``cd -`` to $OLDPWD, ``popd``/``pushd +N`` along the directory
+    stack: later relative paths are then relative to a directory the line does not name."""
+    operands = [w for w in args if w.value is None or not w.value.startswith("-") or w.value == "-"]
+    if name == "popd" or not operands:
+        out.use("~" if name == "cd" else "~-", "read")
+    elif operands[0].value == "-" or (operands[0].value or "")[:1] == "+":
+        out.use("~-", "read")
+
+
+def _set(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    for i, w in enumerate(args):
+        value = w.value
+        if value is None:
+            out.environment.append("set ...")
+            return
+        option = args[i + 1].value if value == "-o" and i + 1 < len(args) else None
+        short = value[1:] if value[:1] == "-" and value[1:2] not in ("-", "o") else ""
+        if "a" in short or option == "allexport":
+            out.allexport = True  # every assignment after it is exported
+        if "k" in short or option == "keyword":
+            # Assignments anywhere in a command's words go to its environment.
+            out.environment.append("set -k")
+
+
+def _reads_variables(
+    options_with_value: frozenset[str], default: str, named_by: str | None = None
+) -> _Handler:
+    """``read``, ``mapfile``, ``printf -v``, ``getopts``: the variables they set."""
+
+    def handle(
+        name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None
+    ) -> None:
+        names: list[str] = []
+        i = 0
+        while i < len(args):
+            value = args[i].value
+            if value is None:
+                out.shell_variable(args[i].source)
+            elif value in options_with_value or (named_by and value == named_by):
+                if value == named_by or value == "-a":
+                    target = args[i + 1].value if i + 1 < len(args) else None
+                    names.append(target or "?")
+                i += 1
+            elif not value.startswith("-") and _NAME.match(value) and named_by is None:
+                names.append(value)
+            elif value.startswith("-") and _NAME.match(value[2:]):
+                names.append(value[2:])  # a glued value (``-vNAME``, ``-aNAME``), to be safe
+            i += 1
+        if named_by is None and not names:
+            names.append(default)
+        for variable in names:
+            out.shell_variable(variable)
+
+    return handle
+
+
+def _unset(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if any(w.value == "-f" for w in args):
+        return  # functions, not variables
+    for w in args:
+        if w.value is None or not w.value.startswith("-"):
+            out.shell_variable(w.value or w.source)
+
+
+def _shopt(name: str, args: list[_Word], out: _Collector, depth: int, stdin: str | None) -> None:
+    if not any(w.value in ("-s", "-u") or w.value is None for w in args):
+        return  # only prints settings
+    unsafe = [
+        w.shown
+        for w in args
+        if w.value is None or (not w.value.startswith("-") and w.value not in _SAFE_SHOPT)
+    ]
+    if unsafe:
+        out.hide(f"shopt {' '.join(unsafe)}", "this shopt option changes what words expand to")
 
 
 _WRAPPERS: dict[str, _Handler] = {
@@ -673,6 +1099,18 @@ _WRAPPERS: dict[str, _Handler] = {
     "hash": _hash,
     "enable": _enable,
     "let": _let,
+    "set": _set,
+    **dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), _declare_builtin),
+    "cd": _cd,
+    "pushd": _cd,
+    "popd": _cd,
+    "unset": _unset,
+    "shopt": _shopt,
+    "read": _reads_variables(frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"}), "REPLY"),
+    "mapfile": _reads_variables(frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), "MAPFILE"),
+    "readarray": _reads_variables(frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), "MAPFILE"),
+    "printf": _reads_variables(frozenset(), "", named_by="-v"),
+    "getopts": _reads_variables(frozenset(), "OPTARG"),
     "tee": _tee,
     **dict.fromkeys(SHELLS, _shell),
 }

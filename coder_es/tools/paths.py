@@ -7,9 +7,11 @@ followed), so a rule on ``src/**`` cannot be dodged with ``src/../secrets`` or a
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
+from coder_es.permissions.protected import changes_protected
 from coder_es.permissions.shell_parse import parse_shell
 from coder_es.tools.base import Subject
 from coder_es.tools.schema import ToolInputError
@@ -28,9 +30,11 @@ def path_subject(path: str, root: Path) -> Subject:
     real = os.path.realpath(path if os.path.isabs(path) else os.path.join(real_root, path))
     if real == real_root:
         return Subject("path", ".", False)
-    if real.startswith(real_root.rstrip("/") + "/"):
-        return Subject("path", Path(os.path.relpath(real, real_root)).as_posix(), False)
-    return Subject("path", Path(real).as_posix(), True)
+    prefix = real_root.rstrip("/") + "/"
+    if real.startswith(prefix):
+        # realpath's result is normal: the part below the root is the relative path.
+        return Subject("path", real[len(prefix) :], False)
+    return Subject("path", real, True)
 
 
 def dir_subject(path: str | None, root: Path) -> Subject:
@@ -40,21 +44,110 @@ def dir_subject(path: str | None, root: Path) -> Subject:
 
 def command_subject(command: str, root: Path) -> Subject:
     """A shell command line's subject: the line, plus the files it writes (``write`` subjects)
-    and the paths outside the workspace it names (``read`` subjects, like ``read`` of them)."""
+    and the paths outside the workspace it names (``read`` subjects, like ``read`` of them).
+
+    A path the shell may turn into one outside the workspace that cannot be pinned down
+    (``~-``, ``~user``, a brace expansion too large to list, a glob with too many matches) is a
+    ``read`` outside: under the read-only presets it asks."""
     text = command.strip()
     related: dict[tuple[str, Subject], None] = {}
+    exists: dict[str, bool] = {}
     for use in parse_shell(text).paths:
         if not use.known:
             if use.mode == "write":
                 related[("write", Subject("path", use.path, opaque=True))] = None
             continue
-        path = os.path.expanduser(use.path) if use.path.startswith("~") else use.path
+        for subject in _subjects(use.path, use.glob, use.unsure, root, exists):
+            if use.mode == "write":
+                related[("write", subject)] = None
+            elif subject.outside:
+                related[("read", subject)] = None
+            elif not use.reader and changes_protected(subject.text):
+                # ``cp x .git/hooks/pre-commit``, ``cd .git``: a write there always asks.
+                related[("write", subject)] = None
+    return Subject("command", text, related=tuple(related))
+
+
+_GLOB_LIMIT = 256  # paths a glob may match before it counts as an unknown path
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _subjects(
+    path: str, glob: bool, unsure: bool, root: Path, exists: dict[str, bool]
+) -> list[Subject]:
+    """The subjects of one path a line names: tilde expanded as bash does, a glob as every
+    path it could match. ``exists``: which top-level names of the workspace exist, as found."""
+    if unsure:
+        return [Subject("path", path, True)]
+    if path.startswith("~"):
+        user, slash, rest = path[1:].partition("/")
+        if user == "":
+            path = os.path.expanduser("~") + slash + rest
+        elif user == "+":  # $PWD: the line starts in the workspace
+            path = os.path.join(_real_root(str(root)), rest)
+        else:
+            # ``~-`` ($OLDPWD), ``~+1``/``~-1``/``~1`` (the directory stack), ``~user``: not
+            # the workspace's to know.
+            return [Subject("path", path, True)]
+    paths = [path]
+    if glob and _GLOB.search(path):
+        matches = _glob_superset(path, _real_root(str(root)))
+        if matches is None:
+            return [Subject("path", path, True)]
+        paths += matches
+    real_root = _real_root(str(root))
+    subjects = []
+    for candidate in paths:
+        if (
+            candidate
+            and not candidate.startswith("/")
+            and _stays_below(candidate, real_root, exists)
+        ):
+            subjects.append(Subject("path", os.path.normpath(candidate), False))
+            continue
         try:
-            subject = path_subject(path, root)
+            subjects.append(path_subject(candidate, root))
         except ToolInputError:
             continue
-        if use.mode == "write":
-            related[("write", subject)] = None
-        elif subject.outside:
-            related[("read", subject)] = None
-    return Subject("command", text, related=tuple(related))
+    return subjects
+
+
+def _stays_below(path: str, real_root: str, exists: dict[str, bool]) -> bool:
+    """A cheap proof that a relative path is inside the workspace: no ``..`` and a first
+    component that does not exist (so no link on the way); otherwise resolve it."""
+    parts = path.split("/")
+    if ".." in parts or "\0" in path:
+        return False
+    first = next((p for p in parts if p not in ("", ".")), None)
+    if first is None:
+        return True
+    found = exists.get(first)
+    if found is None:
+        found = exists[first] = os.path.lexists(os.path.join(real_root, first))
+    return not found
+
+
+def _glob_superset(pattern: str, base: str) -> list[str] | None:
+    """Every existing path ``pattern`` could match, whatever the shell's glob options: a
+    component with a glob character stands for every entry of its directory (and ``.`` and
+    ``..`` when it starts with a dot, as bash before 5.2 matched them). None: too many."""
+    current = ["/"] if pattern.startswith("/") else [base]
+    for part in pattern.split("/"):
+        if not part:
+            continue
+        if not _GLOB.search(part):
+            current = [os.path.join(d, part) for d in current]
+            continue
+        found: list[str] = []
+        for directory in current:
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            if part.startswith("."):
+                names += [".", ".."]
+            found += (os.path.join(directory, n) for n in names)
+            if len(found) > _GLOB_LIMIT:
+                return None
+        current = found
+    return current
