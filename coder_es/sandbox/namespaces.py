@@ -5,11 +5,17 @@ runs as PID 1 in the new PID namespace and sets the mounts up before starting th
 
 - a fresh ``/proc`` (mounted by ``unshare --mount-proc``: the command sees only its own
   processes, and no ``/proc/<pid>/cwd`` of a process outside leads to the real workspace);
+- an allow-list of writable places, in every mode: every mount is remounted read-only except
+  the workspace's overlay (write mode) and the writable places named by the configuration (each
+  bound onto itself first, so that it is a mount of its own the remount skips); ``/tmp`` and
+  ``/dev/shm`` are private tmpfs. A write anywhere else fails in the kernel whatever the command
+  line looks like (``EROFS``), so nothing outside the workspace needs recording or rewinding;
 - write mode: an overlay mounted over the workspace path itself (lower = the workspace, upper =
-  a directory of this transaction), so the command sees the usual paths and every write it makes
+  a directory of this transaction, whose file system the overlay keeps writable through its own
+  private clone of the mount), so the command sees the usual paths and every write it makes
   lands in the upper directory;
-- read-only mode: every mount remounted read-only (the workspace included), with a private
-  ``/tmp`` and ``/dev/shm``: a write fails in the kernel whatever the command line looks like;
+- read-only mode: the workspace is read-only like the rest;
+- what lives under ``/tmp`` (a workspace, a writable place) is moved over the private ``/tmp``;
 - the store directory and the user's protected directories covered by an empty read-only tmpfs
   in every mode;
 - optionally a new network namespace (only loopback, brought up).
@@ -51,40 +57,48 @@ from pathlib import Path
 SETUP_FAILED = 125
 
 # PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
-# Arguments: workspace, cwd, ro (0|1), net (0|1: 0 = a new network namespace), the fstab of the
-# mounts to make (the overlay and the hidden paths; util-linux mounts them all in one process),
-# "--", and the command's argv.
+# Arguments: cwd, net (0|1: 0 = a new network namespace), three files of the transaction (the
+# fstab of the mounts made first: writable places bound onto themselves and the workspace's
+# overlay; the plan: "w PATH" a mount point that stays writable, "c PATH" a mount under /tmp
+# carried over the private /tmp, paths escaped as in mountinfo; the fstab of the hidden paths),
+# "--", and the command's argv. util-linux mounts a whole fstab in one process.
 INIT = r"""
-set -u
-ws=$1 cwd=$2 ro=$3 net=$4 mounts=$5
+set -uf
+cwd=$1 net=$2 first=$3 plan=$4 last=$5
 shift 6
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
-if [ "$ro" = 1 ]; then
-  for m in $(awk '{print $5}' /proc/self/mountinfo); do
-    m=$(printf '%b' "$m")
-    case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
-    mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
-  done
-  mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
-  keep=/dev/shm/.coder-es-workspace
-  case "$ws/" in /tmp/*)
-    # The private /tmp would hide a workspace under /tmp: carry it over, read-only.
-    mkdir "$keep" && mount -n --bind "$ws" "$keep" && mount -n -o remount,bind,ro "$keep" \
-      || fail "keep $ws" ;;
-  esac
-  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-  case "$ws/" in /tmp/*)
-    mkdir -p "$ws" && mount -n --move "$keep" "$ws" && rmdir "$keep" || fail "keep $ws" ;;
-  esac
-fi
-mount -n -a -T "$mounts" || fail mounts
+if [ -s "$first" ]; then mount -n -a -T "$first" || fail mounts; fi
+# Every other mount read-only: the allow-list of writable places is what the plan keeps.
+for m in $(awk 'FILENAME == ARGV[1] { if ($1 == "w") keep[$2] = 1; next }
+    { for (k in keep) if ($5 == k || index($5, k "/") == 1 || k == "/") next; print $5 }' \
+    "$plan" /proc/self/mountinfo); do
+  m=$(printf '%b' "$m")
+  case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
+  mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
+done
+mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
+carry=$(awk '$1 == "c" { print $2 }' "$plan")
+n=0
+for c in $carry; do
+  c=$(printf '%b' "$c") n=$((n + 1))
+  mkdir "/dev/shm/.coder-es-$n" && mount -n --move "$c" "/dev/shm/.coder-es-$n" || fail "keep $c"
+done
+mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
+n=0
+for c in $carry; do
+  c=$(printf '%b' "$c") n=$((n + 1))
+  mkdir -p "$c" && mount -n --move "/dev/shm/.coder-es-$n" "$c" && rmdir "/dev/shm/.coder-es-$n" \
+    || fail "keep $c"
+done
+if [ -s "$last" ]; then mount -n -a -T "$last" || fail mounts; fi
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
 echo ready >&3
 unshare --user --map-root-user --mount -- "$@" 3>&- &
 wait $!
 status=$?
+set +f
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = 1 ] && continue
@@ -104,9 +118,13 @@ class SandboxSpec:
     cwd: Path
     upper: Path | None  # None: read-only mode (no overlay)
     work: Path | None
-    fstab: Path  # where to write the mounts (a file of the transaction)
+    fstab: Path  # where to write the mounts (a file of the transaction; siblings are made too)
     hidden: tuple[Path, ...] = ()
     network: bool = True
+    writable: tuple[Path, ...] = ()
+    """Places outside the workspace the command may change in place (a cache such as
+    ``~/.cache/pip``): not a transaction, neither recorded nor rewound. Whatever is not here,
+    the workspace (its overlay) or the private ``/tmp``, is read-only."""
 
     @property
     def read_only(self) -> bool:
@@ -154,7 +172,11 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
     if not spec.network:
         outer.append("--net")
-    spec.fstab.write_text("".join(_fstab_lines(spec)), encoding="utf-8", errors="surrogateescape")
+    first, plan, last = _mount_files(spec)
+    for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
+        path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
+    plan_file = spec.fstab.with_suffix(".plan")
+    plan_file.write_text("".join(plan), encoding="utf-8", errors="surrogateescape")
     return [
         *outer,
         "--",
@@ -162,32 +184,78 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "-c",
         INIT,
         "coder-es-sandbox",
-        str(spec.workspace),
         str(spec.cwd),
-        "1" if spec.read_only else "0",
         "1" if spec.network else "0",
+        str(spec.fstab.with_suffix(".first")),
+        str(plan_file),
         str(spec.fstab),
         "--",
         *argv,
     ]
 
 
-def _fstab_lines(spec: SandboxSpec) -> list[str]:
-    lines = []
+TMP = Path("/tmp")
+
+
+def refused_place(real: Path, workspace: Path) -> str | None:
+    """Why the writable place ``real`` (a real path) gets no mount of its own, or None."""
+    if "\n" in str(real) or "\\" in str(real):
+        return "its name holds a newline or a backslash, which the mount plan cannot carry"
+    if _contains(workspace, real):
+        return "it is in the workspace, which commands change through its overlay only"
+    if not real.exists():
+        return "it does not exist"
+    return None
+
+
+def writable_places(writable: Sequence[Path], workspace: Path) -> tuple[Path, ...]:
+    """The writable places that get a mount of their own: real paths, parents first, none that
+    ``refused_place`` refuses (a place inside the workspace would let a write skip the
+    transaction)."""
+    found: list[Path] = []
+    for place in writable:
+        real = Path(os.path.realpath(place))
+        if refused_place(real, workspace) is None and real not in found:
+            found.append(real)
+    return tuple(sorted(found, key=lambda p: len(p.parts)))
+
+
+def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str]]:
+    """The first mounts (writable places, the overlay), the plan, the last mounts (hidden)."""
+    first: list[str] = []
+    writable = writable_places(spec.writable, spec.workspace)
+    for place in writable:
+        first.append(f"{_escape(place)} {_escape(place)} none rbind 0 0\n")
+    kept = list(writable)
     if spec.upper is not None and spec.work is not None:
         # volatile: the upper layer is never synced (copy-ups would fsync every file); after a
         # crash an unfinished transaction is dropped anyway.
         layers = f"lowerdir={spec.workspace},upperdir={spec.upper},workdir={spec.work}"
         options = f"{layers},userxattr,volatile"
-        lines.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+        first.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+        kept.append(spec.workspace)
+        carried = kept
+    else:
+        carried = [*kept, spec.workspace]
+        if _contains(TMP, spec.workspace) and not any(_contains(p, spec.workspace) for p in kept):
+            # The workspace is carried over the private /tmp (read-only): a mount of its own.
+            first.append(f"{_escape(spec.workspace)} {_escape(spec.workspace)} none rbind 0 0\n")
+    plan = [f"w {_escape(p)}\n" for p in kept]
+    # What lives under /tmp is carried over the private /tmp, outermost mounts only (a mount
+    # moves with the mounts below it).
+    for path in carried:
+        outermost = not any(o != path and _contains(o, path) for o in carried)
+        if path != TMP and _contains(TMP, path) and outermost:
+            plan.append(f"c {_escape(path)}\n")
+    last = []
     for path in spec.hidden:
         if _contains(path, spec.workspace):
             continue  # hiding a directory that holds the workspace would hide the workspace
         if path.is_dir():
-            lines.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
+            last.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
         elif path.exists():
-            lines.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
-    return lines
+            last.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
+    return first, plan, last
 
 
 def _escape(value: object) -> str:

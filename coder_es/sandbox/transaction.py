@@ -209,6 +209,8 @@ class Planner:
         return Plan([*self.deletes, *rmdirs, *self.creates], self.notes)
 
     def _entry(self, e: UpperEntry) -> None:
+        if e.stripped and e.kind in ("file", "dir", "opaque_dir"):
+            self.notes.append(f"{_shown(e.path)}: its setuid/setgid bits were removed")
         disk = self.root / e.path
         try:
             st: os.stat_result | None = os.lstat(disk)

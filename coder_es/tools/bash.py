@@ -301,7 +301,8 @@ class BashTool(Tool[BashInput]):
                 work=None if read_only else tx.work,
                 fstab=tx.path / "mounts.fstab",
                 hidden=hidden,
-                network=settings.network,
+                network=settings.network_on,
+                writable=settings.writable,
             )
             ran, report = await self._launch(spec, command, tx, timeout_ms, ctx)
             if not report.ready:
