@@ -58,39 +58,54 @@ SETUP_FAILED = 125
 
 # PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
 # Arguments: cwd, net (0|1: 0 = a new network namespace), three files of the transaction (the
-# fstab of the mounts made first: writable places bound onto themselves and the workspace's
-# overlay; the plan: "w PATH" a mount point that stays writable, "c PATH" a mount under /tmp
-# carried over the private /tmp, paths escaped as in mountinfo; the fstab of the hidden paths),
-# "--", and the command's argv. util-linux mounts a whole fstab in one process.
+# fstab of the mounts made first: writable places bound onto themselves, the workspace's overlay,
+# the private /dev/shm; the plan: "w PATH" a mount point that stays writable, escaped as in
+# mountinfo; the fstab of the mounts made last: the private /tmp unless something is carried over
+# it, the hidden paths), the mounts under /tmp carried over the private /tmp, "--", and the
+# command's argv. util-linux mounts a whole fstab in one process: every process started here
+# costs more than the mounts themselves.
 INIT = r"""
 set -uf
 cwd=$1 net=$2 first=$3 plan=$4 last=$5
-shift 6
+shift 5
+n=0
+while [ "$1" != -- ]; do n=$((n + 1)); eval "carry_$n=\$1"; shift; done
+shift
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
-if [ -s "$first" ]; then mount -n -a -T "$first" || fail mounts; fi
+mount -n -a -T "$first" || fail mounts
+own=/dev/shm/.coder-es
+mkdir "$own" || fail shm
 # Every other mount read-only: the allow-list of writable places is what the plan keeps.
-for m in $(awk 'FILENAME == ARGV[1] { if ($1 == "w") keep[$2] = 1; next }
-    { for (k in keep) if ($5 == k || index($5, k "/") == 1 || k == "/") next; print $5 }' \
-    "$plan" /proc/self/mountinfo); do
-  m=$(printf '%b' "$m")
-  case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
-  mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
-done
-mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
-carry=$(awk '$1 == "c" { print $2 }' "$plan")
-n=0
-for c in $carry; do
-  c=$(printf '%b' "$c") n=$((n + 1))
-  mkdir "/dev/shm/.coder-es-$n" && mount -n --move "$c" "/dev/shm/.coder-es-$n" || fail "keep $c"
-done
-mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-n=0
-for c in $carry; do
-  c=$(printf '%b' "$c") n=$((n + 1))
-  mkdir -p "$c" && mount -n --move "/dev/shm/.coder-es-$n" "$c" && rmdir "/dev/shm/.coder-es-$n" \
-    || fail "keep $c"
-done
+# mountinfo and fstab escape names alike (\040). Each mount keeps its other flags (nosuid,
+# nodev...: a flag locked by the namespace's owner cannot be cleared). /proc stays: the nested
+# namespace writes its uid_map there. mount -a never touches "/": the root is remounted alone.
+awk -v root="$own/root" 'FILENAME == ARGV[1] { if ($1 == "w") keep[$2] = 1; next }
+    $5 == "/proc" || index($5, "/proc/") == 1 || $5 == "/dev/shm" { next }
+    { for (k in keep) if ($5 == k || index($5, k "/") == 1 || k == "/") next
+      n = split($6, o, ","); flags = "remount,bind,ro"
+      for (i = 1; i <= n; i++) if (o[i] != "rw" && o[i] != "ro") flags = flags "," o[i]
+      if ($5 == "/") print flags > root; else print "none", $5, "none", flags, 0, 0 }' \
+  "$plan" /proc/self/mountinfo > "$own/ro" || fail "read-only plan"
+if [ -s "$own/root" ]; then
+  read -r flags < "$own/root"
+  mount -n -o "$flags" / 2>"$own/err" || { read -r why < "$own/err"; fail "read-only /: $why"; }
+fi
+mount -n -a -T "$own/ro" 2>"$own/err" || { read -r why < "$own/err"; fail "read-only: $why"; }
+if [ "$n" -gt 0 ]; then
+  i=0
+  while [ "$i" -lt "$n" ]; do
+    i=$((i + 1)); eval "c=\$carry_$i"
+    mkdir "$own/$i" && mount -n --move "$c" "$own/$i" || fail "keep $c"
+  done
+  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
+  i=0
+  while [ "$i" -lt "$n" ]; do
+    i=$((i + 1)); eval "c=\$carry_$i"
+    mkdir -p "$c" && mount -n --move "$own/$i" "$c" || fail "keep $c"
+  done
+fi
+rm -rf "$own"
 if [ -s "$last" ]; then mount -n -a -T "$last" || fail mounts; fi
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
@@ -172,7 +187,7 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
     if not spec.network:
         outer.append("--net")
-    first, plan, last = _mount_files(spec)
+    first, plan, last, carried = _mount_files(spec)
     for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
         path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
     plan_file = spec.fstab.with_suffix(".plan")
@@ -189,6 +204,7 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         str(spec.fstab.with_suffix(".first")),
         str(plan_file),
         str(spec.fstab),
+        *(str(p) for p in carried),
         "--",
         *argv,
     ]
@@ -205,6 +221,8 @@ def refused_place(real: Path, workspace: Path) -> str | None:
         return "it is in the workspace, which commands change through its overlay only"
     if not real.exists():
         return "it does not exist"
+    if not real.is_dir():
+        return "it is not a directory"
     return None
 
 
@@ -220,8 +238,9 @@ def writable_places(writable: Sequence[Path], workspace: Path) -> tuple[Path, ..
     return tuple(sorted(found, key=lambda p: len(p.parts)))
 
 
-def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str]]:
-    """The first mounts (writable places, the overlay), the plan, the last mounts (hidden)."""
+def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str], list[Path]]:
+    """The first mounts (writable places, the overlay, /dev/shm), the plan, the last mounts
+    (/tmp, the hidden paths), and what is carried over the private /tmp."""
     first: list[str] = []
     writable = writable_places(spec.writable, spec.workspace)
     for place in writable:
@@ -234,20 +253,27 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str]]:
         options = f"{layers},userxattr,volatile"
         first.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
         kept.append(spec.workspace)
-        carried = kept
+        candidates = kept
     else:
-        carried = [*kept, spec.workspace]
-        if _contains(TMP, spec.workspace) and not any(_contains(p, spec.workspace) for p in kept):
+        candidates = [*kept, spec.workspace]
+        if _contains(TMP, spec.workspace) and not any(
+            _contains(p, spec.workspace) for p in kept
+        ):
             # The workspace is carried over the private /tmp (read-only): a mount of its own.
             first.append(f"{_escape(spec.workspace)} {_escape(spec.workspace)} none rbind 0 0\n")
+    first.append("shm /dev/shm tmpfs mode=1777 0 0\n")
     plan = [f"w {_escape(p)}\n" for p in kept]
     # What lives under /tmp is carried over the private /tmp, outermost mounts only (a mount
     # moves with the mounts below it).
-    for path in carried:
-        outermost = not any(o != path and _contains(o, path) for o in carried)
-        if path != TMP and _contains(TMP, path) and outermost:
-            plan.append(f"c {_escape(path)}\n")
-    last = []
+    carried = [
+        path
+        for path in candidates
+        if path != TMP
+        and _contains(TMP, path)
+        and not any(o != path and _contains(o, path) for o in candidates)
+    ]
+    # Nothing to carry: the private /tmp is one more line of the last mounts.
+    last = [] if carried else ["tmp /tmp tmpfs mode=1777 0 0\n"]
     for path in spec.hidden:
         if _contains(path, spec.workspace):
             continue  # hiding a directory that holds the workspace would hide the workspace
@@ -255,7 +281,7 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str]]:
             last.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
         elif path.exists():
             last.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
-    return first, plan, last
+    return first, plan, last, carried
 
 
 def _escape(value: object) -> str:

@@ -36,7 +36,8 @@ def test_writable_places_and_network_per_preset(
 ) -> None:
     cache = Path.home() / ".cache" / "pip"
     cache.mkdir(parents=True)
-    user_config('[sandbox]\nwritable = ["~/.cache/pip", "~/.npm"]\n')
+    (Path.home() / ".gitconfig").write_text("")
+    user_config('[sandbox]\nwritable = ["~/.cache/pip", "~/.npm", "~/.gitconfig"]\n')
     report = json.loads(doctor(ws, capsys, "--json"))["sandbox"]
     if report["presets"]["build"]["writes"][0].startswith("anywhere"):
         pytest.skip("the namespace sandbox is unavailable here")
@@ -46,7 +47,10 @@ def test_writable_places_and_network_per_preset(
         "network": True,
     }
     assert report["presets"]["plan"] == {"writes": ["private /tmp"], "network": False}
-    assert report["refused"] == [{"place": "~/.npm", "why": "it does not exist"}]
+    assert report["refused"] == [
+        {"place": "~/.npm", "why": "it does not exist"},
+        {"place": "~/.gitconfig", "why": "it is not a directory"},
+    ]
     lines = doctor(ws, capsys).splitlines()
     assert f"sandbox build: writes workspace (overlay), private /tmp, {cache}; network yes" in lines
     assert "sandbox plan: writes private /tmp; network no" in lines

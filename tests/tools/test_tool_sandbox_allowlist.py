@@ -108,9 +108,9 @@ def test_tmp_is_private_and_writable(sandboxed: Make, probe_name: str) -> None:
 
 def test_named_writable_places_are_writable(sandboxed: Make, repo: Path, tmp_path: Path) -> None:
     """``[sandbox] writable``: a cache directory (here under /tmp, so that it must survive the
-    private /tmp), and a second one holding nested directories; writes land on the real disk,
+    private /tmp; with a space in its name), and a second one holding nested directories; writes land on the real disk,
     the workspace still goes through the overlay, and other places stay read-only."""
-    cache = tmp_path / "cache"
+    cache = tmp_path / "pip cache"  # a space: mount tables escape it (\040)
     cache.mkdir()
     (cache / "old").write_text("old")
     other = tmp_path / "other"
@@ -119,8 +119,8 @@ def test_named_writable_places_are_writable(sandboxed: Make, repo: Path, tmp_pat
     more.mkdir(parents=True)
     settings = SandboxSettings(writable=(cache, more))
     command = (
-        f"echo new > {cache}/new && rm {cache}/old && echo deep > {more}/d && "
-        f"echo ws > ws.txt; echo no > {other}/no; cat {cache}/new"
+        f"echo new > '{cache}/new' && rm '{cache}/old' && echo deep > {more}/d && "
+        f"echo ws > ws.txt; echo no > {other}/no; cat '{cache}/new'"
     )
     res = run("bash", {"command": command}, sandboxed(sandbox=settings))
     assert "could not be set up" not in res.output, res.output
