@@ -57,56 +57,41 @@ from pathlib import Path
 SETUP_FAILED = 125
 
 # PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
-# Arguments: cwd, net (0|1: 0 = a new network namespace), three files of the transaction (the
-# fstab of the mounts made first: writable places bound onto themselves, the workspace's overlay,
-# the private /dev/shm; the plan: "w PATH" a mount point that stays writable, escaped as in
-# mountinfo; the fstab of the mounts made last: the private /tmp unless something is carried over
-# it, the hidden paths), the mounts under /tmp carried over the private /tmp, "--", and the
-# command's argv. util-linux mounts a whole fstab in one process: every process started here
-# costs more than the mounts themselves.
+# Arguments: cwd, net (0|1: 0 = a new network namespace), two fstabs of the transaction (the
+# mounts made first: writable places bound onto themselves, the workspace's overlay, a scratch
+# tmpfs on /dev/shm for this script; the mounts made last: what lives under /tmp carried over the
+# private /tmp (bound aside, /tmp mounted, bound back), the private /dev/shm over the scratch one,
+# the hidden paths), the mount points that stay writable (escaped as in mountinfo, separated by
+# spaces), "--", and the command's argv. A process costs more than the mounts it makes (a mount(8)
+# run is ~10 ms): all is done by two mount -a runs, and mountinfo is read by the shell itself.
 INIT = r"""
 set -uf
-cwd=$1 net=$2 first=$3 plan=$4 last=$5
-shift 5
-n=0
-while [ "$1" != -- ]; do n=$((n + 1)); eval "carry_$n=\$1"; shift; done
-shift
+cwd=$1 net=$2 first=$3 last=$4 keep=$5
+shift 6
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
 mount -n -a -T "$first" || fail mounts
-own=/dev/shm/.coder-es
-mkdir "$own" || fail shm
-# Every other mount read-only: the allow-list of writable places is what the plan keeps.
-# mountinfo and fstab escape names alike (\040). Each mount keeps its other flags (nosuid,
-# nodev...: a flag locked by the namespace's owner cannot be cleared). /proc stays: the nested
-# namespace writes its uid_map there. mount -a never touches "/": the root is remounted alone.
-awk -v root="$own/root" 'FILENAME == ARGV[1] { if ($1 == "w") keep[$2] = 1; next }
-    $5 == "/proc" || index($5, "/proc/") == 1 || $5 == "/dev/shm" { next }
-    { for (k in keep) if ($5 == k || index($5, k "/") == 1 || k == "/") next
-      n = split($6, o, ","); flags = "remount,bind,ro"
-      for (i = 1; i <= n; i++) if (o[i] != "rw" && o[i] != "ro") flags = flags "," o[i]
-      if ($5 == "/") print flags > root; else print "none", $5, "none", flags, 0, 0 }' \
-  "$plan" /proc/self/mountinfo > "$own/ro" || fail "read-only plan"
-if [ -s "$own/root" ]; then
-  read -r flags < "$own/root"
-  mount -n -o "$flags" / 2>"$own/err" || { read -r why < "$own/err"; fail "read-only /: $why"; }
-fi
-mount -n -a -T "$own/ro" 2>"$own/err" || { read -r why < "$own/err"; fail "read-only: $why"; }
-if [ "$n" -gt 0 ]; then
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    i=$((i + 1)); eval "c=\$carry_$i"
-    mkdir "$own/$i" && mount -n --move "$c" "$own/$i" || fail "keep $c"
+# Every other mount read-only: the allow-list of writable places is what "keep" names. mountinfo
+# and fstab escape names alike (\040). A mount keeps its other flags (nosuid, nodev...: a flag
+# locked by the namespace's owner cannot be cleared). /proc stays (the nested namespace writes
+# its uid_map there); /dev/shm is the scratch tmpfs, covered at the end.
+all=/dev/shm/mounts root=
+while read -r _ _ _ _ m o _; do
+  case "$m" in /proc | /proc/* | /dev/shm) continue ;; esac
+  for k in $keep; do
+    [ "$k" = / ] && continue 2
+    case "$m" in "$k" | "$k"/*) continue 2 ;; esac
   done
-  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    i=$((i + 1)); eval "c=\$carry_$i"
-    mkdir -p "$c" && mount -n --move "$own/$i" "$c" || fail "keep $c"
-  done
+  [ "$m" = / ] && root=remount,bind,ro${o#r[ow]} m=//
+  printf 'none %s none remount,bind,ro%s 0 0\n' "$m" "${o#r[ow]}"
+done < /proc/self/mountinfo > "$all" || fail "read-only plan"
+while IFS= read -r line; do printf '%s\n' "$line"; done < "$last" >> "$all" || fail mounts
+mount -n -a -T "$all" 2>/dev/shm/err || { read -r why < /dev/shm/err; fail "mounts: $why"; }
+# mount -a skips a line for "/" (written "//" above, which it takes): checked, and done on its own
+# where a version of mount skipped it anyway.
+if [ -n "$root" ] && [ -w / ]; then
+  why=$(mount -n -o "$root" / 2>&1) || fail "read-only /: $(echo $why)"
 fi
-rm -rf "$own"
-if [ -s "$last" ]; then mount -n -a -T "$last" || fail mounts; fi
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
 echo ready >&3
@@ -187,11 +172,9 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
     if not spec.network:
         outer.append("--net")
-    first, plan, last, carried = _mount_files(spec)
+    first, last, kept = _mount_files(spec)
     for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
         path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
-    plan_file = spec.fstab.with_suffix(".plan")
-    plan_file.write_text("".join(plan), encoding="utf-8", errors="surrogateescape")
     return [
         *outer,
         "--",
@@ -202,9 +185,8 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         str(spec.cwd),
         "1" if spec.network else "0",
         str(spec.fstab.with_suffix(".first")),
-        str(plan_file),
         str(spec.fstab),
-        *(str(p) for p in carried),
+        " ".join(_escape(p) for p in kept),
         "--",
         *argv,
     ]
@@ -238,9 +220,9 @@ def writable_places(writable: Sequence[Path], workspace: Path) -> tuple[Path, ..
     return tuple(sorted(found, key=lambda p: len(p.parts)))
 
 
-def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str], list[Path]]:
-    """The first mounts (writable places, the overlay, /dev/shm), the plan, the last mounts
-    (/tmp, the hidden paths), and what is carried over the private /tmp."""
+def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[Path]]:
+    """The first mounts (writable places, the overlay, the scratch /dev/shm), the last mounts
+    (what is carried over /tmp, /tmp, /dev/shm, the hidden paths), the mounts kept writable."""
     first: list[str] = []
     writable = writable_places(spec.writable, spec.workspace)
     for place in writable:
@@ -256,15 +238,13 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str], li
         candidates = kept
     else:
         candidates = [*kept, spec.workspace]
-        if _contains(TMP, spec.workspace) and not any(
-            _contains(p, spec.workspace) for p in kept
-        ):
+        if _contains(TMP, spec.workspace) and not any(_contains(p, spec.workspace) for p in kept):
             # The workspace is carried over the private /tmp (read-only): a mount of its own.
             first.append(f"{_escape(spec.workspace)} {_escape(spec.workspace)} none rbind 0 0\n")
-    first.append("shm /dev/shm tmpfs mode=1777 0 0\n")
-    plan = [f"w {_escape(p)}\n" for p in kept]
-    # What lives under /tmp is carried over the private /tmp, outermost mounts only (a mount
-    # moves with the mounts below it).
+    first.append("scratch /dev/shm tmpfs mode=700 0 0\n")
+    # What lives under /tmp is carried over the private /tmp, outermost mounts only (the mounts
+    # below come along): bound aside into the scratch tmpfs after the read-only remount (a bind
+    # keeps the flags of what it copies), bound back once /tmp is mounted.
     carried = [
         path
         for path in candidates
@@ -272,8 +252,11 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str], li
         and _contains(TMP, path)
         and not any(o != path and _contains(o, path) for o in candidates)
     ]
-    # Nothing to carry: the private /tmp is one more line of the last mounts.
-    last = [] if carried else ["tmp /tmp tmpfs mode=1777 0 0\n"]
+    aside = [(_escape(p), f"/dev/shm/.carried/{n}") for n, p in enumerate(carried)]
+    last = [f"{p} {a} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
+    last.append("tmp /tmp tmpfs mode=1777 0 0\n")
+    last += [f"{a} {p} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
+    last.append("shm /dev/shm tmpfs mode=1777 0 0\n")
     for path in spec.hidden:
         if _contains(path, spec.workspace):
             continue  # hiding a directory that holds the workspace would hide the workspace
@@ -281,7 +264,7 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[str], li
             last.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
         elif path.exists():
             last.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
-    return first, plan, last, carried
+    return first, last, kept
 
 
 def _escape(value: object) -> str:

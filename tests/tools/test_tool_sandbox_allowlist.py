@@ -108,8 +108,8 @@ def test_tmp_is_private_and_writable(sandboxed: Make, probe_name: str) -> None:
 
 def test_named_writable_places_are_writable(sandboxed: Make, repo: Path, tmp_path: Path) -> None:
     """``[sandbox] writable``: a cache directory (here under /tmp, so that it must survive the
-    private /tmp; with a space in its name), and a second one holding nested directories; writes land on the real disk,
-    the workspace still goes through the overlay, and other places stay read-only."""
+    private /tmp; with a space in its name), and a second, nested one; writes land on the real
+    disk, the workspace still goes through the overlay, and other places stay read-only."""
     cache = tmp_path / "pip cache"  # a space: mount tables escape it (\040)
     cache.mkdir()
     (cache / "old").write_text("old")
