@@ -203,14 +203,14 @@ class Planner:
                 )
                 skipped.append(e.path)
                 continue
+            if e.stripped:
+                self.notes.append(f"{_shown(e.path)}: its setuid/setgid bits were removed")
             self._entry(e)
         # Deepest directories first, after the files in them are gone.
         rmdirs = [{"op": "rmdir", "path": p} for p in sorted(self.rmdirs, key=_depth, reverse=True)]
         return Plan([*self.deletes, *rmdirs, *self.creates], self.notes)
 
     def _entry(self, e: UpperEntry) -> None:
-        if e.stripped and e.kind in ("file", "dir", "opaque_dir"):
-            self.notes.append(f"{_shown(e.path)}: its setuid/setgid bits were removed")
         disk = self.root / e.path
         try:
             st: os.stat_result | None = os.lstat(disk)
