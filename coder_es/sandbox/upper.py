@@ -7,7 +7,8 @@ directory and made a new one, symlinks, and the fifos or sockets it made. Walkin
 proportional to what changed, not to the size of the workspace.
 
 Setuid and setgid bits never leave the walk (``UpperEntry.stripped`` says which were removed, for
-the tool result); fifos, sockets and devices are ``special`` entries, which are never applied.
+the tool result), unless the path had them before (``keep_users_bits``); fifos, sockets and
+devices are ``special`` entries, which are never applied.
 
 Names are ``str`` with surrogate escapes for bytes that are not UTF-8 (``os.fsdecode``).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 OPAQUE_XATTR = "user.overlay.opaque"
@@ -71,6 +72,21 @@ def walk_upper(upper: str) -> Iterator[UpperEntry]:
                 yield UpperEntry(rel, "deleted", mode, entry.path)
             else:
                 yield UpperEntry(rel, "special", mode, entry.path)
+
+
+def keep_users_bits(entry: UpperEntry, workspace: str) -> UpperEntry:
+    """``entry`` with the setuid/setgid bits its path already has in the workspace given back:
+    those are the user's (a setgid directory shared by a group, copied up because the command
+    wrote in it), never the command's to remove."""
+    try:
+        st = os.lstat(os.path.join(workspace, entry.path))
+    except OSError:
+        return entry
+    same_type = stat_mod.S_ISDIR(st.st_mode) == (entry.kind in ("dir", "opaque_dir"))
+    users = stat_mod.S_IMODE(st.st_mode) & entry.stripped if same_type else 0
+    if not users:
+        return entry
+    return replace(entry, mode=entry.mode | users, stripped=entry.stripped & ~users)
 
 
 def _opaque(path: str) -> bool:

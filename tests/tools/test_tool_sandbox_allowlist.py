@@ -192,3 +192,16 @@ def test_sockets_and_fifos_are_reported_not_carried(sandboxed: Make, repo: Path)
         assert not os.path.lexists(repo / name), name
     assert "pipe: a fifo, socket or device file" in res.output
     assert "sock: a fifo, socket or device file" in res.output
+
+
+def test_the_users_own_setgid_directory_keeps_its_bit(sandboxed: Make, repo: Path) -> None:
+    """A group-shared directory (setgid) the command writes into is copied up with its bit: the
+    bit is the user's, not the command's, and stays; nothing is reported."""
+    shared = repo / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o2775)
+    res = run("bash", {"command": "echo x > shared/new.txt"}, sandboxed())
+    assert not res.is_error, res.output
+    assert os.lstat(shared).st_mode & stat.S_ISGID
+    assert (shared / "new.txt").read_text() == "x\n"
+    assert "setuid/setgid" not in res.output
