@@ -48,6 +48,8 @@ from coder_es.errors import UsageError
 from coder_es.redaction_shapes import ShapeFilter, re2_shape
 from coder_es.user_patterns import UserPatternError, compile_user_pattern, searchable
 
+from coder_es.secret_env import key_values
+
 MIN_ENV_SECRET_LENGTH = 12
 MIN_ENV_SECRET_ENTROPY = 3.0
 """Bits per character. Random base64/hex keys of this length score 3.3-4.5; words, version
@@ -337,14 +339,21 @@ class Redactor:
     ) -> Redactor:
         env = os.environ if environ is None else environ
         rules: list[tuple[str, str, str]] = []
+        # coder-es's own keys are exact-match rules whatever they look like (a sealing key
+        # opens every sealed value: it is a secret even where it scores low).
+        own = dict(key_values(env))
         # Environment values first: naming the variable says more than naming a shape.
         secrets = sorted(
-            (
-                (name, value)
-                for name, value in env.items()
-                if looks_like_secret(value)
-                and any(fnmatch.fnmatchcase(name, g) for g in config.env_globs)
-            ),
+            [
+                *own.items(),
+                *(
+                    (name, value)
+                    for name, value in env.items()
+                    if name not in own
+                    and looks_like_secret(value)
+                    and any(fnmatch.fnmatchcase(name, g) for g in config.env_globs)
+                ),
+            ],
             key=lambda item: (-len(item[1]), item[0]),
         )
         rules += [("env", name, _env_rule(value)) for name, value in secrets]

@@ -699,7 +699,10 @@ class AgentLoop:
         if self.app.config.backend in ("lmdb", "sqlite"):
             hidden = (*hidden, self.app.config.path.resolve())
         read_only = base.read_only or self.deps.decision.policy.shell_read_only
-        return dataclasses.replace(base, read_only=read_only, hidden=hidden)
+        # A read-only agent changes nothing that outlives its command: not even a cache (a
+        # poisoned cache is read by the next build), only its private /tmp.
+        writable = () if read_only else base.writable
+        return dataclasses.replace(base, read_only=read_only, hidden=hidden, writable=writable)
 
     async def _execute(self, call: ToolCall) -> _Ran:
         clock = self.deps.clock

@@ -157,10 +157,8 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         ctx.workspace,
         models=models,
         agents=agent_definitions(ctx.settings.agents),
-        sandbox=SandboxSettings(
-            mode="off" if sandbox.mode == "off" else "auto",
-            network=sandbox.network,
-            read_only=sandbox.read_only,
+        sandbox=SandboxSettings.configured(
+            sandbox.mode, sandbox.network, sandbox.read_only, sandbox.writable
         ),
         mcp_servers=ctx.settings.mcp_servers.values(),
     )

@@ -250,6 +250,10 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
     report["shell_sandbox"] = _shell_sandbox(ctx)
+    from coder_es.cli.doctor_sandbox import sandbox_lines, sandbox_places
+
+    contained = report["shell_sandbox"]["mode"] == "namespaces+overlay"
+    report["sandbox"] = sandbox_places(ctx.settings.sandbox, Path(ctx.workspace), contained)
     report["problems"] = problems
     report["notes"] = notes
     report["healthy"] = not problems
@@ -257,9 +261,11 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
         print_json(report)
         return 0 if not problems else 1
     for key, value in report.items():
-        if key in ("problems", "notes", "ignored"):
+        if key in ("problems", "notes", "ignored", "sandbox"):
             continue
         print(f"{key:>20}: {_plain(value)}")
+    for line in sandbox_lines(report["sandbox"]):
+        print(line)
     for line in report["ignored"]:
         print(f"ignored: {line}")
     for note in notes:

@@ -413,6 +413,7 @@ class CoderAcpAgent:
             tools=tools,
             executor=executor,
             mcp_servers=service.mcp_servers,
+            sandbox=service.sandbox,
         )
         return own, buffers
 

@@ -26,6 +26,7 @@ from coder_es.permissions.rules import Rule
 from coder_es.providers.errors import ProviderConfigError
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
+from coder_es.sandbox import SandboxSettings
 from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
 
 log = logging.getLogger(__name__)
@@ -151,12 +152,16 @@ class ClientRuntime:
             msg = f"the working directory {where} is not a directory"
             raise UsageError(msg)
         service = self._services.get(where)
+        sandbox = self.config.sandbox
         if service is None:
             service = AgentService(
                 self.app,
                 where,
                 provider_factory=self.provider_factory,
                 mcp_servers=self.config.mcp_servers.values(),
+                sandbox=SandboxSettings.configured(
+                    sandbox.mode, sandbox.network, sandbox.read_only, sandbox.writable
+                ),
             )
             self._services[where] = service
         return service

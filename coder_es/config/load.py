@@ -424,6 +424,7 @@ def build(
             mode=_get(merged, ("sandbox", "mode"), SandboxConfig.mode),
             network=_get(merged, ("sandbox", "network"), SandboxConfig.network),
             read_only=_get(merged, ("sandbox", "read_only"), SandboxConfig.read_only),
+            writable=tuple(_get(merged, ("sandbox", "writable"), ())),
         ),
         store=StoreSettings(
             backend=_get(merged, ("store", "backend"), StoreSettings.backend),

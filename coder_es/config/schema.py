@@ -11,6 +11,7 @@ with a plain dict update and every merged value still knows where it came from.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -67,6 +68,21 @@ class Text(Kind):
         if not value.strip():
             return None, "must not be empty"
         return value, None
+
+
+class PlacePath(Text):
+    """A place on disk named by the user: absolute, or under the home directory (``~/...``,
+    expanded where it is used)."""
+
+    expected = "a path"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        text, err = super().check(value)
+        if err:
+            return text, err
+        if not os.path.isabs(os.path.expanduser(text)):
+            return None, "must be an absolute path or start with ~/"
+        return text, None
 
 
 class Choice(Kind):
@@ -402,8 +418,18 @@ SCHEMA = Table(
                     "auto: shell commands run as transactions in namespaces where the system "
                     "allows it; off: the stat-index fallback",
                 ),
-                "network": Leaf(Boolean(), "false: shell commands run without network"),
+                "network": Leaf(
+                    Boolean(),
+                    "false: shell commands run without network; true: with it, also for "
+                    "read-only agents (which get none by default)",
+                ),
                 "read_only": Leaf(Boolean(), "true: shell commands run on a read-only file system"),
+                "writable": Leaf(
+                    ListOf(PlacePath()),
+                    "places outside the workspace shell commands may change (e.g. ~/.cache/pip); "
+                    "everything else but the workspace and a private /tmp is read-only",
+                    additive=True,
+                ),
             }
         ),
         "telemetry": Table(

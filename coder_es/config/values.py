@@ -149,8 +149,11 @@ class SandboxConfig:
     """``[sandbox]``: how shell commands run (``coder_es.sandbox``)."""
 
     mode: str = "auto"
-    network: bool = True
+    network: bool | None = None
+    """None: on for agents that may write, off for read-only ones."""
     read_only: bool = False
+    writable: tuple[str, ...] = ()
+    """Places outside the workspace commands may change, as written (``~`` not expanded)."""
 
 
 @dataclass(frozen=True)

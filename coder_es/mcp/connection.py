@@ -29,6 +29,7 @@ from typing import Any
 from coder_es.config.values import McpServerConfig
 from coder_es.errors import CoderESError
 from coder_es.mcp.catalog import server_entry, tool_entry
+from coder_es.secret_env import scrubbed
 
 STDERR_TAIL = 4000
 STDERR_LINES = 10
@@ -122,7 +123,9 @@ class McpConnection:
             params = StdioServerParameters(
                 command=command,
                 args=args,
-                env={**get_default_environment(), **c.env},
+                # The SDK's safe defaults plus the configured variables, never coder-es's own
+                # variables or keys (``coder_es.secret_env``).
+                env=scrubbed({**get_default_environment(), **c.env}),
                 cwd=c.cwd,
             )
             return stdio_client(params, errlog=self._stderr)

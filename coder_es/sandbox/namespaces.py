@@ -5,11 +5,17 @@ runs as PID 1 in the new PID namespace and sets the mounts up before starting th
 
 - a fresh ``/proc`` (mounted by ``unshare --mount-proc``: the command sees only its own
   processes, and no ``/proc/<pid>/cwd`` of a process outside leads to the real workspace);
+- an allow-list of writable places, in every mode: every mount is remounted read-only except
+  the workspace's overlay (write mode) and the writable places named by the configuration (each
+  bound onto itself first, so that it is a mount of its own the remount skips); ``/tmp`` and
+  ``/dev/shm`` are private tmpfs. A write anywhere else fails in the kernel whatever the command
+  line looks like (``EROFS``), so nothing outside the workspace needs recording or rewinding;
 - write mode: an overlay mounted over the workspace path itself (lower = the workspace, upper =
-  a directory of this transaction), so the command sees the usual paths and every write it makes
+  a directory of this transaction, whose file system the overlay keeps writable through its own
+  private clone of the mount), so the command sees the usual paths and every write it makes
   lands in the upper directory;
-- read-only mode: every mount remounted read-only (the workspace included), with a private
-  ``/tmp`` and ``/dev/shm``: a write fails in the kernel whatever the command line looks like;
+- read-only mode: the workspace is read-only like the rest;
+- what lives under ``/tmp`` (a workspace, a writable place) is moved over the private ``/tmp``;
 - the store directory and the user's protected directories covered by an empty read-only tmpfs
   in every mode;
 - optionally a new network namespace (only loopback, brought up).
@@ -51,40 +57,48 @@ from pathlib import Path
 SETUP_FAILED = 125
 
 # PID 1 of the command's namespace (stdin: the report pipe; /proc is mounted by unshare).
-# Arguments: workspace, cwd, ro (0|1), net (0|1: 0 = a new network namespace), the fstab of the
-# mounts to make (the overlay and the hidden paths; util-linux mounts them all in one process),
-# "--", and the command's argv.
+# Arguments: cwd, net (0|1: 0 = a new network namespace), two fstabs of the transaction (the
+# mounts made first: writable places bound onto themselves, the workspace's overlay, a scratch
+# tmpfs on /dev/shm for this script; the mounts made last: what lives under /tmp carried over the
+# private /tmp (bound aside, /tmp mounted, bound back), the private /dev/shm over the scratch one,
+# the hidden paths), the mount points that stay writable (escaped as in mountinfo, separated by
+# spaces), "--", and the command's argv. A process costs more than the mounts it makes (a mount(8)
+# run is ~10 ms): all is done by two mount -a runs, and mountinfo is read by the shell itself.
 INIT = r"""
-set -u
-ws=$1 cwd=$2 ro=$3 net=$4 mounts=$5
+set -uf
+cwd=$1 net=$2 first=$3 last=$4 keep=$5
 shift 6
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
-if [ "$ro" = 1 ]; then
-  for m in $(awk '{print $5}' /proc/self/mountinfo); do
-    m=$(printf '%b' "$m")
-    case "$m" in /proc|/proc/*) continue ;; esac  # the nested namespace writes its uid_map
-    mount -n -o remount,bind,ro "$m" 2>/dev/null || fail "read-only $m"
+mount -n -a -T "$first" || fail mounts
+# Every other mount read-only: the allow-list of writable places is what "keep" names. mountinfo
+# and fstab escape names alike (\040). A mount keeps its other flags (nosuid, nodev...: a flag
+# locked by the namespace's owner cannot be cleared). /proc stays (the nested namespace writes
+# its uid_map there); /dev/shm is the scratch tmpfs, covered at the end.
+all=/dev/shm/mounts root=
+while read -r _ _ _ _ m o _; do
+  case "$m" in /proc | /proc/* | /dev/shm) continue ;; esac
+  for k in $keep; do
+    [ "$k" = / ] && continue 2
+    case "$m" in "$k" | "$k"/*) continue 2 ;; esac
   done
-  mount -n -t tmpfs -o mode=1777 shm /dev/shm || fail shm
-  keep=/dev/shm/.coder-es-workspace
-  case "$ws/" in /tmp/*)
-    # The private /tmp would hide a workspace under /tmp: carry it over, read-only.
-    mkdir "$keep" && mount -n --bind "$ws" "$keep" && mount -n -o remount,bind,ro "$keep" \
-      || fail "keep $ws" ;;
-  esac
-  mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-  case "$ws/" in /tmp/*)
-    mkdir -p "$ws" && mount -n --move "$keep" "$ws" && rmdir "$keep" || fail "keep $ws" ;;
-  esac
+  [ "$m" = / ] && root=remount,bind,ro${o#r[ow]} m=//
+  printf 'none %s none remount,bind,ro%s 0 0\n' "$m" "${o#r[ow]}"
+done < /proc/self/mountinfo > "$all" || fail "read-only plan"
+while IFS= read -r line; do printf '%s\n' "$line"; done < "$last" >> "$all" || fail mounts
+mount -n -a -T "$all" 2>/dev/shm/err || { read -r why < /dev/shm/err; fail "mounts: $why"; }
+# mount -a skips a line for "/" (written "//" above, which it takes): checked, and done on its own
+# where a version of mount skipped it anyway.
+if [ -n "$root" ] && [ -w / ]; then
+  why=$(mount -n -o "$root" / 2>&1) || fail "read-only /: $(echo $why)"
 fi
-mount -n -a -T "$mounts" || fail mounts
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
 echo ready >&3
 unshare --user --map-root-user --mount -- "$@" 3>&- &
 wait $!
 status=$?
+set +f
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = 1 ] && continue
@@ -104,9 +118,13 @@ class SandboxSpec:
     cwd: Path
     upper: Path | None  # None: read-only mode (no overlay)
     work: Path | None
-    fstab: Path  # where to write the mounts (a file of the transaction)
+    fstab: Path  # where to write the mounts (a file of the transaction; siblings are made too)
     hidden: tuple[Path, ...] = ()
     network: bool = True
+    writable: tuple[Path, ...] = ()
+    """Places outside the workspace the command may change in place (a cache such as
+    ``~/.cache/pip``): not a transaction, neither recorded nor rewound. Whatever is not here,
+    the workspace (its overlay) or the private ``/tmp``, is read-only."""
 
     @property
     def read_only(self) -> bool:
@@ -154,7 +172,9 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
     if not spec.network:
         outer.append("--net")
-    spec.fstab.write_text("".join(_fstab_lines(spec)), encoding="utf-8", errors="surrogateescape")
+    first, last, kept = _mount_files(spec)
+    for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
+        path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
     return [
         *outer,
         "--",
@@ -162,32 +182,89 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "-c",
         INIT,
         "coder-es-sandbox",
-        str(spec.workspace),
         str(spec.cwd),
-        "1" if spec.read_only else "0",
         "1" if spec.network else "0",
+        str(spec.fstab.with_suffix(".first")),
         str(spec.fstab),
+        " ".join(_escape(p) for p in kept),
         "--",
         *argv,
     ]
 
 
-def _fstab_lines(spec: SandboxSpec) -> list[str]:
-    lines = []
+TMP = Path("/tmp")
+
+
+def refused_place(real: Path, workspace: Path) -> str | None:
+    """Why the writable place ``real`` (a real path) gets no mount of its own, or None."""
+    if "\n" in str(real) or "\\" in str(real):
+        return "its name holds a newline or a backslash, which the mount plan cannot carry"
+    if _contains(workspace, real):
+        return "it is in the workspace, which commands change through its overlay only"
+    if not real.exists():
+        return "it does not exist"
+    if not real.is_dir():
+        return "it is not a directory"
+    return None
+
+
+def writable_places(writable: Sequence[Path], workspace: Path) -> tuple[Path, ...]:
+    """The writable places that get a mount of their own: real paths, parents first, none that
+    ``refused_place`` refuses (a place inside the workspace would let a write skip the
+    transaction)."""
+    found: list[Path] = []
+    for place in writable:
+        real = Path(os.path.realpath(place))
+        if refused_place(real, workspace) is None and real not in found:
+            found.append(real)
+    return tuple(sorted(found, key=lambda p: len(p.parts)))
+
+
+def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[Path]]:
+    """The first mounts (writable places, the overlay, the scratch /dev/shm), the last mounts
+    (what is carried over /tmp, /tmp, /dev/shm, the hidden paths), the mounts kept writable."""
+    first: list[str] = []
+    writable = writable_places(spec.writable, spec.workspace)
+    for place in writable:
+        first.append(f"{_escape(place)} {_escape(place)} none rbind 0 0\n")
+    kept = list(writable)
     if spec.upper is not None and spec.work is not None:
         # volatile: the upper layer is never synced (copy-ups would fsync every file); after a
         # crash an unfinished transaction is dropped anyway.
         layers = f"lowerdir={spec.workspace},upperdir={spec.upper},workdir={spec.work}"
         options = f"{layers},userxattr,volatile"
-        lines.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+        first.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
+        kept.append(spec.workspace)
+        candidates = kept
+    else:
+        candidates = [*kept, spec.workspace]
+        if _contains(TMP, spec.workspace) and not any(_contains(p, spec.workspace) for p in kept):
+            # The workspace is carried over the private /tmp (read-only): a mount of its own.
+            first.append(f"{_escape(spec.workspace)} {_escape(spec.workspace)} none rbind 0 0\n")
+    first.append("scratch /dev/shm tmpfs mode=700 0 0\n")
+    # What lives under /tmp is carried over the private /tmp, outermost mounts only (the mounts
+    # below come along): bound aside into the scratch tmpfs after the read-only remount (a bind
+    # keeps the flags of what it copies), bound back once /tmp is mounted.
+    carried = [
+        path
+        for path in candidates
+        if path != TMP
+        and _contains(TMP, path)
+        and not any(o != path and _contains(o, path) for o in candidates)
+    ]
+    aside = [(_escape(p), f"/dev/shm/.carried/{n}") for n, p in enumerate(carried)]
+    last = [f"{p} {a} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
+    last.append("tmp /tmp tmpfs mode=1777 0 0\n")
+    last += [f"{a} {p} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
+    last.append("shm /dev/shm tmpfs mode=1777 0 0\n")
     for path in spec.hidden:
         if _contains(path, spec.workspace):
             continue  # hiding a directory that holds the workspace would hide the workspace
         if path.is_dir():
-            lines.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
+            last.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
         elif path.exists():
-            lines.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
-    return lines
+            last.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
+    return first, last, kept
 
 
 def _escape(value: object) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,11 +39,35 @@ class SandboxSettings:
     """How the bash tool runs commands for one session."""
 
     mode: Mode = "auto"
-    network: bool = True
+    network: bool | None = None
+    """None: network for agents that may write (``build``), none for read-only ones (``plan``,
+    ``explore``): a command that cannot change anything has little use for it, and reading
+    secrets plus network is how they leave (``[sandbox] network`` sets it either way)."""
     read_only: bool = False
     """The agent's preset or rules make shell commands read-only (``plan``, ``explore``)."""
     hidden: tuple[Path, ...] = field(default=())
     """Paths no command may see or change (the store directory)."""
+    writable: tuple[Path, ...] = field(default=())
+    """Places outside the workspace commands may change in place (``[sandbox] writable``, or a
+    caller's own: a harness's state directory). Everything else but the workspace and a private
+    ``/tmp`` is read-only."""
+
+    @property
+    def network_on(self) -> bool:
+        """Whether commands get the network: the setting, else on unless read-only."""
+        return self.network if self.network is not None else not self.read_only
+
+    @classmethod
+    def configured(
+        cls, mode: str, network: bool | None, read_only: bool, writable: Iterable[str]
+    ) -> SandboxSettings:
+        """From the ``[sandbox]`` configuration (``~`` in a writable place is expanded here)."""
+        return cls(
+            mode="off" if mode == "off" else "auto",
+            network=network,
+            read_only=read_only,
+            writable=tuple(Path(os.path.expanduser(p)) for p in writable),
+        )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ, **kw: object) -> SandboxSettings:

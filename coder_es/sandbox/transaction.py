@@ -59,7 +59,7 @@ from typing import Any
 
 from coder_es.errors import CoderESError
 from coder_es.sandbox import journal as sealed
-from coder_es.sandbox.upper import UpperEntry, walk_upper
+from coder_es.sandbox.upper import UpperEntry, keep_users_bits, walk_upper
 from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import move_into_place, sync_dirs
 from coder_es.workspace.confined import ConfinedDir, RefusedPathError
@@ -221,6 +221,10 @@ class Planner:
                 )
                 skipped.append(e.path)
                 continue
+            if e.stripped:
+                e = keep_users_bits(e, str(self.root))
+                if e.stripped:
+                    self.notes.append(f"{_shown(e.path)}: its setuid/setgid bits were removed")
             self._entry(e)
         # Deepest directories first, after the files in them are gone.
         rmdirs = [{"op": "rmdir", "path": p} for p in sorted(self.rmdirs, key=_depth, reverse=True)]

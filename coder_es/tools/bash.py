@@ -35,6 +35,7 @@ from typing import Any
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import Report, ReportFifo, SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import CommitError, Outcome
+from coder_es.secret_env import command_environ, dropped_names
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
@@ -136,7 +137,8 @@ async def _run_process(
     extra_env: dict[str, str] | None = None,
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
-    env = {**os.environ, **_QUIET_ENV, **(extra_env or {})}
+    # Never coder-es's own variables or keys (``coder_es.secret_env``).
+    env = {**command_environ(), **_QUIET_ENV, **(extra_env or {})}
     spawning = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *argv,
@@ -187,6 +189,21 @@ async def _run_process(
     return _Ran(out, err, proc.returncode, timed_out)
 
 
+# Run by the editor's terminal before the command: its environment is the client's, where
+# coder-es's variables may be too (the client started coder-es with them).
+_SCRUB_SH = (
+    "for n in $(awk 'BEGIN { for (k in ENVIRON) if (k ~ /^CODER_ES_/) print k }'); "
+    'do unset "$n"; done; exec "$@"'
+)
+
+
+def scrub_argv(argv: list[str]) -> list[str]:
+    """``argv`` run without coder-es's variables, and without any variable of ours holding a
+    coder-es key under another name (``coder_es.secret_env``)."""
+    unset = [arg for name in dropped_names() for arg in ("-u", name)]
+    return ["env", *unset, "/bin/sh", "-c", _SCRUB_SH, "coder-es-env", *argv]
+
+
 async def _run_in_terminal(
     terminal: Terminal,
     argv: list[str],
@@ -198,7 +215,7 @@ async def _run_in_terminal(
 ) -> _Ran:
     """Run ``argv`` in the editor's terminal. The terminal's environment is the client's (which
     started this process); only what ``_run_process`` sets on top of it is passed."""
-    command, args = terminal_command(argv, report)
+    command, args = terminal_command(scrub_argv(argv), report)
     try:
         got = await terminal.run(
             command,
@@ -284,7 +301,8 @@ class BashTool(Tool[BashInput]):
                 work=None if read_only else tx.work,
                 fstab=tx.path / "mounts.fstab",
                 hidden=hidden,
-                network=settings.network,
+                network=settings.network_on,
+                writable=settings.writable,
             )
             ran, report = await self._launch(spec, command, tx, timeout_ms, ctx)
             if not report.ready:

@@ -60,6 +60,8 @@ class Harness:
     app: CoderApp
     providers: list[ScriptedProvider] = field(default_factory=list)
     sleep: Sleep | None = None
+    writable: tuple[Path, ...] = ()
+    """Places outside the workspace the sandbox lets commands write (``[sandbox] writable``)."""
 
     def service(self, turns: Sequence[dict[str, Any]]) -> AgentService:
         def factory(name: str, model: str) -> ScriptedProvider:
@@ -70,7 +72,10 @@ class Harness:
             self.providers.append(provider)
             return provider
 
-        return AgentService(self.app, self.root, provider_factory=factory)
+        from coder_es.sandbox import SandboxSettings
+
+        sandbox = SandboxSettings.from_environ(writable=self.writable)
+        return AgentService(self.app, self.root, provider_factory=factory, sandbox=sandbox)
 
     def start(
         self,
@@ -140,7 +145,9 @@ def make_harness(
         },
     )
     config = config or StoreConfig(backend=backend, path=tmp_path / "store")
-    return Harness(root, CoderApp(config))
+    # Tests signal commands through files beside the workspace (a command touches a flag, then
+    # waits for one): the sandbox lets them write there.
+    return Harness(root, CoderApp(config), writable=(tmp_path,))
 
 
 ON_EVERY_BACKEND = pytest.mark.parametrize("h", BACKENDS, indirect=True)

@@ -20,6 +20,7 @@ from coder_es.application import CoderApp
 from coder_es.audit.verify import verify_session
 from coder_es.records import event_kind
 from coder_es.store.config import StoreConfig
+from coder_es.userdirs import user_config_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,6 +183,10 @@ def test_ctrl_c_cancels_a_run_and_records_it(h: Harness, tmp_path: Path) -> None
             }
         )
     )
+    # The marker is written outside the workspace: a writable place of the sandbox.
+    config = user_config_dir() / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[sandbox]\nwritable = [{json.dumps(str(tmp_path))}]\n")
     env = {**os.environ, "CODER_ES_STORE": str(store), "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
         # --yes: the marker is written outside the workspace (where a sandboxed command

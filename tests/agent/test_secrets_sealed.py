@@ -155,7 +155,7 @@ def _run_write_session(tmp_path: Path, redactor: Redactor | None) -> tuple[list[
     h = make_harness(tmp_path)
     if redactor is not None:
         h.app.close()
-        h = Harness(h.root, CoderApp(h.app.config, redactor=redactor))
+        h = Harness(h.root, CoderApp(h.app.config, redactor=redactor), writable=h.writable)
     turns: list[dict[str, Any]] = [
         turn(tool("write", path="k.py", content=f"K = '{AWS_KEY}'\n")),
         turn(tool("read", path="k.py")),

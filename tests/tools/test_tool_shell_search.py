@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -57,6 +58,8 @@ def test_bash_timeout_kills_the_whole_process_group(make_ctx: Make, tmp_path: Pa
 
 def test_cancelling_bash_kills_its_process_group(make_ctx: Make, tmp_path: Path) -> None:
     ctx = make_ctx()
+    # The flag is outside the workspace: a writable place of the sandbox.
+    ctx = make_ctx(sandbox=dataclasses.replace(ctx.sandbox, writable=(tmp_path,)))
     executor = LocalExecutor(default_registry())
     marker = f"sleep 30.{os.getpid()}2"
     flag = tmp_path / "started"
