@@ -183,3 +183,37 @@ def test_a_scrub_killed_before_its_swap_loses_nothing(
     assert not list(config.lmdb_dir.glob(".scrub-*"))
     assert _open(config, kept) == KEY_B
     assert main([*args, "tree", kept]) == 0
+
+
+def test_rotation_and_scrub_on_every_backend(store_config: StoreConfig) -> None:
+    """The vault's side on each backend (PostgreSQL included): forgetting one session re-wraps
+    the others under a new wrapping key, and the scrub runs (VACUUM FULL on PostgreSQL)."""
+    from coder_es.store.scrub import scrub_store
+    from coder_es.store.views import Guard, ViewRecord
+
+    store_config.prepare()
+    a, b = UUID(int=1), UUID(int=2)
+    views = store_config.open_view_store()
+    try:
+        vault = SecretVault(views)
+        ids = {s: vault.sealer(s)("pattern", "x", f"value-of-{s}") for s in (a, b)}
+        wrap = views.get("sealed/wrap/key")
+        assert wrap is not None and wrap.position == 1
+        assert vault.forget_sessions([a]) == [a]
+        assert views.keys(f"sealed/{a}/") == [f"sealed/{a}/forgotten"]
+        rotated = views.get("sealed/wrap/key")
+        assert rotated is not None and rotated.position == 2 and rotated.data != wrap.data
+        assert SecretVault(views).open_value(b, ids[b]) == f"value-of-{b}"
+        # A guard that no longer holds writes nothing.
+        assert not views.batch({"x": ViewRecord(0, b"x")}, guards=[Guard("sealed/wrap/key", 1)])
+        assert views.get("x") is None
+    finally:
+        views.close()
+    scrub_store(store_config)
+    if store_config.backend == "popo":
+        return  # memory: nothing to reopen
+    views = store_config.open_view_store()
+    try:
+        assert SecretVault(views).open_value(b, ids[b]) == f"value-of-{b}"
+    finally:
+        views.close()
