@@ -35,6 +35,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         filter=flt,
         redact_globs=tuple(args.redact_glob),
         children=not args.no_children,
+        capture_content=_content_opted_in(args, ctx),
     )
     if args.push:
         return _push(args, ctx, options)
@@ -53,6 +54,14 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return 0
+
+
+def _content_opted_in(args: argparse.Namespace, ctx: Context) -> bool:
+    if args.format != "otel":
+        return False
+    from coder_es.telemetry.settings import content_opted_in
+
+    return content_opted_in(os.environ, ctx.settings.telemetry)
 
 
 def _push(args: argparse.Namespace, ctx: Context, options: ExportOptions) -> int:
