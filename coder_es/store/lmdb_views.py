@@ -53,6 +53,16 @@ class LMDBViewStore(ViewStore):
                     found.append(bytes(key).decode())
         return found
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, ViewRecord]:
+        found = {}
+        with self.store.read() as txn:
+            for key in keys:
+                raw = txn.get(key.encode(), db=self._db)
+                if raw is not None:
+                    (position,) = _POSITION.unpack_from(raw)
+                    found[key] = ViewRecord(position, bytes(raw[_POSITION.size :]))
+        return found
+
     def batch(
         self,
         puts: Mapping[str, ViewRecord],

@@ -38,6 +38,15 @@ class ViewStore(ABC):
     def keys(self, prefix: str) -> list[str]:
         """Every key starting with ``prefix``, sorted."""
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, ViewRecord]:
+        """The records of ``keys`` that exist (one read where the backend allows)."""
+        found = {}
+        for key in keys:
+            record = self.get(key)
+            if record is not None:
+                found[key] = record
+        return found
+
     @abstractmethod
     def batch(
         self,
@@ -131,6 +140,19 @@ class SQLiteViewStore(ViewStore):
                 (len(prefix), prefix),
             ).fetchall()
         return [str(r[0]) for r in rows]
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ViewRecord]:
+        found = {}
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = list(keys[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                for key, position, data in self._conn.execute(
+                    f"SELECT key, position, data FROM coder_es_views WHERE key IN ({marks})",
+                    chunk,
+                ):
+                    found[str(key)] = ViewRecord(position, bytes(data))
+        return found
 
     def batch(
         self,
