@@ -33,8 +33,8 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -434,9 +434,31 @@ class Sealing:
 
     redactor: Redactor
     vault: SecretVault
+    _forms: dict[UUID, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    """Stored forms of blobs sealed per session, until an event of it names them."""
+    _forms_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def redact_kwargs(self, session: UUID, kwargs: dict[str, Any]) -> dict[str, Any]:
         return self.redactor.redact_kwargs(kwargs, self.vault.sealer(session))
+
+    def note_stored_form(self, scope: UUID, digest: str, stored_digest: str) -> None:
+        with self._forms_lock:
+            self._forms.setdefault(scope, {})[digest] = stored_digest
+
+    def take_stored_forms(self, session: UUID, fields: dict[str, Any]) -> dict[str, str]:
+        """The stored-form digests of the sealed blobs ``fields`` name (digest -> sha256 of the
+        redacted form), no longer pending: the event about to be recorded carries them."""
+        if not self._forms:
+            return {}
+        with self._forms_lock:
+            pending = self._forms.get(session)
+            if not pending:
+                return {}
+            named = {d for d in _digests_in(fields) if d in pending}
+            taken = {d: pending.pop(d) for d in sorted(named)}
+            if not pending:
+                del self._forms[session]
+            return taken
 
     # -- the blob store's side (coder_es.store.blobs.BlobSealer)
 
@@ -480,6 +502,19 @@ class Sealing:
 
 
 _EVENT_BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
+
+
+def _digests_in(value: Any) -> Iterator[str]:
+    """Every sha256 hex digest among the strings of ``value`` (a blob reference)."""
+    if isinstance(value, str):
+        if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+            yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _digests_in(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _digests_in(v)
 
 
 def _mentions_marker(value: Any) -> bool:
