@@ -95,8 +95,8 @@ def scrub_lmdb(path: str) -> None:
     from coder_es.store.lmdb_env import DATA_FILE, open_stores
 
     if os.path.realpath(path) in open_stores():
-        msg = f"the LMDB store at {path} is open in this process: close it before scrubbing"
-        raise RuntimeError(msg)
+        msg = f"the LMDB store at {path} is still open in this process: it was not scrubbed"
+        raise StoreBusyError(msg)
     data_file = os.path.join(path, DATA_FILE)
     for leftover in Path(path).glob(f"{_SCRUB_PREFIX}*"):
         shutil.rmtree(leftover, ignore_errors=True)  # a scrub killed before its rename

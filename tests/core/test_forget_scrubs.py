@@ -217,3 +217,17 @@ def test_rotation_and_scrub_on_every_backend(store_config: StoreConfig) -> None:
         assert SecretVault(views).open_value(b, ids[b]) == f"value-of-{b}"
     finally:
         views.close()
+
+
+def test_the_forget_bench_runs_and_reports_its_figures() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "forget.py"), "--sessions", "12", "--runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for backend in ("lmdb", "sqlite"):
+        assert f"{backend}: 12 sessions" in done.stdout
+    assert done.stdout.count("given back") == 2 and "x copying the store's files" in done.stdout
