@@ -231,3 +231,26 @@ def test_the_forget_bench_runs_and_reports_its_figures() -> None:
     for backend in ("lmdb", "sqlite"):
         assert f"{backend}: 12 sessions" in done.stdout
     assert done.stdout.count("given back") == 2 and "x copying the store's files" in done.stdout
+
+
+def test_a_store_whose_keys_the_user_key_wraps_directly_is_read_and_rotated(
+    tmp_path: Path,
+) -> None:
+    """Stores written before wrapping keys hold data keys wrapped by the user key itself
+    (generation 0): they still open, and the first forget moves them under a wrapping key."""
+    from coder_es.sealing import _data_key_aad, _encrypt
+    from coder_es.store.views import MemoryViewStore, ViewRecord
+
+    views = MemoryViewStore()
+    vault = SecretVault(views)
+    old, other = UUID(int=7), UUID(int=8)
+    user = vault._user_key(create=True).material
+    data_key = os.urandom(32)
+    views.put(f"sealed/{old}/key", ViewRecord(0, _encrypt(user, data_key, _data_key_aad(old))))
+    value_id = vault.sealer(old)("pattern", "x", "legacy-value")
+    assert SecretVault(views).open_value(old, value_id) == "legacy-value"
+    vault.sealer(other)("pattern", "x", "other-value")
+    assert vault.forget_sessions([other]) == [other]
+    record = views.get(f"sealed/{old}/key")
+    assert record is not None and record.position == 2  # the wrapping key's generation
+    assert SecretVault(views).open_value(old, value_id) == "legacy-value"
