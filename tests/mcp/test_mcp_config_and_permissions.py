@@ -245,6 +245,8 @@ def test_a_client_server_with_an_ambiguous_name_is_not_started() -> None:
     from coder_es.mcp.manager import McpManager
 
     manager = McpManager([McpServerConfig(name="docs_", command="definitely-not-run")])
-    [entry] = asyncio.run(manager.catalog())
+    entries = asyncio.run(manager.catalog())
+    assert entries is not None
+    [entry] = entries
     assert entry["status"] == "failed" and "'docs_' refused" in entry["error"]
     assert manager.connections == {}
