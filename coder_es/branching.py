@@ -33,6 +33,7 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
 from coder_es.errors import CoderESError, UsageError
 from coder_es.records import summarize
+from coder_es.sealed_names import resolve_plan
 from coder_es.workspace.atomic import clean_scratch, scratch_dir
 from coder_es.workspace.restore import (
     UNCHANGED,
@@ -392,9 +393,10 @@ class Branching:
         progress: Progress | None = None,
     ) -> list[FileRestoration]:
         """Restore the files that differ; ``progress(done, total)`` after each one."""
-        plan = files.restore_plan(target)
+        # A sealed file name (one that looks like a credential) is restored under its real name.
+        plan, unresolved = resolve_plan(self.app, session, files.restore_plan(target))
         if not plan:
-            return []
+            return unresolved
         if not self.workspace.is_dir():
             msg = f"cannot restore files: the workspace {self.workspace} is not a directory"
             raise RestoreError(msg)
@@ -402,6 +404,7 @@ class Branching:
         clean_scratch(sandbox.root)
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
-        return restore_files(
+        restored = restore_files(
             sandbox, plan, blobs, progress=progress, scratch=scratch_dir(sandbox.root)
         )
+        return restored + unresolved

@@ -33,15 +33,15 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from coder_es.errors import CoderESError
 from coder_es.redaction import MARKER, Redactor
-from coder_es.store.views import ViewRecord, ViewStore
+from coder_es.store.views import Guard, ViewRecord, ViewStore
 from coder_es.userdirs import user_data_dir
 
 KEY_VAR = "CODER_ES_SEALING_KEY"
@@ -50,6 +50,16 @@ KEY_FILENAME = "sealing.key"
 STORE_SCOPE = UUID(int=0)
 """The scope of sealed blobs stored outside any session (``forget --all`` shreds it)."""
 _PREFIX = "sealed/"
+_WRAP_KEY = "sealed/wrap/key"
+"""The store's wrapping key (position: its generation), wrapped by the user key."""
+
+
+def _wrap_aad(generation: int) -> bytes:
+    return b"coder-es wrapping key " + generation.to_bytes(8, "big")
+
+
+def _data_key_aad(session: UUID) -> bytes:
+    return b"coder-es data key " + session.bytes
 
 
 class SealingKeyError(CoderESError):
@@ -142,6 +152,8 @@ class SecretVault:
         self.where = where
         self._user: UserKey | None = None
         self._keys: dict[UUID, bytes] = {}
+        self._kek: tuple[int, bytes] | None = None
+        """The store's wrapping key (generation, key), once read."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ keys
@@ -151,6 +163,42 @@ class SecretVault:
             self._user = load_user_key(self.environ, create=create)
         return self._user
 
+    def _wrapping_key(self, generation: int, *, create: bool) -> bytes | None:
+        """The store's wrapping key of ``generation`` (0: the user key itself, how stores
+        before wrapping keys wrapped data keys); None when the store's current one is another
+        generation (it was rotated meanwhile: read again), or there is none and not ``create``."""
+        if generation == 0 and not create:
+            return self._user_key(create=False).material
+        cached = self._kek
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        record = self.views.get(_WRAP_KEY)
+        if record is None:
+            if not create:
+                return None
+            kek = os.urandom(32)
+            wrapped = _encrypt(self._user_key(create=True).material, kek, _wrap_aad(1))
+            self.views.batch({_WRAP_KEY: ViewRecord(1, wrapped)}, guards=[Guard(_WRAP_KEY, None)])
+            record = self.views.get(_WRAP_KEY)
+            assert record is not None
+        if create:
+            generation = record.position
+        elif record.position != generation:
+            return None
+        user = self._user_key(create=False)
+        try:
+            kek = _decrypt(user.material, record.data, _wrap_aad(record.position))
+        except _NotOpened:
+            raise SealingKeyError(self._wrong_key_message(user, "this store")) from None
+        self._kek = (record.position, kek)
+        return kek
+
+    def _wrong_key_message(self, user: UserKey, what: str) -> str:
+        return (
+            f"the sealing key from {user.source} does not open the sealed values of {what}"
+            f"{self.where}: it is not the key they were sealed with ({_setting_help()})"
+        )
+
     def _data_key(self, session: UUID, *, create: bool) -> bytes | None:
         """The session's data key; None when this store never sealed anything for it (a
         replay store, a store built from an export: its markers stay markers)."""
@@ -158,31 +206,43 @@ class SecretVault:
             key = self._keys.get(session)
             if key is not None:
                 return key
-            aad = b"coder-es data key " + session.bytes
-            record = self.views.get(f"{_PREFIX}{session}/key")
-            if record is None:
-                if self.forgotten(session):
-                    raise SealedValueUnavailableError(self._forgotten_message(session))
-                if not create:
-                    return None
-                key = os.urandom(32)
-                wrapped = _encrypt(self._user_key(create=True).material, key, aad)
-                self.views.put(f"{_PREFIX}{session}/key", ViewRecord(0, wrapped))
-                # Two processes creating the scope's key at once: the record that stayed wins.
-                record = self.views.get(f"{_PREFIX}{session}/key")
-            if record is not None and (key is None or record.data != wrapped):
-                user = self._user_key(create=False)
+            slot = f"{_PREFIX}{session}/key"
+            aad = _data_key_aad(session)
+            for _attempt in range(8):  # each retry follows a rotation by another process
+                record = self.views.get(slot)
+                if record is None:
+                    if self.forgotten(session):
+                        raise SealedValueUnavailableError(self._forgotten_message(session))
+                    if not create:
+                        return None
+                    kek = self._wrapping_key(0, create=True)
+                    assert kek is not None and self._kek is not None
+                    generation = self._kek[0]
+                    key = os.urandom(32)
+                    wrapped = ViewRecord(generation, _encrypt(kek, key, aad))
+                    # Written only under the wrapping key still current (a rotation by another
+                    # process would otherwise leave it wrapped by a destroyed key), and only if
+                    # no other process created the session's key meanwhile (then theirs wins).
+                    guards = [Guard(_WRAP_KEY, generation), Guard(slot, None)]
+                    if self.views.batch({slot: wrapped}, guards=guards):
+                        break
+                    self._kek = None
+                    continue
+                kek = self._wrapping_key(record.position, create=False)
+                if kek is None:
+                    self._kek = None
+                    continue
                 try:
-                    key = _decrypt(user.material, record.data, aad)
+                    key = _decrypt(kek, record.data, aad)
                 except _NotOpened:
-                    msg = (
-                        f"the sealing key from {user.source} does not open the sealed values of "
-                        f"session {session}{self.where}: it is not the key they were sealed "
-                        f"with ({_setting_help()})"
-                    )
-                    raise SealingKeyError(msg) from None
-            if key is not None:
-                self._keys[session] = key
+                    user = self._user_key(create=False)
+                    message = self._wrong_key_message(user, f"session {session}")
+                    raise SealingKeyError(message) from None
+                break
+            else:
+                msg = f"session {session}'s data key kept changing while read{self.where}"
+                raise SealedValueUnavailableError(msg)
+            self._keys[session] = key
             return key
 
     def _sealing_key(self, session: UUID) -> bytes:
@@ -281,15 +341,88 @@ class SecretVault:
 
     def forget(self, session: UUID) -> bool:
         """Destroy ``session``'s data key (its sealed values become unreadable); whether it had
-        one."""
+        one. See ``forget_sessions``."""
+        return bool(self.forget_sessions([session]))
+
+    def forget_sessions(self, sessions: list[UUID]) -> list[UUID]:
+        """Crypto-shred ``sessions``: delete their wrapped data keys and sealed records, and
+        rotate the store's wrapping key (every other session's data key is re-wrapped under a
+        new one, the old one destroyed), all in one transaction; the sessions that had a key.
+
+        The rotation is what makes a copy of an old wrapped data key worthless on its own: it
+        was wrapped by a key that no longer exists. The bytes the deleted records leave in the
+        store's files are removed by ``coder_es.store.scrub`` (the command does both).
+        Without the user key (lost or wrong) nothing can be re-wrapped: the sessions are still
+        forgotten, and the rotation waits for a forget run with the key."""
+        gone = set(sessions)
         with self._lock:
-            had = self.views.get(f"{_PREFIX}{session}/key") is not None
-            self.views.put(
-                f"{_PREFIX}{session}/forgotten", ViewRecord(int(time.time()), b"forgotten")
-            )
-            self.views.delete(f"{_PREFIX}{session}/key")
-            self._keys.pop(session, None)
+            for _attempt in range(8):
+                current = self.views.get(_WRAP_KEY)
+                deletes: list[str] = []
+                had: list[UUID] = []
+                for session in sessions:
+                    prefix = f"{_PREFIX}{session}/"
+                    found = [k for k in self.views.keys(prefix) if k != prefix + "forgotten"]
+                    if prefix + "key" in found:
+                        had.append(session)
+                    deletes += found
+                puts = {
+                    f"{_PREFIX}{s}/forgotten": ViewRecord(int(time.time()), b"forgotten")
+                    for s in sessions
+                }
+                with contextlib.suppress(SealingKeyError):
+                    puts.update(self._rotated(current, gone))
+                guard = Guard(_WRAP_KEY, None if current is None else current.position)
+                if self.views.batch(puts, deletes, guards=[guard]):
+                    break
+            else:
+                msg = f"the sealed-secret store kept changing while forgetting{self.where}"
+                raise SealedValueUnavailableError(msg)
+            self._kek = None
+            for session in sessions:
+                self._keys.pop(session, None)
             return had
+
+    def _rotated(self, current: ViewRecord | None, gone: set[UUID]) -> dict[str, ViewRecord]:
+        """The records of a rotation: a new wrapping key, and every data key not in ``gone``
+        re-wrapped under it. Raises SealingKeyError when the user key cannot open them."""
+        from cryptography.exceptions import InvalidTag
+
+        user = self._user_key(create=False)
+        old_kek: bytes | None = None
+        if current is not None:
+            try:
+                old_kek = _decrypt(user.material, current.data, _wrap_aad(current.position))
+            except _NotOpened:
+                raise SealingKeyError(self._wrong_key_message(user, "this store")) from None
+        generation = 1 if current is None else current.position + 1
+        new_kek = os.urandom(32)
+        puts = {
+            _WRAP_KEY: ViewRecord(
+                generation, _encrypt(user.material, new_kek, _wrap_aad(generation))
+            )
+        }
+        slots = [k for k in self.views.keys(_PREFIX) if k.endswith("/key") and k != _WRAP_KEY]
+        # One cipher object per key for the whole pass (10k sessions: bench/forget.py).
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        sealer = AESGCM(new_kek)
+        openers = {0: AESGCM(user.material)}
+        if current is not None and old_kek is not None:
+            openers[current.position] = AESGCM(old_kek)
+        for slot, record in self.views.get_many(slots).items():
+            session = UUID(slot[len(_PREFIX) : -len("/key")])
+            opener = openers.get(record.position)
+            if session in gone or opener is None:
+                continue  # forgotten, or wrapped under a key this store no longer has
+            aad = _data_key_aad(session)
+            try:
+                key = opener.decrypt(record.data[:12], record.data[12:], aad)
+            except InvalidTag:
+                raise SealingKeyError(self._wrong_key_message(user, f"session {session}")) from None
+            nonce = os.urandom(12)
+            puts[slot] = ViewRecord(generation, nonce + sealer.encrypt(nonce, key, aad))
+        return puts
 
     def forgotten(self, session: UUID) -> bool:
         return self.views.get(f"{_PREFIX}{session}/forgotten") is not None
@@ -301,9 +434,31 @@ class Sealing:
 
     redactor: Redactor
     vault: SecretVault
+    _forms: dict[UUID, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    """Stored forms of blobs sealed per session, until an event of it names them."""
+    _forms_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def redact_kwargs(self, session: UUID, kwargs: dict[str, Any]) -> dict[str, Any]:
         return self.redactor.redact_kwargs(kwargs, self.vault.sealer(session))
+
+    def note_stored_form(self, scope: UUID, digest: str, stored_digest: str) -> None:
+        with self._forms_lock:
+            self._forms.setdefault(scope, {})[digest] = stored_digest
+
+    def take_stored_forms(self, session: UUID, fields: dict[str, Any]) -> dict[str, str]:
+        """The stored-form digests of the sealed blobs ``fields`` name (digest -> sha256 of the
+        redacted form), no longer pending: the event about to be recorded carries them."""
+        if not self._forms:
+            return {}
+        with self._forms_lock:
+            pending = self._forms.get(session)
+            if not pending:
+                return {}
+            named = {d for d in _digests_in(fields) if d in pending}
+            taken = {d: pending.pop(d) for d in sorted(named)}
+            if not pending:
+                del self._forms[session]
+            return taken
 
     # -- the blob store's side (coder_es.store.blobs.BlobSealer)
 
@@ -347,6 +502,19 @@ class Sealing:
 
 
 _EVENT_BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
+
+
+def _digests_in(value: Any) -> Iterator[str]:
+    """Every sha256 hex digest among the strings of ``value`` (a blob reference)."""
+    if isinstance(value, str):
+        if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+            yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _digests_in(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _digests_in(v)
 
 
 def _mentions_marker(value: Any) -> bool:

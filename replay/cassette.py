@@ -68,6 +68,7 @@ from coder_es.domain.session import Session
 from coder_es.errors import BlobNotFoundError, UsageError
 from coder_es.records import event_fields, event_kind
 from coder_es.redaction import Redactor
+from coder_es.sealed_names import lineage, real_name
 from coder_es.workspace.ignore import IgnoreMatcher
 from replay import disk
 
@@ -189,7 +190,11 @@ def export_session(
             take(digest)
     files = {p: d for p, d in disk.initial_states(events).items() if d is None or d in blobs}
     if include_workspace and root.is_dir():
-        for rel, data in _workspace_files(root, skip=set(files)):
+        # A name the events hold sealed (it looks like a credential) is the same file on disk
+        # under its real name: not listed twice.
+        scopes = lineage(app, session.id)
+        known = {real_name(app, scopes, p) or p for p in files}
+        for rel, data in _workspace_files(root, skip=set(files) | known):
             digest = hashlib.sha256(data).hexdigest()
             blobs.setdefault(digest, data)
             files[rel] = digest
@@ -381,7 +386,11 @@ def _redact(
                 # The observation is of the redacted content now: keep its size true to it.
                 fields["size"] = len(out[fields["hash"]])
         new_events.append(RecordedEvent(e.version, e.kind, e.topic, e.timestamp, fields))
-    new_files = {p: (mapping.get(d, d) if d is not None else None) for p, d in files.items()}
+    # File names are redacted like any text (a workspace file named like a token).
+    new_files = {
+        redactor.redact_text(p): (mapping.get(d, d) if d is not None else None)
+        for p, d in files.items()
+    }
     markers = sorted({m for m in redactor.describe() if any(m in t for t in changed_text)})
     stats: dict[str, Any] = {
         "events": changed_events,

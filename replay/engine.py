@@ -50,6 +50,7 @@ from coder_es.agent.runner import AgentLoop, LoopConfig
 from coder_es.application import CoderApp
 from coder_es.branching import Branching
 from coder_es.config.values import McpServerConfig
+from coder_es.domain.chain import SEALED_FORMS
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
 from coder_es.mcp.tool import McpSource
@@ -268,7 +269,14 @@ class ReplayEngine:
         self.app = app
         self.options = options
         self.mode = options.mode
-        self.recorded = cassette.events
+        # A recorded event's sealed_forms say how the recording store kept its sealed blobs;
+        # the replay re-enacts the event through the session's methods, which record their own.
+        self.recorded = tuple(
+            dataclasses.replace(e, fields={k: v for k, v in e.fields.items() if k != SEALED_FORMS})
+            if SEALED_FORMS in e.fields
+            else e
+            for e in cassette.events
+        )
         self.sid = options.session_id or UUID(cassette.session)
         self.parent = parent
         self.task_call = task_call

@@ -38,6 +38,8 @@ class ExportOptions:
     redact_globs: tuple[str, ...] = ()
     children: bool = True
     """Include the subagents' sessions (the default: the export is the whole tree of work)."""
+    capture_content: bool = False
+    """otel: the content opt-in (``coder_es.telemetry.settings.content_opted_in``)."""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -60,6 +62,8 @@ class PreparedExport:
     """Chain problems found while loading: an export of a damaged session says so up front."""
     children: tuple[ChildExport, ...] = ()
     """The subagents this session started (its ``TaskStarted``), in the order it started them."""
+    capture_content: bool = False
+    """From ``ExportOptions``: the otel export's content opt-in."""
 
     @property
     def complete(self) -> bool:
@@ -140,6 +144,7 @@ def prepare(
         redactions=listing,
         store_problems=[str(p) for p in problems],
         children=children,
+        capture_content=options.capture_content,
     )
 
 

@@ -23,6 +23,7 @@ from coder_es.audit.span_tree import (
     SpanEvent,
     SpanRecord,
     build_spans,
+    file_export,
     nanos,
     span_id,
     trace_id,
@@ -99,7 +100,8 @@ def _resource_spans(
     """``tasks`` collects each exported session's task span ids (``_task_spans``), so a
     subagent's turns find the span of the call that started them."""
     started = prepared.started()
-    spans = build_spans(prepared.session, prepared.events, started=started)
+    capture = prepared.capture_content
+    spans = build_spans(prepared.session, prepared.events, file_export(capture), started)
     if tasks is not None:
         tasks[prepared.session] = _task_spans(prepared.session, spans)
     under = None
@@ -110,7 +112,8 @@ def _resource_spans(
         "service.version": tool_versions()["coder-es"],
         "gen_ai.conversation.id": prepared.session,
         "coder_es.session.id": prepared.session,
-        "coder_es.session.workspace": started.get("workspace"),
+        # A path: content, like every path the spans carry (issue 29).
+        "coder_es.session.workspace": started.get("workspace") if capture else None,
         "coder_es.session.head_version": prepared.head_version,
         "coder_es.session.head_hash": prepared.head_hash,
         "coder_es.session.parent_id": None if link is None else link.parent_session,

@@ -45,8 +45,22 @@ LATEST_SEMCONV = "1.41.0"
 
 
 CONTENT_FIELDS = frozenset({"content", "summary", "blocks", "input", "output"})
-"""Fields of other events that hold conversation text: on turn span events only when content is
-captured (or in the file export, an audit record of everything)."""
+"""Fields of other events that hold conversation text (kept for callers naming them)."""
+
+METADATA_FIELDS = frozenset(
+    {
+        "agent", "attempt", "by", "child_session", "conflicts", "context_budget", "covers",
+        "decided_by", "decision", "default", "delay_s", "duration_ms", "is_error", "kind",
+        "model", "node", "outcome", "parent", "previous", "produced_by", "provider",
+        "retryable", "scope", "steps", "stop_reason", "tool", "tool_use_id", "tool_use_ids",
+    }
+)  # fmt: skip
+"""The fields of other events shown as turn span events when content is NOT captured: an
+allow-list of fields that carry no text of the session (ids, counts, enumerations). Anything
+else (a command line, a path, a reason quoting either, a label, a prompt) may carry the user's or
+the agent's content, and follows the content opt-in
+(``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), in live telemetry and in the file
+export alike (issue 29)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +68,10 @@ class Semconv:
     old: bool = True
     latest: bool = True
     capture_content: bool = False
+    """Content opt-in: conversation text, tool arguments and results, and every attribute
+    that carries content (permission subjects and reasons, paths, other events' text fields)."""
     all_event_fields: bool = False
-    """Every field of the events shown as turn span events (the file export's audit view)."""
+    """The file export's audit view: every event, with every field content capture allows."""
 
     @property
     def version(self) -> str:
@@ -63,8 +79,12 @@ class Semconv:
 
 
 FILE_EXPORT = Semconv(old=True, latest=True, capture_content=False, all_event_fields=True)
-"""The file export writes both provider names and no content: an audit record that does not
-depend on the environment it was exported in."""
+"""The file export writes both provider names and, by default, no content (the same opt-in as
+live telemetry: ``export --format otel`` with capture turns it on, ``file_export(capture)``)."""
+
+
+def file_export(capture_content: bool) -> Semconv:
+    return Semconv(old=True, latest=True, capture_content=capture_content, all_event_fields=True)
 
 
 def trace_id(session: str) -> str:
@@ -274,13 +294,13 @@ class SpanTree:
                     e,
                     f"coder_es.{'edit' if kind == 'EditApplied' else 'file'}",
                     {
-                        "coder_es.file.path": f.get("path"),
+                        "coder_es.file.path": self._content(f.get("path")),
                         "coder_es.edit.outcome": f.get("outcome"),
                     },
                 )
             )
         else:
-            shown = self.semconv.all_event_fields or self.semconv.capture_content
+            shown = self.semconv.capture_content
             turn.events.append(
                 _span_event(
                     e,
@@ -288,7 +308,7 @@ class SpanTree:
                     {
                         f"coder_es.{k}": v
                         for k, v in sorted(f.items())
-                        if k != "prev_hash" and (shown or k not in CONTENT_FIELDS)
+                        if k != "prev_hash" and (shown or k in METADATA_FIELDS)
                     },
                 )
             )
@@ -296,6 +316,10 @@ class SpanTree:
                 turn.error = str(f.get("message"))
         self._last_time = e.timestamp
         return done
+
+    def _content(self, value: Any) -> Any:
+        """``value`` when content is captured, else None (an attribute left out)."""
+        return value if self.semconv.capture_content else None
 
     def _chat(self, e: AuditEvent, turn: SpanRecord) -> SpanRecord:
         f = e.fields
@@ -374,7 +398,7 @@ class SpanTree:
                     e,
                     "coder_es.permission.requested",
                     {
-                        "coder_es.permission.subject": f.get("subject"),
+                        "coder_es.permission.subject": self._content(f.get("subject")),
                         "coder_es.permission.rule": f.get("matched_rule"),
                     },
                 )
@@ -388,9 +412,9 @@ class SpanTree:
                         "coder_es.permission.decision": f.get("decision"),
                         "coder_es.permission.scope": f.get("scope"),
                         "coder_es.permission.decided_by": f.get("decided_by"),
-                        "coder_es.permission.subject": f.get("subject"),
+                        "coder_es.permission.subject": self._content(f.get("subject")),
                         "coder_es.permission.rule": f.get("matched_rule"),
-                        "coder_es.permission.reason": f.get("reason"),
+                        "coder_es.permission.reason": self._content(f.get("reason")),
                     },
                 )
             )
@@ -401,7 +425,7 @@ class SpanTree:
             tool.attributes["coder_es.node.id"] = str(e.version)
             changes = f.get("files_changed") or []
             changed = [c.get("path") for c in changes if isinstance(c, dict)]
-            if changed:
+            if changed and capture:
                 tool.attributes["coder_es.files_changed"] = [str(p) for p in changed]
             if f.get("is_error"):
                 tool.error = "tool reported an error"

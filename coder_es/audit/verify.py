@@ -50,6 +50,7 @@ from coder_es.audit.segments import (
     worker_count,
 )
 from coder_es.audit.witness import read_witness, witness_of_location
+from coder_es.domain.chain import SEALED_FORMS
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
 
 NOTIFICATION_BATCH = 5000
@@ -66,9 +67,13 @@ def _resolve(app: Any, ref: UUID | str) -> UUID:
 def _check_blobs(app: Any, refs: dict[str, tuple[str, int, str]]) -> list[Problem]:
     """Referenced blobs that are missing or whose content no longer matches their hash."""
     problems = []
+    sealed: dict[str, str] = {}  # digest -> sha256 of its stored (redacted) form
     for digest, (session, version, what) in sorted(refs.items()):
         try:
-            app.blobs.check(digest)  # a sealed blob is checked without needing its key
+            # A sealed blob is checked without its key: its stored form against the chain.
+            stored = app.blobs.check(digest)
+            if stored is not None:
+                sealed[digest] = stored
         except BlobNotFoundError:
             problems.append(
                 Problem(
@@ -77,6 +82,40 @@ def _check_blobs(app: Any, refs: dict[str, tuple[str, int, str]]) -> list[Proble
             )
         except StoreError as e:
             problems.append(Problem(session, version, BLOB_CORRUPT, f"{what}: {e}"))
+    return problems + _check_stored_forms(app, refs, sealed)
+
+
+def _check_stored_forms(
+    app: Any, refs: dict[str, tuple[str, int, str]], sealed: dict[str, str]
+) -> list[Problem]:
+    """Sealed blobs whose stored (redacted) form is not the one the chain recorded: the form
+    exports and cassettes show, rewritten (issue 29). The events recording the forms are read
+    again, once per session that references a sealed blob (they are rare). A blob sealed before
+    forms were recorded (or outside any session) has none to compare with."""
+    if not sealed:
+        return []
+    by_session: dict[str, set[str]] = {}
+    for digest in sealed:
+        by_session.setdefault(refs[digest][0], set()).add(digest)
+    problems = []
+    for session, digests in sorted(by_session.items()):
+        recorded: dict[str, tuple[str, int]] = {}
+        for record in iter_session_records(app, UUID(session)):
+            if not isinstance(record, AuditEvent):
+                continue  # undecodable: the chain walk reported it
+            forms = record.fields.get(SEALED_FORMS)
+            if isinstance(forms, dict):
+                for digest, form in forms.items():
+                    recorded.setdefault(digest, (str(form), record.version))
+        for digest in sorted(digests):
+            found = recorded.get(digest)
+            if found is not None and found[0] != sealed[digest]:
+                what = refs[digest][2]
+                detail = (
+                    f"{what}: the stored (redacted) form of sealed blob {digest} was changed: "
+                    f"it no longer matches the digest version {found[1]} recorded"
+                )
+                problems.append(Problem(session, found[1], BLOB_CORRUPT, detail))
     return problems
 
 

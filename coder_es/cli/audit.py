@@ -37,6 +37,7 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         filter=flt,
         redact_globs=tuple(args.redact_glob),
         children=not args.no_children,
+        capture_content=_content_opted_in(args, ctx),
     )
     if args.push:
         return _push(args, ctx, options)
@@ -75,6 +76,14 @@ def _format_of(output: str | None) -> str:
         return FORMAT_OF_SUFFIX[suffix]
     where = f"the suffix of {output!r} names none" if output else "writing to standard output"
     raise UsageError(f"export needs --format jsonl|otel|md|html ({where})")
+
+
+def _content_opted_in(args: argparse.Namespace, ctx: Context) -> bool:
+    if args.format != "otel":
+        return False
+    from coder_es.telemetry.settings import content_opted_in
+
+    return content_opted_in(os.environ, ctx.settings.telemetry)
 
 
 def _push(args: argparse.Namespace, ctx: Context, options: ExportOptions) -> int:

@@ -1,5 +1,10 @@
 """``coder-es forget``: destroy sessions' sealed secrets (crypto-shredding).
 
+Forgetting deletes the sessions' wrapped data keys and sealed records, rotates the store's
+wrapping key (``SecretVault.forget_sessions``), then scrubs the store's files so that no byte of a
+deleted record remains (``coder_es.store.scrub``); exit 1 when another process has the store open
+and the scrub must wait (the secrets are already unreadable: their keys are gone).
+
 The events keep their markers and the hash chain is untouched, so ``verify`` still passes; what
 needed a forgotten value (resuming the session, restoring a file that held a secret) says so.
 """
@@ -47,16 +52,41 @@ def cmd_forget(args: argparse.Namespace, ctx: Context) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing forgotten")
             return 1
-    vault = app.sealing.vault
-    shredded = [str(sid) for sid in sessions if vault.forget(sid)]
-    if args.all:
-        # Blobs stored outside any session (a system prompt quoting a secret).
-        vault.forget(STORE_SCOPE)
+    targets = [*sessions, STORE_SCOPE] if args.all else sessions
+    had = set(app.sealing.vault.forget_sessions(targets))
+    shredded = [str(sid) for sid in sessions if sid in had]
+    # The deleted records' bytes stay in the store's files until scrubbed; the scrub needs the
+    # store closed in this process (the LMDB data file is replaced by a compacted copy).
+    ctx.close()
+    from coder_es.store.scrub import scrub_store
+    from coder_es.store.views import StoreBusyError
+
+    busy = None
+    given_back = 0
+    try:
+        given_back = scrub_store(ctx.config).given_back
+    except StoreBusyError as e:
+        busy = str(e)
     if args.json:
-        print_json({"sessions": [str(s) for s in sessions], "shredded": shredded})
+        print_json(
+            {
+                "sessions": [str(s) for s in sessions],
+                "shredded": shredded,
+                "scrubbed": busy is None,
+                "bytes_given_back": given_back,
+            }
+        )
     else:
         print(
             f"forgot the sealed secrets of {len(sessions)} session(s); "
             f"{len(shredded)} had sealed values, now unreadable"
+            + (
+                ""
+                if busy
+                else f"; the store's freed space was scrubbed ({given_back} bytes given back)"
+            )
         )
+    if busy:
+        print(f"coder-es: {busy}", file=sys.stderr)
+        return 1
     return 0

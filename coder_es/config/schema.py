@@ -200,14 +200,20 @@ class AnyText(Kind):
 class ServerName(Kind):
     """An MCP server's name: it becomes part of tool names (``mcp__NAME__TOOL``)."""
 
-    expected = "a server name (letters, digits, _ and -, no '__')"
-    _NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+    expected = "a server name (letters, digits, _ and -, no '__', no '_' at either end)"
 
     def check(self, value: object) -> tuple[Any, str | None]:
+        # Imported here: coder_es.mcp's package imports the configuration's values.
+        from coder_es.mcp.catalog import server_name_problem
+
         if not isinstance(value, str):
             return self.wrong_type(value)
-        if not self._NAME.match(value) or "__" in value:
-            return None, f"expected {self.expected}, at most 40 characters, got '{value}'"
+        problem = server_name_problem(value)
+        if problem is not None:
+            return (
+                None,
+                f"expected {self.expected}, at most 40 characters, got '{value}': {problem}",
+            )
         return value, None
 
 

@@ -16,6 +16,9 @@ from typing import Any
 from uuid import UUID
 
 GENESIS = ""
+SEALED_FORMS = "sealed_forms"
+"""An event's extra field: {blob digest: sha256 of its stored (redacted) form}, for the sealed
+blobs it names (``Session.trigger_event``); covered by the chain like every field."""
 
 
 def canonical_json(value: Any) -> str:

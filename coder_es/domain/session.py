@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
-from coder_es.domain.chain import GENESIS, event_hash
+from coder_es.domain.chain import GENESIS, SEALED_FORMS, event_hash
 from coder_es.domain.errors import UnknownNodeError
 from coder_es.domain.refs import check_label_name, resolve_ref
 
@@ -329,9 +329,28 @@ class Session(Aggregate):
 
     def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
         # Seal before the event exists: the chain hash covers its content (coder_es.sealing).
+        forms: dict[str, str] = {}
         if Session.sealing is not None:
             kwargs = Session.sealing.redact_kwargs(self.id, kwargs)
-        super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
+            forms = Session.sealing.take_stored_forms(self.id, kwargs)
+        if not forms:
+            super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
+            return
+        # A sealed blob this event names is kept in a redacted form only the chain can vouch
+        # for: the event carries the sha256 of that form (``sealed_forms``, an extra field
+        # that is part of the chain hash and of the stored state; verify compares it). It is
+        # set before the event mutates the aggregate, where the chain hash is computed: the
+        # library's trigger_event, with that one step added.
+        event = event_class(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=event_class.create_timestamp(),
+            prev_hash=self.chain_head,
+            **kwargs,
+        )
+        event.__dict__[SEALED_FORMS] = forms
+        event.mutate(self)
+        self._pending_events.append(event)
 
     def _new_node(self) -> NodeId:
         return str(self.version + 1)

@@ -27,6 +27,53 @@ PREFIX = "mcp__"
 _TOP_LEVEL_REFUSED = ("$schema", "$id", "oneOf", "anyOf", "allOf", "not", "enum")
 
 
+def server_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a server's name, or None. ``mcp__SERVER__TOOL`` must split one
+    way: with ``docs_`` allowed, ``mcp__docs___wipe`` is both ``docs_``/``wipe`` and
+    ``docs``/``_wipe``, and a rule ``mcp__docs__*`` would match the other server's tools."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
+        return "letters, digits, _ and -, at most 40 characters"
+    if "__" in name:
+        return "no '__' (it separates the server from the tool in mcp__SERVER__TOOL)"
+    if name.startswith("_") or name.endswith("_"):
+        return "no '_' at its start or end (mcp__SERVER__TOOL would split two ways)"
+    return None
+
+
+def without_collisions(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``servers``' entries where no two offered tools share a name: every tool of a colliding
+    set is left out (keeping one would offer a tool the model cannot tell from the other), and
+    each server involved says which, naming both, in its ``error``."""
+    owners: dict[str, list[tuple[str, str]]] = {}
+    for server in servers:
+        if server.get("status") != "ready":
+            continue
+        for tool in server.get("tools") or []:
+            owners.setdefault(str(tool["name"]), []).append((str(server["name"]), tool["tool"]))
+    clashes = {name: who for name, who in owners.items() if len(who) > 1}
+    if not clashes:
+        return servers
+    out = []
+    for server in servers:
+        mine = [
+            (name, who)
+            for name, who in clashes.items()
+            if any(s == server.get("name") for s, _ in who)
+        ]
+        if not mine:
+            out.append(server)
+            continue
+        notes = [
+            f"tools {' and '.join(f'{t!r} of server {s!r}' for s, t in who)} map to one name "
+            f"{name!r}: neither is offered"
+            for name, who in mine
+        ]
+        error = "; ".join(filter(None, [server.get("error"), *notes]))
+        tools = [t for t in server.get("tools") or [] if t["name"] not in clashes]
+        out.append({**server, "tools": tools, "error": error})
+    return out
+
+
 def offered_name(server: str, tool: str) -> str:
     """The tool name the model sees for ``tool`` of ``server``."""
     full = f"{PREFIX}{server}__{tool}"

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from coder_es.config.values import McpServerConfig
-from coder_es.mcp.catalog import server_entry
+from coder_es.mcp.catalog import server_entry, server_name_problem, without_collisions
 from coder_es.mcp.connection import McpConnection, McpServerError
 from coder_es.mcp.results import render
 from coder_es.tools.base import ToolContext, ToolResult
@@ -45,7 +45,7 @@ class McpManager:
             starting = []
             for name, config in self.servers.items():
                 conn = self.connections.get(name)
-                if not config.enabled or name in self._attempted:
+                if not config.enabled or name in self._attempted or server_name_problem(name):
                     continue
                 if conn is None or conn.config != config or not conn.alive:
                     starting.append(self._start(name, config))
@@ -54,7 +54,7 @@ class McpManager:
             for outcome in await asyncio.gather(*refresh, return_exceptions=True):
                 if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                     raise outcome
-            return [self.entry(name) for name in self.servers]
+            return without_collisions([self.entry(name) for name in self.servers])
 
     async def _start(self, name: str, config: McpServerConfig) -> None:
         self._attempted.add(name)
@@ -72,6 +72,12 @@ class McpManager:
         config = self.servers[name]
         if not config.enabled:
             return server_entry(config.describe(), "disabled")
+        # The configuration refuses such names; a client's (ACP ``mcpServers``) is refused here.
+        problem = server_name_problem(name)
+        if problem is not None:
+            return server_entry(
+                config.describe(), "failed", error=f"server name {name!r} refused: {problem}"
+            )
         conn = self.connections.get(name)
         if conn is None:
             return server_entry(config.describe(), "failed", error="not started")

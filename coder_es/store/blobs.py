@@ -64,6 +64,12 @@ class BlobSealer(Protocol):
         """The sealed content from the first scope holding it."""
         ...
 
+    def note_stored_form(self, scope: UUID, digest: str, stored_digest: str) -> None:
+        """``digest`` is kept in ``scope`` with a stored (redacted) form of ``stored_digest``:
+        the next event of that session naming ``digest`` records it, so the chain covers the
+        stored form too (``Session.trigger_event``, verified by ``coder_es.audit.verify``)."""
+        ...
+
 
 class BlobStore(ABC):
     """Content-addressed storage on the same backend as the events."""
@@ -125,12 +131,14 @@ class BlobStore(ABC):
                 # This scope keeps its own sealed copy: forgetting another session must not
                 # take away content this one recorded.
                 self.sealing.seal_blob(self.scope, digest, data)
+                self._note_stored_form(digest)
             return digest
         if self.sealing is not None and self.sealing.has_secret(data):
             redacted = self.sealing.seal_blob(self.scope, digest, data)
             self._write_if_absent(
                 digest, SEALED + self.scope.bytes + zlib.compress(redacted, WHOLE_LEVEL)
             )
+            self._note_stored_form(digest)
             return digest
         record = None
         if like is not None and like != digest and len(data) >= self.min_delta_size:
@@ -213,14 +221,19 @@ class BlobStore(ABC):
             msg = f"blob {digest} is corrupt: {e}"
             raise StoreError(msg) from e
 
-    def check(self, digest: str) -> None:
-        """Raise if ``digest`` is missing or corrupt. A sealed blob's content is checked
-        against its key only where the sealing key is at hand; without it, that its record
-        reads (verify must work without the key)."""
+    def check(self, digest: str) -> str | None:
+        """Raise if ``digest`` is missing or corrupt. A sealed blob's content needs its key,
+        which verify must do without: for one, the sha256 of its stored (redacted) form is
+        returned, for the caller to compare with the one the chain recorded."""
         if self.is_sealed(digest):
-            self.stored_form(digest)
-            return
+            return digest_of(self.stored_form(digest))
         self.get(digest)
+        return None
+
+    def _note_stored_form(self, digest: str) -> None:
+        # Read back: another process may have stored the record first (its redaction stands).
+        if self.sealing is not None and self.scope != STORE_SCOPE:
+            self.sealing.note_stored_form(self.scope, digest, digest_of(self.stored_form(digest)))
 
     def for_session(self, session: UUID) -> BlobStore:
         """This store, sealing what holds a secret in ``session``'s scope."""

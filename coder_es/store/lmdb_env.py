@@ -50,6 +50,7 @@ process's growth shows up here as MDB_MAP_RESIZED and is adopted the same way.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import struct
@@ -151,7 +152,14 @@ class LMDBStore:
         self.path = settings.path
         self.settings = settings
         self.max_map_size = settings.max_map_size
-        self.env = _open_environment(settings)
+        # Held for the Environment's life: scrubbing (``lmdb_scrub``) swaps the data file only
+        # when no process holds it.
+        self._users_lock = hold_shared(settings.path)
+        try:
+            self.env = _open_environment(settings)
+        except BaseException:
+            os.close(self._users_lock)
+            raise
         self._refs = 0
         self._closed = False
         self._dbs: dict[bytes, Any] = {}
@@ -173,6 +181,7 @@ class LMDBStore:
             self._check_format()
         except BaseException:
             self.env.close()
+            os.close(self._users_lock)
             raise
 
     # -- named databases -----------------------------------------------------------
@@ -471,6 +480,7 @@ class LMDBStore:
             while self._active:
                 self._gate.wait()
             self.env.close()
+            os.close(self._users_lock)
 
 
 _QUEUED, _TAKEN, _DONE = 0, 1, 2
@@ -561,6 +571,42 @@ def check_data_file(data_file: str) -> None:
             f"last commit needs {needed}; {DAMAGED_STORE_ADVICE}"
         )
         raise LMDBStoreError(msg)
+
+
+def hold_shared(path: str) -> int:
+    """A shared ``flock`` on the store's data file (created empty if missing: LMDB takes an
+    empty file for a new store), the file descriptor holding it.
+
+    Every process using the store holds one while its Environment is open; the scrub after
+    ``forget`` takes it exclusively, so it never swaps the file under a process writing to it. A
+    lock that was waited for may belong to a file swapped meanwhile: then take the new file's.
+    (flock locks are independent of the fcntl locks LMDB keeps on ``lock.mdb``.)
+    """
+    data_file = os.path.join(path, DATA_FILE)
+    while True:
+        try:
+            try:
+                fd = os.open(data_file, os.O_RDONLY)
+            except FileNotFoundError:
+                os.makedirs(path, exist_ok=True)
+                if set(os.listdir(path)) - {LOCK_FILE}:
+                    # Not a store: _open_environment names the problem.
+                    return os.open(os.devnull, os.O_RDONLY)
+                fd = os.open(data_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except (IsADirectoryError, NotADirectoryError, FileExistsError):
+            return os.open(os.devnull, os.O_RDONLY)  # likewise (check_data_file)
+        except OSError as e:
+            raise LMDBStoreError(f"cannot open the LMDB store at {path}: {e.strerror}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            if os.fstat(fd).st_ino == os.stat(data_file).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def _page_size(meta: tuple[Any, ...]) -> int:

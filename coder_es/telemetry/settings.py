@@ -90,12 +90,7 @@ class TelemetrySettings:
             resource["service.name"] = environ["OTEL_SERVICE_NAME"]
         opt_in = {v.strip() for v in environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}
         latest = LATEST_OPT_IN in opt_in or bool(config.latest_conventions)
-        capture_text = environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        capture = (
-            capture_text.strip().lower() == "true"
-            if capture_text is not None
-            else bool(config.capture_content)
-        )
+        capture = content_opted_in(environ, config)
         headers = _pairs(
             environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
             or environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""),
@@ -110,6 +105,15 @@ class TelemetrySettings:
             resource=resource,
             semconv=Semconv(old=not latest, latest=latest, capture_content=capture),
         )
+
+
+def content_opted_in(environ: Mapping[str, str], config: TelemetryConfig) -> bool:
+    """The content opt-in: ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, else
+    ``telemetry.capture_content``. Live telemetry and ``export --format otel`` both follow it."""
+    capture_text = environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    if capture_text is not None:
+        return capture_text.strip().lower() == "true"
+    return bool(config.capture_content)
 
 
 def _signal_url(base: str, signal: str) -> str:

@@ -204,3 +204,49 @@ def test_secrets_of_mcp_servers_are_redacted_from_the_record(tmp_path: Path) -> 
     redactor = with_mcp_secrets(Redactor.from_rules([]), load())
     assert redactor.redact_text("got tok-1234567890") == "got [REDACTED:mcp:mcp.a.env.TOKEN]"
     assert McpServerConfig(name="a").secrets() == []
+
+
+@pytest.mark.parametrize("name", ["docs_", "_docs", "do__cs", "docs__", "_"])
+def test_a_server_name_that_splits_two_ways_is_a_config_error(tmp_path: Path, name: str) -> None:
+    """Issue 29 item 9: with ``docs_`` accepted, ``mcp__docs___delete_all`` was both
+    ``docs``/``_delete_all`` and ``docs_``/``delete_all``, and a rule ``mcp__docs__*`` allowed
+    the other server's tools."""
+    _, _, load = _load(tmp_path, f'[mcp_servers."{name}"]\ncommand = "x"\n')
+    with pytest.raises(ConfigError) as caught:
+        load()
+    text = str(caught.value)
+    assert f"'{name}'" in text and "mcp__SERVER__TOOL" in text
+
+
+def test_names_that_split_one_way_are_accepted(tmp_path: Path) -> None:
+    _, _, load = _load(tmp_path, '[mcp_servers."do_cs-2"]\ncommand = "x"\n')
+    assert "do_cs-2" in load().mcp_servers
+
+
+def test_two_tools_that_map_to_one_name_are_both_refused_and_named() -> None:
+    from coder_es.mcp.catalog import server_entry, tool_entry, without_collisions
+
+    def server(name: str, *tools: str) -> dict[str, object]:
+        entries = [tool_entry(name, t, "", {}, None) for t in tools]
+        return server_entry({"name": name}, "ready", tools=entries)
+
+    # "a.b" is mapped to a name with a hash; a tool literally named like the mapping collides.
+    mapped = offered_name("docs", "a.b").removeprefix("mcp__docs__")
+    servers = [server("docs", "a.b", mapped, "search"), server("other", "x")]
+    out = without_collisions(servers)
+    assert [t["tool"] for t in out[0]["tools"]] == ["search"]
+    assert "'a.b' of server 'docs'" in out[0]["error"] and repr(mapped) in out[0]["error"]
+    assert out[1] == servers[1]
+
+
+def test_a_client_server_with_an_ambiguous_name_is_not_started() -> None:
+    import asyncio
+
+    from coder_es.mcp.manager import McpManager
+
+    manager = McpManager([McpServerConfig(name="docs_", command="definitely-not-run")])
+    entries = asyncio.run(manager.catalog())
+    assert entries is not None
+    [entry] = entries
+    assert entry["status"] == "failed" and "'docs_' refused" in entry["error"]
+    assert manager.connections == {}

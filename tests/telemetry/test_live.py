@@ -322,3 +322,37 @@ def test_stored_states_decode_to_what_json_gives(value: Any, ascii_only: bool) -
     decoded = _decode_json(raw)
     # Compared as JSON again: NaN != NaN, but its text is the same.
     assert json.dumps(decoded) == json.dumps(json.loads(raw))
+
+
+CONTENT_BITS = ("cat secrets/.env", "reads secrets", "calc.py", "secrets/key.txt")
+
+
+def test_attributes_that_carry_content_need_the_opt_in(app: CoderApp) -> None:
+    """Issue 29 item 7: ``coder_es.permission.subject`` carried the whole command line and
+    ``coder_es.permission.reason`` the outside path, with no content opt-in; so did paths."""
+    spans, _, sid = record_live(app, {})
+    text = dump(spans)
+    for bit in CONTENT_BITS:
+        assert bit not in text, bit
+    bash = next(s for s in spans if s.name == "execute_tool bash")
+    decided = dict(
+        next(e for e in bash.events if e.name == "coder_es.permission.decided").attributes or {}
+    )
+    assert (
+        "coder_es.permission.subject" not in decided and "coder_es.permission.reason" not in decided
+    )
+    assert decided["coder_es.permission.decision"] == "deny"  # what happened stays visible
+    # The file export follows the same opt-in (off: the ExportOptions default).
+    exported = export_session(app, sid, ExportOptions(format="otel")).decode()
+    for bit in CONTENT_BITS:
+        assert bit not in exported, bit
+    assert '"coder_es.permission.decision"' in exported
+
+
+def test_with_the_opt_in_the_content_attributes_are_sent(app: CoderApp) -> None:
+    spans, _, sid = record_live(app, {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+    text = dump(spans)
+    for bit in CONTENT_BITS:
+        assert bit in text, bit
+    exported = export_session(app, sid, ExportOptions(format="otel", capture_content=True))
+    assert all(bit.encode() in exported for bit in CONTENT_BITS)
