@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -383,6 +384,15 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
 
             conflicts = len(unapplied_edits(ctx.app, handle.id, after=before))
         code = _exit_code(handle)
+        if code == 130:
+            # Interrupted: the turn is recorded and can go on; say how.
+            script = f" --script {shlex.quote(args.script)}" if args.script else ""
+            Console(stderr=True).print(
+                f"resume: coder-es run --session {handle.id[:8]}{script}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         # A conflict is a problem the user must look at: exit 1, as for rewind (README).
         return 1 if code == 0 and conflicts else code
     finally:

@@ -182,6 +182,11 @@ class ScriptedProvider(Provider):
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedProvider:
         return cls(load_script(path), source=str(path), **kwargs)
 
+    def skip_to(self, played: int) -> None:
+        """Answer the next request with turn ``played`` (a resumed turn already had the first
+        ones): no earlier turn is played again."""
+        self._next = max(self._next, played)
+
     @property
     def remaining(self) -> int:
         return len(self.turns) - self._next
