@@ -213,9 +213,7 @@ class SessionHandle:
         if not isinstance(provider, ScriptedProvider) or provider.by_step:
             return
         events = self.loop.app.session_events(self.loop.session.id)
-        by_node = {
-            str(e.originator_version): e for e in events if isinstance(e, Session.NodeEvent)
-        }
+        by_node = {str(e.originator_version): e for e in events if isinstance(e, Session.NodeEvent)}
         node, played = self.loop.session.head, 0
         while node is not None and node in by_node:
             event = by_node[node]

@@ -181,9 +181,7 @@ def test_after_a_conflicted_rewind_a_later_turn_and_a_rewind_keep_the_users_vers
     r = cli("rewind", sid, first)
     assert r.code == 1 and _outcomes(r.out)["d.py"] == "conflict"
     assert (repo / "d.py").read_text() == "p = USER\nq = 2\n"
-    _run(
-        cli, tmp_path / "t2.json", turn(tool("read", path="notes.md")), turn(text("ok")), sid=sid
-    )
+    _run(cli, tmp_path / "t2.json", turn(tool("read", path="notes.md")), turn(text("ok")), sid=sid)
     r = cli("rewind", sid, first)
     assert (repo / "d.py").read_text() == "p = USER\nq = 2\n", r.out
 

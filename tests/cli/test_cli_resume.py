@@ -57,9 +57,7 @@ def test_ctrl_c_then_run_session_continues_the_turn_with_the_new_script(
     assert [e["kind"] for e in cli("show", sid, "--json").json_lines()] == kinds
 
 
-def test_resuming_with_the_same_script_never_repeats_a_completed_call(
-    repo: Path, cli: Cli
-) -> None:
+def test_resuming_with_the_same_script_never_repeats_a_completed_call(repo: Path, cli: Cli) -> None:
     """Issue 30: Ctrl-C during the slow model call of ``slow_turn``, then ``run --session S
     --script slow_turn``: the completed ``echo started > started.txt`` does not run again, and
     the interrupted run says how to resume."""
