@@ -214,15 +214,17 @@ class SessionHandle:
             return
         events = self.loop.app.session_events(self.loop.session.id)
         by_node = {str(e.originator_version): e for e in events if isinstance(e, Session.NodeEvent)}
-        node, played = self.loop.session.head, 0
+        node, played = self.loop.session.head, []
         while node is not None and node in by_node:
             event = by_node[node]
             if isinstance(event, Session.UserMessageAdded):
                 break
-            if isinstance(event, Session.ModelResponded) and event.model == provider.model:
-                played += 1
+            if isinstance(event, Session.ModelResponded):
+                if event.model != provider.model:
+                    return  # another model answered in this turn
+                played.append(event.blocks)
             node = event.parent
-        provider.skip_to(played)
+        provider.continue_after(played[::-1])
 
     async def _updates(
         self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None
