@@ -168,8 +168,9 @@ class FileStates:
             if path in self.pending or change.get("outcome") == "conflict":
                 continue
             self._first_sight(path, change.get("before"))
-            if change.get("before") != self.known[path]:
-                # The command rewrote a file holding the user's bytes: it takes them.
+            if change.get("before") != self.known[path] and "own" not in change:
+                # The command rewrote a file holding the user's bytes: it takes them. (A change
+                # merged with a concurrent edit records its ``own`` version without them.)
                 self._took(path, change.get("before"))
         self.parent[node] = parent
         self.depth[node] = self.depth[parent] + 1

@@ -36,6 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from coder_es.audit.verify import verify_session
 from coder_es.branching import Branching
+from coder_es.cli.file_views import proposed_at
 from coder_es.workspace.workspace import Workspace
 from projections.files import MISSING, open_files
 
@@ -225,6 +226,11 @@ class WorkspaceModel(RuleBasedStateMachine):
         for p in changes:
             if recorded.get(p) not in (None, "conflict"):
                 self._took(p, at_start[p])  # the command rewrote the file holding them
+            elif recorded.get(p) == "conflict":
+                # The user's version stays; the command's is what ``show --proposed`` prints.
+                assert self.sid is not None
+                node = str(self.h.of(self.sid, "ToolCallCompleted")[-1].originator_version)
+                assert proposed_at(self.h.app, self.sid, node, p) is not None
 
     def _last_changes(self) -> dict[str, str]:
         assert self.sid is not None
