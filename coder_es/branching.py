@@ -405,6 +405,11 @@ class Branching:
         # Content holding a secret is sealed in the session's own scope (forget shreds it).
         blobs = self.app.blobs.for_session(session)
         restored = restore_files(
-            sandbox, plan, blobs, progress=progress, scratch=scratch_dir(sandbox.root)
+            sandbox,
+            plan,
+            blobs,
+            progress=progress,
+            scratch=scratch_dir(sandbox.root),
+            sides=files.restore_sides(),
         )
         return restored + unresolved

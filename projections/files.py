@@ -1,31 +1,30 @@
 """The file state at every node: for each path the session touched, its content hash (None: absent).
 
-Each node carries the paths whose content is known *at that node*; the state at a node is, for every
-path, the entry of the nearest node on the path root->node that has one (the root, node 0, holds
-the state before the first node). Entries come from:
+Each node carries the paths whose content the session made *at that node*; the state at a node is,
+for every path, the entry of the nearest node on the path root->node that has one (the root, node
+0, holds the state before the first node). Authorship is explicit: an entry is always the
+session's own content (an agent's edit or write, a command's result, a restoration of the
+session's own content) except at the root, where the first sight of a path records what the
+user's disk held when the session first looked (``from_disk``: its author is the user). Entries
+come from:
 
-- changes: an ``EditApplied`` result (attached to the next node, the tool result it belongs to) or a
-  ``ToolCallCompleted.files_changed`` ``after`` (attached to that node);
-- observations: what the disk held when the session looked (``FileObserved``, the ``disk`` side of
-  an ``EditApplied``, the ``before`` of a shell change). An observation that disagrees with the
-  state at the head is a change made outside the session (a user's edit): it is recorded at the
-  first node on the head's path after the last one that knew the file (the edit happened some time
-  since), so it belongs to the states *before* the agent's change that observed it, and rewinding
-  that change brings back the user's version rather than the agent's older one. The first sight of
-  a path is recorded at the root: nothing in the session had touched it, so as far as the session
-  knows it was like that from the start.
+- an ``EditApplied``: the agent's own content (``proposed``, not the merge result, which may hold
+  the user's concurrent bytes), attached to the next node (the tool result it belongs to);
+- a ``ToolCallCompleted.files_changed`` change: the command's own version (``proposed`` for a
+  change merged with a concurrent edit, else ``after``), at that node; a conflict changes nothing;
+- the first sight of a path (``FileObserved``, the ``disk`` side of an edit, the ``before`` of a
+  command's change): at the root.
 
-A node's entry is only ever set by what the session recorded or observed while its head was on
-that node's path; moving the head never redefines a node.
+Seeing a user's edit later never makes it a node's state: a user's change becomes the session's
+only when the agent edits content that holds it (its view held the user's bytes: it read them, or
+was shown the merge) or a command rewrites the file holding it.
 
-``known`` is what the session last knew the disk held for each path (what tells whether a
-restoration must touch the path); ``dirty`` lists the paths where that differs from the state at
-the head (a restoration left a conflict or merged a user's edit, or the head moved without the
-files). ``bases`` holds, for paths whose disk content is the user's own and belongs to no node (a
-restoration left it in conflict, or the user edited a file that did not hold the head's state),
-the content that user content was made from: the next restoration merges from it rather than from
-``known``, so the user's edits are merged again (or reported again) instead of taken for the
-session's. An entry goes when the session writes the file or records it at a node.
+``known`` is, for each path, the session's own last content on disk: what the user's bytes on
+disk (if any) were made from, hence the base of every restoration. ``dirty`` lists the paths
+where that differs from the state at the head (a conflict, or the head moved without the files).
+``conflicts`` holds, for paths a restoration or a command left in conflict, the session's side:
+when the disk equals it (the user took the session's version) the file is resolved, and the next
+restoration starts from it (``restore_sides``).
 
 Forked sessions (``Started.parent_session``) inherit the parent's state at ``parent_node`` for paths
 they have not touched themselves: ``inherit`` is a lookup the opener sets, never stored, and the
@@ -45,7 +44,7 @@ from coder_es.domain.session import NodeId, Session
 from coder_es.errors import UnknownNodeError
 from projections.checkpoint import Tracked, graph_state, load_graph_state
 
-FORMAT = 2
+FORMAT = 3
 KIND = "files"
 
 
@@ -77,6 +76,8 @@ class ParentView(Protocol):
 
     def state(self) -> dict[str, Hash]: ...
 
+    def author(self, path: str) -> str: ...
+
 
 def _num(node: NodeId | None) -> int:
     return 0 if node is None else int(node)
@@ -97,7 +98,11 @@ class FileStates:
         self.pending: dict[str, Hash] = {}
         self.known: dict[str, Hash] = {}
         self.dirty: set[str] = set()
-        self.bases: dict[str, Hash] = {}
+        self.conflicts: dict[str, Hash] = {}
+        # node -> paths whose entry there is the user's disk (first sight, or taken by the
+        # session: see ``_took``), not the session's own content.
+        self.by_user: dict[int, set[str]] = {}
+        self.took_here: set[str] = set()  # paths taken from the user since the head moved
         self.inherit: ParentView | None = None
 
     # ------------------------------------------------------------------ reducing
@@ -110,138 +115,142 @@ class FileStates:
         if isinstance(event, Session.NodeEvent):
             self._new_node(version, _num(event.parent), event)
         elif isinstance(event, Session.EditApplied):
-            self._observe(event.path, event.disk)
-            self.pending[event.path] = event.result
-            self.bases.pop(event.path, None)  # the session wrote it: the result is its own
-            self._knew(event.path, event.result, clean=True)
+            self._first_sight(event.path, event.disk)
+            if event.outcome in ("direct", "merged", "conflict_markers"):
+                # The agent's own content; a merge with the user's concurrent edit is not (the
+                # result holds the user's bytes). Markers hold both sides: taken as written.
+                own = event.result if event.outcome == "conflict_markers" else event.proposed
+                if event.base != self.known.get(event.path, event.base):
+                    # The agent's view held bytes that are not the session's (it read the
+                    # user's edit, or was shown a merge with it): its edit takes them.
+                    self._took(event.path, event.disk)
+                self.pending[event.path] = own
+                self.conflicts.pop(event.path, None)
+                self._own(event.path, own)
         elif isinstance(event, Session.FileObserved):
-            self._observe(event.path, event.hash)
-            self._knew(event.path, event.hash, clean=event.hash == self._local_current(event.path))
+            self._first_sight(event.path, event.hash)
         elif isinstance(event, Session.HeadMoved):
             self._move_head(_num(event.node))
         elif isinstance(event, Session.WorkspaceRestored):
-            # Recorded before the head moves: the disk side is what the disk held at the old head.
+            # Recorded before the head moves.
             for entry in event.entries:
-                path = entry["path"]
-                if entry["outcome"] == "error":
-                    # Nothing is known of what the disk holds: the next restoration looks again.
-                    if path in self.known:
-                        self.dirty.add(path)
-                    continue
-                self._restored(path, entry)
+                self._restored(entry["path"], entry)
         elif isinstance(event, Session.Started):
             self.session = str(event.originator_id)
             self.parent_session = event.parent_session
             self.parent_node = event.parent_node
 
     def _restored(self, path: str, entry: dict[str, Any]) -> None:
-        result, target = entry["result"], entry["target"]
-        if entry["outcome"] == "conflict":
-            # Left unmerged, as the user has it: the user's content is no node's state, and the
-            # next restoration merges from the same base, so the user's resolution is merged.
-            self.bases.setdefault(path, entry["base"])
+        outcome = entry["outcome"]
+        if outcome == "error":
+            # Nothing is known of what the disk holds: the next restoration looks again.
+            if path in self.known:
+                self.dirty.add(path)
+        elif outcome == "conflict":
+            # Left as the user has it, made from the session's own content (``known``, still the
+            # base); the session's side is kept so that taking it resolves the file.
+            self.conflicts[path] = entry["target"]
+            if path not in self.known:
+                self.known[path] = entry["base"]
+            self.dirty.add(path)
         else:
-            self._observe(path, entry["disk"])
-            if result == target:
-                self.bases.pop(path, None)
-            elif path in self.bases:
-                # The user's own content, now merged onto the target: carried on top of it.
-                self.bases[path] = target
-        self._knew(path, result, clean=result == self._local_current(path))
+            # The disk holds the target, plus the user's own bytes when merged: the session's
+            # own content is the target.
+            self.conflicts.pop(path, None)
+            self._own(path, entry["target"])
 
     def _new_node(self, node: int, parent: int, event: Any) -> None:
         if parent != self.head:
             self._flush_pending()
         shell_changes = getattr(event, "files_changed", None) or []
         for change in shell_changes:
-            if change["path"] not in self.pending:
-                # The shell's ``before`` is what the disk held before the command ran, at the
-                # parent (still the head here).
-                self._overwritten(change["path"], change.get("before"))
+            path = change["path"]
+            if path in self.pending or change.get("outcome") == "conflict":
+                continue
+            self._first_sight(path, change.get("before"))
+            if change.get("before") != self.known[path] and "own" not in change:
+                # The command rewrote a file holding the user's bytes: it takes them. (A change
+                # merged with a concurrent edit records its ``own`` version without them.)
+                self._took(path, change.get("before"))
         self.parent[node] = parent
         self.depth[node] = self.depth[parent] + 1
+        self.took_here.clear()
         changes = dict(self.pending) if parent == self.head else {}
         self.pending = {}
         for path in sorted(self.dirty):
             # The disk did not hold the head's state for these (files restored without the
-            # conversation, or a conflict): the new node starts from what the disk held.
+            # conversation, or a conflict): the new node starts from the session's own content
+            # on disk, never from the user's bytes on it.
             changes.setdefault(path, self.known[path])
-            self.bases.pop(path, None)
         self.dirty.clear()
         for change in shell_changes:
-            changes[change["path"]] = change.get("after")
-            self.known[change["path"]] = change.get("after")
-            self.bases.pop(change["path"], None)
+            path = change["path"]
+            if change.get("outcome") == "conflict":
+                # Not applied: the user's version stays; the command's is the session's side.
+                self.conflicts[path] = change.get("proposed")
+                continue
+            # A change merged with a concurrent edit: the command's own version, not the merge.
+            own = change["own"] if "own" in change else change.get("after")
+            changes[path] = own
+            self.known[path] = own
+            self.conflicts.pop(path, None)
         if changes:
             self.entries[node] = changes
         self.head = node
 
-    def _overwritten(self, path: str, before: Hash) -> None:
-        """A shell command replaced ``before``: the user's own content in it must stay somewhere.
-
-        Content that is the user's alone (no node holds it) was on disk at the head and nowhere
-        else: the head records it, the one case where a node's entry changes after it was made,
-        because the command just destroyed the only copy a move could bring back.
-        """
-        if path in self.bases or (path in self.dirty and self.known.get(path) != before):
-            self.entries.setdefault(self.head, {})[path] = before
-            self.known[path] = before
-            self.bases.pop(path, None)
+    def _first_sight(self, path: str, value: Hash) -> None:
+        """The disk held ``value``. The first sight of a path is recorded at the root, as the
+        user's (nothing in the session had touched it: as far as the session knows it was like
+        this from the start). Later sights change nothing: what the user does to a file stays
+        the user's."""
+        if path in self.known or path in self.pending:
             return
-        self._observe(path, before)
-
-    def _observe(self, path: str, value: Hash) -> None:
-        """The disk held ``value`` at the head: record it if that is news (an outside edit).
-
-        An edit made on a file that did not hold the head's state was made on no node's state:
-        it stays the user's own (merged from ``bases``) until a node records it.
-        """
-        if path not in self.known:
-            # First sight: nothing in the session touched it so far, so as far as the session
-            # knows it was like this from the start.
-            self.entries.setdefault(0, {})[path] = value
+        if self._local_value(self.head, path) is not MISSING:
             return
-        if self.known[path] == value:
-            return
-        if path in self.pending:
-            self.pending[path] = value  # changed again during the same step
-            return
-        if path in self.dirty or path in self.bases:
-            self.bases.setdefault(path, self.known[path])
-            return
-        self.entries.setdefault(self._since_last_seen(path), {})[path] = value
-
-    def _since_last_seen(self, path: str) -> int:
-        """The first node on the head's path after the last one that knew ``path``.
-
-        An outside edit happened some time after the session last knew the file: every node
-        since then is, as far as the session can tell, a state in which the disk held that edit.
-        """
-        node, below = self.head, self.head
-        while node != 0:
-            changes = self.entries.get(node)
-            if changes is not None and path in changes:
-                return below
-            below, node = node, self.parent[node]
-        return below
-
-    def _knew(self, path: str, value: Hash, *, clean: bool) -> None:
+        root = self.entries.setdefault(0, {})
+        if path not in root:
+            root[path] = value
+            self.by_user.setdefault(0, set()).add(path)
         self.known[path] = value
-        if clean:
-            # The disk holds the head's state: nothing on it is the user's alone any more.
+
+    def _took(self, path: str, disk: Hash) -> None:
+        """The session takes the user's bytes on disk (``disk``) into its own content.
+
+        The user's version is recorded at the head, as the user's, so that rewinding to the
+        head (before the change that took it) brings the user's whole version back: the one
+        case where a node's entry changes after it was made, because the change destroys the
+        only copy of the user's bytes a move could bring back. Only the first such version per
+        path and node: a later one in the same step holds the session's earlier change.
+        """
+        if path in self.took_here:
+            return
+        self.took_here.add(path)
+        self.entries.setdefault(self.head, {})[path] = disk
+        self.by_user.setdefault(self.head, set()).add(path)
+
+    def _session_wrote(self, node: int, paths: Iterable[str]) -> None:
+        users = self.by_user.get(node)
+        if users:
+            users.difference_update(paths)
+
+    def _own(self, path: str, value: Hash) -> None:
+        """The session's own content on disk for ``path`` is now ``value``."""
+        self.known[path] = value
+        if value == self._local_current(path):
             self.dirty.discard(path)
-            self.bases.pop(path, None)
         else:
             self.dirty.add(path)
 
     def _flush_pending(self) -> None:
         # Edits made at the head and never attached to a node: the disk holds them at the head.
         if self.pending:
+            self._session_wrote(self.head, self.pending)
             self.entries.setdefault(self.head, {}).update(self.pending)
             self.pending = {}
 
     def _move_head(self, new: int) -> None:
         self._flush_pending()
+        self.took_here.clear()
         old = self.head
         changed = self._changed_between(old, new)
         old_values, new_values = self._local_values(old, changed), self._local_values(new, changed)
@@ -254,7 +263,6 @@ class FileStates:
                 self.dirty.add(path)
             else:
                 self.dirty.discard(path)
-                self.bases.pop(path, None)
         self.head = new
 
     def to_state(self) -> dict[str, Any]:
@@ -267,7 +275,9 @@ class FileStates:
             "pending": sorted(self.pending.items()),
             "known": sorted(self.known.items()),
             "dirty": sorted(self.dirty),
-            "bases": sorted(self.bases.items()),
+            "conflicts": sorted(self.conflicts.items()),
+            "by_user": [[node, sorted(paths)] for node, paths in sorted(self.by_user.items())],
+            "took_here": sorted(self.took_here),
         }
 
     @classmethod
@@ -279,7 +289,9 @@ class FileStates:
         fs.pending = dict(state["pending"])
         fs.known = dict(state["known"])
         fs.dirty = set(state["dirty"])
-        fs.bases = dict(state["bases"])
+        fs.conflicts = dict(state["conflicts"])
+        fs.by_user = {int(node): set(paths) for node, paths in state["by_user"]}
+        fs.took_here = set(state["took_here"])
         return fs
 
     # ------------------------------------------------------------------ lookups
@@ -411,15 +423,16 @@ class FileStates:
     def restore_plan(self, target: NodeId | None) -> list[tuple[str, Hash, Hash]]:
         """(path, base, target) for every path the disk must change to reach ``target``'s state.
 
-        A path is restored when the target's content differs from what the session last knew
-        the disk held; base is what the user's content on disk was made from (``bases``), else
-        that known content. Only paths that can differ are looked at: those changed between the
-        head and the target, those left dirty or holding the user's content, and pending edits.
+        A path is restored when the target's content differs from the session's own last content
+        on disk (``known``), which is the base: the user's bytes on disk are merged onto the
+        target, never taken for the session's. Only paths that can differ are looked at: those
+        changed between the head and the target, those left dirty or in conflict, and pending
+        edits.
         """
         num = self._require(target)
         candidates: dict[str, None] = dict.fromkeys(self._changed_between(self.head, num))
         candidates.update(dict.fromkeys(sorted(self.dirty)))
-        candidates.update(dict.fromkeys(sorted(self.bases)))
+        candidates.update(dict.fromkeys(sorted(self.conflicts)))
         candidates.update(dict.fromkeys(self.pending))
         plan = []
         wants = self._values(num, candidates)
@@ -427,11 +440,42 @@ class FileStates:
             want = wants[path]
             if want is MISSING:
                 continue  # never touched on the way to the target: leave it as it is
-            disk = self.known[path] if path in self.known else self.current(path)
-            if disk is MISSING or disk != want:
-                base = self.bases.get(path, disk)
-                plan.append((path, None if base is MISSING else base, want))
+            own = self.known[path] if path in self.known else self.current(path)
+            if own is MISSING or own != want or path in self.conflicts:
+                plan.append((path, None if own is MISSING else own, want))
         return sorted(plan)
+
+    def restore_sides(self) -> dict[str, Hash]:
+        """For paths in conflict, the session's side: a disk equal to it holds no user bytes (the
+        user took the session's version), so a restoration starts from it."""
+        return dict(self.conflicts)
+
+    def author_at(self, node: NodeId | None, path: str) -> str:
+        """Who made the bytes of ``path`` at ``node``: "session" (an agent's edit, a command, a
+        restoration) or "user" (what the user's disk held when the session first saw it)."""
+        num = self._require(node)
+        while True:
+            changes = self.entries.get(num)
+            if changes is not None and path in changes:
+                return "user" if path in self.by_user.get(num, ()) else "session"
+            if num == 0:
+                break
+            num = self.parent[num]
+        if self.inherit is not None:
+            return self.inherit.author(path)
+        return "user"
+
+    def files_at(self, node: NodeId | None) -> list[dict[str, Any]]:
+        """The entries recorded at ``node`` (the root: None), each with its author."""
+        num = self._require(node)
+        return [
+            {
+                "path": path,
+                "hash": value,
+                "author": "user" if path in self.by_user.get(num, ()) else "session",
+            }
+            for path, value in sorted(self.entries.get(num, {}).items())
+        ]
 
 
 # ---------------------------------------------------------------------- opening
@@ -454,6 +498,9 @@ class _Inherited:
 
     def state(self) -> dict[str, Hash]:
         return self._states().state_at(self._node)
+
+    def author(self, path: str) -> str:
+        return self._states().author_at(self._node, path)
 
 
 def track_files(app: CoderApp, session_id: UUID, *, every: int = 1000) -> Tracked[FileStates]:

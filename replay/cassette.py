@@ -281,6 +281,9 @@ def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
         yield fields.get("raw_stream_blob")
     elif kind == "ToolCallCompleted":
         yield fields.get("output_blob")
+        for change in fields.get("files_changed") or []:
+            if isinstance(change, dict):
+                yield change.get("own")  # the base of a later restoration of a merged change
     elif kind == "EditApplied":
         for key in ("base", "proposed"):
             yield fields.get(key)

@@ -581,7 +581,12 @@ class ReplayEngine:
             output = self.cassette.blob(done["output_blob"]).decode("utf-8", "surrogateescape")
         changes = tuple(
             FileChange(
-                str(c["path"]), c.get("before"), c.get("after"), c.get("outcome"), c.get("proposed")
+                str(c["path"]),
+                c.get("before"),
+                c.get("after"),
+                c.get("outcome"),
+                c.get("proposed"),
+                c.get("own"),
             )
             for c in done.get("files_changed") or []
         )

@@ -26,8 +26,9 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
         if _is_digest(f.get("output_blob")):
             yield f["output_blob"], "tool output"
         for change in f.get("files_changed") or []:
-            # "proposed": a command's version that met a conflict, kept in the store.
-            for key in ("before", "after", "proposed"):
+            # "proposed": a command's version that met a conflict, kept in the store; "own":
+            # a merged command's own version (without the user's concurrent bytes).
+            for key in ("before", "after", "proposed", "own"):
                 if isinstance(change, dict) and _is_digest(change.get(key)):
                     yield change[key], f"{change.get('path')} ({key})"
     elif kind == "UserMessageAdded":

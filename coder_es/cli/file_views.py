@@ -125,11 +125,13 @@ def content_at(
 
 @dataclass(frozen=True)
 class UnappliedEdit:
-    """An edit or write the agent made that conflicted with the user's: not on disk, kept here."""
+    """An edit, write or command's change that conflicted with the user's: not on disk, kept
+    here (``by``: "edit" or "command")."""
 
     node: NodeId
     path: str
     proposed: str
+    by: str = "edit"
 
     def take_command(self, session: str) -> str:
         path = shlex.quote(self.path)
@@ -146,21 +148,30 @@ def unapplied_edits(app: CoderApp, session: UUID | str, *, after: int = 0) -> li
     }
     out = []
     for e in events:
+        if isinstance(e, Session.ToolCallCompleted):
+            # A command's change the user's concurrent edit kept off the disk.
+            for change in e.files_changed:
+                if change.get("outcome") == "conflict" and change.get("proposed"):
+                    at = str(e.originator_version)
+                    out.append(UnappliedEdit(at, change["path"], change["proposed"], "command"))
+            continue
         if not isinstance(e, Session.EditApplied) or e.outcome != "conflict" or not e.proposed:
             continue
         node = nodes.get(e.tool_use_id) if e.tool_use_id else None
         if node is not None:
             out.append(UnappliedEdit(node, e.path, e.proposed))
-    return out
+    return sorted(out, key=lambda u: int(u.node))
 
 
 def proposed_at(app: CoderApp, session: UUID | str, node: NodeId, path: str) -> bytes:
-    """The agent's version of ``path`` that the conflicted call at ``node`` left unapplied."""
+    """The agent's version of ``path`` that the conflicted call (an edit or a command) at
+    ``node`` left unapplied."""
     for edit in unapplied_edits(app, session):
         if edit.node == node and edit.path == path:
             return app.blobs.get(edit.proposed)
     msg = (
         f"no conflicted edit of {path} at node {node}: --proposed shows the agent's version "
-        "that a conflict left unapplied (see the conflict message for its node)"
+        "(of an edit or a command) that a conflict left unapplied (see the conflict message "
+        "for its node)"
     )
     raise UsageError(msg)

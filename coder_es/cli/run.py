@@ -13,8 +13,9 @@ project's config, else the first of anthropic / openai whose API key is set, els
 ``CODER_ES_SCRIPT`` names a script. The model: ``--model``, else ``CODER_ES_MODEL``, else
 ``model`` in the config, else a default per provider (a resumed session keeps its own).
 
-Exit codes: 0 the turn ended normally, 1 it ended on an error or the step limit, 2 bad usage
-(including no usable provider), 130 cancelled (Ctrl-C).
+Exit codes: 0 the turn ended normally, 1 it ended on an error or the step limit, or a change
+of the agent's (an edit or a command's) conflicted with the user's, 2 bad usage (including no
+usable provider), 130 cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -333,18 +335,22 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     return asyncio.run(_run(args, ctx, images))
 
 
-def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
-    """After a turn: each edit that conflicted with the user's, and how to take the agent's."""
+def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> int:
+    """After a turn: each edit or command change that conflicted with the user's, and how to
+    take the agent's; returns how many (a conflict makes ``run`` exit 1)."""
     from coder_es.cli.file_views import unapplied_edits
 
-    for edit in unapplied_edits(ctx.app, handle.id, after=after):
+    found = unapplied_edits(ctx.app, handle.id, after=after)
+    for edit in found:
+        whose = "the command's" if edit.by == "command" else "the agent's"
         err.print(
             f"[yellow]conflict[/yellow] {escape(edit.path)}: your version is left on disk; "
-            f"the agent's is kept. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
+            f"{whose} is kept. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
             "[/bold]",
             highlight=False,
             soft_wrap=True,  # a command to copy must not be broken across lines
         )
+    return len(found)
 
 
 def _turn_usage(ctx: Context, handle: SessionHandle, after: int, err: Console) -> None:
@@ -378,10 +384,26 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
                     sys.stdout.flush()
                 else:
                     renderer.show(update)
+        conflicts = 0
         if not args.json:
-            _conflict_hints(ctx, handle, before, renderer.err)
+            conflicts = _conflict_hints(ctx, handle, before, renderer.err)
             _turn_usage(ctx, handle, before, renderer.err)
-        return _exit_code(handle)
+        else:
+            from coder_es.cli.file_views import unapplied_edits
+
+            conflicts = len(unapplied_edits(ctx.app, handle.id, after=before))
+        code = _exit_code(handle)
+        if code == 130:
+            # Interrupted: the turn is recorded and can go on; say how.
+            script = f" --script {shlex.quote(args.script)}" if args.script else ""
+            Console(stderr=True).print(
+                f"resume: coder-es run --session {handle.id[:8]}{script}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        # A conflict is a problem the user must look at: exit 1, as for rewind (README).
+        return 1 if code == 0 and conflicts else code
     finally:
         await handle.close()
 

@@ -204,7 +204,15 @@ def _show_file(args: argparse.Namespace, ctx: Context) -> int:
     if args.proposed:
         data = proposed_at(ctx.app, session.id, node, path)
     else:
-        data = content_at(ctx.app, open_files(ctx.app, session.id), str(session.id), node, path)
+        files = open_files(ctx.app, session.id)
+        data = content_at(ctx.app, files, str(session.id), node, path)
+        if files.author_at(node, path) == "user":
+            # Not the session's bytes: say where they come from (stderr: stdout is the file).
+            print(
+                f"{path} at node {node}: as on the user's disk when the session first saw it "
+                "(no node of the session changed it up to there)",
+                file=sys.stderr,
+            )
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.flush()

@@ -64,10 +64,13 @@ def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) 
                 "children": tree.children(n),
                 "labels": tree.labels_of(n),
                 "files_changed": files.changed_at(n),
+                "files": files.files_at(n),
                 "text": texts.get(n, ""),
             }
             for n in tree.nodes()
         ],
+        # What the user's disk held when the session first saw each file (the root's state).
+        "files_at_start": files.files_at(None),
         "leaves": tree.leaves(),
         "branch_points": tree.branch_points(),
         "branches": [

@@ -60,6 +60,14 @@ from coder_es.providers.types import (
 )
 
 
+def _gist(blocks: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """What identifies a response: its tool calls (name and input), else its text."""
+    calls = [(b.get("name"), b.get("input")) for b in blocks if b.get("type") == "tool_use"]
+    if calls:
+        return calls
+    return [b.get("text") for b in blocks if b.get("type") == "text"]
+
+
 @dataclass(frozen=True)
 class ScriptedTurn:
     blocks: list[Block] = field(default_factory=list)
@@ -181,6 +189,19 @@ class ScriptedProvider(Provider):
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedProvider:
         return cls(load_script(path), source=str(path), **kwargs)
+
+    def continue_after(self, played: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+        """Resuming an interrupted turn whose responses so far (their blocks, in order) were
+        ``played``: when this script begins with them (the same tool calls, or the same text),
+        it is the script that played them, and it goes on after them instead of playing them
+        again (their tool calls completed). A script that holds only what is left is played
+        from its start."""
+        if not played or len(played) >= len(self.turns) or self._next:
+            return
+        for turn, blocks in zip(self.turns, played, strict=False):
+            if _gist(turn.blocks) != _gist(blocks):
+                return
+        self._next = len(played)
 
     @property
     def remaining(self) -> int:

@@ -98,6 +98,7 @@ class Applied:
     outcome: str  # "direct" | "merged" | "conflict"
     proposed: str | None
     recorded: bool
+    own: str | None = None  # merged: the command's change without the user's concurrent bytes
 
 
 @dataclass
@@ -482,7 +483,23 @@ def _apply_file(
     before = _put(blobs, disk, recorded)
     after = _put(blobs, written, recorded)
     outcome = "direct" if before == base else "merged"
-    out.applied.append(Applied(rel, before, after, outcome, ours, recorded))
+    own = _own_version(blobs, base, disk, proposed) if outcome == "merged" and recorded else None
+    out.applied.append(Applied(rel, before, after, outcome, ours, recorded, own))
+
+
+def _own_version(
+    blobs: BlobStore, base: str | None, disk: bytes | None, proposed: bytes | None
+) -> str | None:
+    """The command's own version of a file the user changed while it ran: its change (from
+    the disk it met to its version) applied to what the session knew (``base``), so that the
+    user's concurrent bytes (which the command may have read through the overlay) stay the
+    user's. When that does not apply cleanly the command's version is taken as it is."""
+    from coder_es.workspace.contents import merge_contents
+
+    known = None if base is None else blobs.get(base)
+    own = merge_contents(disk, known, proposed)
+    data = proposed if own.kind == "conflict" else own.data
+    return None if data is None else blobs.put(data, like=base)
 
 
 def _chmod(ws: ConfinedDir, rel: str, mode: int) -> None:

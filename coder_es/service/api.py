@@ -54,6 +54,7 @@ from coder_es.agent.runner import (
 )
 from coder_es.application import CoderApp
 from coder_es.config.values import McpServerConfig
+from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
@@ -64,6 +65,7 @@ from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
 from coder_es.providers.images import ImageInput, check_images
+from coder_es.providers.scripted import ScriptedProvider
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.service.tasks import TaskRunner
@@ -200,7 +202,29 @@ class SessionHandle:
 
     def resume(self, *, answerer: PermissionAnswerer | None = None) -> AsyncIterator[up.Update]:
         """Continue an interrupted turn (after a crash) without a new message."""
+        self._continue_script()
         return self._updates(lambda: self.loop.resume(), answerer)
+
+    def _continue_script(self) -> None:
+        """A script resumed by the same "model" (its file) goes on after the responses it
+        already gave in this turn: played again, they would repeat tool calls that completed
+        (a real model sees their results and moves on)."""
+        provider = self.provider
+        if not isinstance(provider, ScriptedProvider) or provider.by_step:
+            return
+        events = self.loop.app.session_events(self.loop.session.id)
+        by_node = {str(e.originator_version): e for e in events if isinstance(e, Session.NodeEvent)}
+        node, played = self.loop.session.head, []
+        while node is not None and node in by_node:
+            event = by_node[node]
+            if isinstance(event, Session.UserMessageAdded):
+                break
+            if isinstance(event, Session.ModelResponded):
+                if event.model != provider.model:
+                    return  # another model answered in this turn
+                played.append(event.blocks)
+            node = event.parent
+        provider.continue_after(played[::-1])
 
     async def _updates(
         self, start: Callable[[], Awaitable[TurnOutcome]], answerer: PermissionAnswerer | None

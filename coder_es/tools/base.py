@@ -43,7 +43,10 @@ class FileChange:
 
     A shell command run as a transaction also says how its change met the disk: ``outcome``
     "direct", "merged" (with a concurrent edit) or "conflict" (not applied: ``before`` and
-    ``after`` are the disk's version, ``proposed`` the command's, kept in the blob store).
+    ``after`` are the disk's version, ``proposed`` the command's, kept in the blob store). A
+    merged change records ``own``: the command's change applied to what the session knew,
+    without the user's concurrent bytes that ``after`` holds; the session's file state keeps it
+    as the session's own content (``projections.files``), the base of later restorations.
     """
 
     path: str
@@ -51,6 +54,7 @@ class FileChange:
     after: str | None
     outcome: str | None = None
     proposed: str | None = None
+    own: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "before": self.before, "after": self.after}
@@ -58,6 +62,8 @@ class FileChange:
             out["outcome"] = self.outcome
         if self.outcome == "conflict":
             out["proposed"] = self.proposed
+        if self.outcome == "merged" and self.own is not None:
+            out["own"] = self.own
         return out
 
 

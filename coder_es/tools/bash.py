@@ -338,7 +338,7 @@ class BashTool(Tool[BashInput]):
                     await committing
             await asyncio.to_thread(tx.close)
         changes = tuple(
-            FileChange(a.path, a.before, a.after, a.outcome, a.proposed)
+            FileChange(a.path, a.before, a.after, a.outcome, a.proposed, a.own)
             for a in sorted(outcome.applied, key=lambda a: a.path)
             if a.recorded
         )

@@ -27,7 +27,7 @@ every staged file and directory is flushed one by one, as a single write does.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -131,12 +131,16 @@ def restore_files(
     *,
     progress: Progress | None = None,
     scratch: Path | None = None,
+    sides: Mapping[str, str | None] | None = None,
 ) -> list[FileRestoration]:
     """Bring every path of ``plan`` to its target (see the module docstring), in plan order.
-    ``scratch``: where temporary files go (``coder_es.workspace.atomic.scratch_dir``)."""
+    ``scratch``: where temporary files go (``coder_es.workspace.atomic.scratch_dir``).
+    ``sides``: for paths left in conflict, the session's side; a disk that equals it holds no
+    user bytes (the user took the session's version: the conflict is resolved by content), so
+    it is the base instead of the plan's."""
     workers = min(WORKERS, len(plan) // PER_WORKER)
     with ThreadPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
-        run = _Run(sandbox, blobs, len(plan), progress, pool, scratch)
+        run = _Run(sandbox, blobs, len(plan), progress, pool, scratch, sides or {})
         try:
             return run.restore(plan)
         finally:
@@ -153,8 +157,10 @@ class _Run:
         progress: Progress | None,
         pool: ThreadPoolExecutor | None,
         scratch: Path | None,
+        sides: Mapping[str, str | None],
     ) -> None:
         self.sandbox, self.blobs, self.scratch = sandbox, blobs, scratch
+        self.sides = sides
         self.total, self.progress = total, progress
         self.pool = pool
         self.outcomes: dict[str, FileRestoration] = {}
@@ -231,6 +237,8 @@ class _Run:
         disk_hash = digest(disk)
         if disk_hash == target:
             return FileRestoration(path, UNCHANGED, base, target, target, target)
+        if path in self.sides and disk_hash == self.sides[path]:
+            base = disk_hash  # the session's own side of a conflict: no user bytes to keep
         return _File(path, base, target, where, disk, disk_hash)
 
     # ---------------------------------------------------------------- phase 2: decide

@@ -46,9 +46,10 @@ def test_rewinding_an_agent_edit_merged_over_a_user_edit_keeps_the_user_edit(age
     result = agent.branching.rewind(agent.sid, asked)
     assert not result.conflicts
     assert agent.read("a.txt") == _replace(LINES, b"line 1\n", b"line 1 by the user\n")
-    # Further back than the user's edit: the agent's original file.
+    # Further back than the user's edit: the agent's original file, with the user's line still
+    # (the user's bytes are never the session's: no rewind takes them away).
     agent.branching.rewind(agent.sid, created)
-    assert agent.read("a.txt") == LINES
+    assert agent.read("a.txt") == _replace(LINES, b"line 1\n", b"line 1 by the user\n")
 
 
 def test_a_shell_change_over_a_user_edit_rewinds_to_the_user_version(agent: Agent) -> None:

@@ -1,0 +1,51 @@
+"""Shrunk failures of the workspace model (``authorship_machine``), kept as regular tests: each
+failed on the code before issue 30."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from authorship_machine import WorkspaceModel
+
+from coder_es.sandbox import SandboxSettings, availability
+
+
+@pytest.fixture
+def model(tmp_path) -> Iterator[WorkspaceModel]:  # type: ignore[no-untyped-def]
+    found = availability(SandboxSettings(), tmp_path)
+    if not found.active:
+        pytest.skip(f"the namespace sandbox is unavailable here: {found.reason}")
+    machine = WorkspaceModel()
+    try:
+        yield machine
+    finally:
+        machine.teardown()
+
+
+def _steps(model: WorkspaceModel, *steps: Callable[[], None]) -> None:
+    for step in steps:
+        step()
+        model.no_user_line_is_lost()
+        model.untouched_files_hold_the_sessions_content()
+        model.no_completed_call_ran_twice()
+        model.verify_passes()
+
+
+def test_a_command_merged_with_a_concurrent_line_then_checkout_of_the_first_node(
+    model: WorkspaceModel,
+) -> None:
+    _steps(
+        model,
+        lambda: model.agent_write(path="a.txt", read_first=False),
+        lambda: model.agent_bash(concurrent=True, op="sed", path="a.txt"),
+        lambda: model.checkout(index=0),
+    )
+
+
+def test_a_resumed_turn_does_not_run_its_completed_command_again(model: WorkspaceModel) -> None:
+    _steps(
+        model,
+        lambda: model.agent_bash(concurrent=False, op="sed", path="a.txt"),
+        lambda: model.resume_after_cancel(path="a.txt"),
+    )

@@ -1,0 +1,56 @@
+"""The workspace model of issue 30 (``authorship_machine``): a bounded run in the default suite
+(under a minute), at least 2,000 examples in the slow suite; both with the sandbox and without
+it (stat-index mode, its documented limit asserted instead)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from authorship_machine import WorkspaceModel, WorkspaceModelNoSandbox
+from hypothesis import HealthCheck, settings
+
+from coder_es.sandbox import SandboxSettings, availability
+
+QUICK = settings(
+    max_examples=int(os.environ.get("AUTHORSHIP_EXAMPLES", "4")),
+    stateful_step_count=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+SLOW = settings(
+    max_examples=2000,
+    stateful_step_count=12,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def _needs_sandbox(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    found = availability(SandboxSettings(), tmp_path)
+    if not found.active:
+        pytest.skip(f"the namespace sandbox is unavailable here: {found.reason}")
+
+
+def test_model_with_the_sandbox(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _needs_sandbox(tmp_path)
+    WorkspaceModel.TestCase.settings = QUICK
+    WorkspaceModel.TestCase().runTest()
+
+
+def test_model_without_the_sandbox() -> None:
+    WorkspaceModelNoSandbox.TestCase.settings = QUICK
+    WorkspaceModelNoSandbox.TestCase().runTest()
+
+
+@pytest.mark.slow
+def test_model_with_the_sandbox_many_examples(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _needs_sandbox(tmp_path)
+    WorkspaceModel.TestCase.settings = SLOW
+    WorkspaceModel.TestCase().runTest()
+
+
+@pytest.mark.slow
+def test_model_without_the_sandbox_many_examples() -> None:
+    WorkspaceModelNoSandbox.TestCase.settings = SLOW
+    WorkspaceModelNoSandbox.TestCase().runTest()
