@@ -30,6 +30,7 @@ SENSITIVE: tuple[tuple[Key, str], ...] = (
     (("providers", "*", "base_url"), "it decides where your prompts and API key are sent"),
     (("providers", "*", "api_key_env"), "it decides which of your secrets is sent as the API key"),
     (("mcp_servers",), "MCP servers are programs and services run with your rights"),
+    (("harnesses",), "a harness is a program run with your rights and your API keys"),
     (("serve", "allowed_origins"), "it lets web pages connect to coder-es serve"),
     # Sections other parts add (listed ahead, so they are held back from the day they exist):
     (("agents",), "an agent definition decides which tools run and how freely"),
