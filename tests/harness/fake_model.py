@@ -16,10 +16,9 @@ every answer (the bench's 50 ms model).
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +39,9 @@ class Script:
 class FakeModel:
     script: Script
     requests: list[dict[str, Any]] = field(default_factory=list)
+    on_request: Callable[[int, dict[str, Any]], None] | None = None
+    """Called with (number of requests so far, body) before each answer: a test's user acts
+    while the harness's turn is running."""
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -77,6 +79,8 @@ class FakeModel:
                 except ValueError:
                     body = {}
                 model.requests.append({"method": "POST", "path": self.path, "body": body})
+                if model.on_request is not None:
+                    model.on_request(len(model.requests), body)
                 if model.script.latency_s:
                     time.sleep(model.script.latency_s)
                 path = self.path.split("?")[0]
@@ -283,7 +287,14 @@ class FakeModel:
                 usage = {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120}
                 if not decls:
                     # The routing call (or another side request): a JSON answer naming a model.
-                    text = json.dumps({"reasoning": "simple", "model_choice": "flash"})
+                    text = json.dumps(
+                        {
+                            "reasoning": "simple",
+                            "model_choice": "flash",
+                            "complexity_reasoning": "simple",
+                            "complexity_score": 1,
+                        }
+                    )
                     part: dict[str, Any] = {"text": text}
                 else:
                     step = model.step(done)
@@ -342,5 +353,3 @@ def standard_script(workspace: str, *, absolute: bool = True, latency_s: float =
         latency_s=latency_s,
     )
 
-
-_ = re  # kept for route patterns
