@@ -275,7 +275,43 @@ class GeminiAdapter(Adapter):
         return []
 
 
+# ---------------------------------------------------------------------- any ACP agent
+
+
+class AcpAdapter(Adapter):
+    """An ACP agent of unknown provider: each provider's base URL variable is pointed at its own
+    route of the proxy (``ACP_ROUTES``), each route forwarding to that provider's endpoint."""
+
+    kind = "acp"
+    default_command = ()
+    package = ""
+    upstream_env = "ANTHROPIC_BASE_URL"
+    upstream_default = "https://api.anthropic.com"
+
+    def argv(self, command: list[str], turn: TurnRequest) -> list[str]:
+        return list(command)
+
+    def env(self, turn: TurnRequest, environ: Mapping[str, str]) -> dict[str, str]:
+        env = {variable: f"{turn.proxy_url}/{route}" for route, (variable, _) in ACP_ROUTES.items()}
+        # Claude-based agents: as for Claude Code itself.
+        env.update(ClaudeAdapter().env(turn, environ))
+        env["ANTHROPIC_BASE_URL"] = f"{turn.proxy_url}/a"
+        env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+        return env
+
+    def decode(self, obj: dict[str, Any]) -> list[hs.HarnessEvent]:
+        return []  # its stream is ACP (coder_es.harness.acp)
+
+
+ACP_ROUTES: dict[str, tuple[str, str]] = {
+    "a": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+    "o": ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+    "g": ("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com"),
+}
+
+
 ADAPTERS: dict[str, type[Adapter]] = {
+    "acp": AcpAdapter,
     "claude-code": ClaudeAdapter,
     "codex": CodexAdapter,
     "gemini": GeminiAdapter,

@@ -122,6 +122,9 @@ class ModelUnreachable(Exception):
 @dataclass
 class RecordingProxy:
     upstream: Upstream
+    routes: dict[str, Upstream] = field(default_factory=dict)
+    """More upstreams, by the path segment after the token that selects them (an ACP agent of
+    unknown provider gets one base URL per provider, each a route of the same proxy)."""
     on_exchange: Callable[[Exchange], None] | None = None
     token: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     exchanges: list[Exchange] = field(default_factory=list)
@@ -145,6 +148,9 @@ class RecordingProxy:
         """What the harness is given as its base URL (the token is the first path segment)."""
         return f"http://127.0.0.1:{self.port}/{self.token}"
 
+    def route_url(self, route: str) -> str:
+        return f"{self.base_url}/{route}"
+
     async def aclose(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -154,6 +160,8 @@ class RecordingProxy:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
         await self.upstream.aclose()
+        for upstream in self.routes.values():
+            await upstream.aclose()
 
     # ------------------------------------------------------------------ serving
 
@@ -200,8 +208,13 @@ class RecordingProxy:
         if "accept-encoding" not in lower:
             # httpx would add its own: the client gets what it asked for, byte for byte.
             forward.append(("accept-encoding", "identity"))
+        upstream = self.upstream
+        if self.routes:
+            segment, _, rest = path[1:].partition("/")
+            if segment in self.routes:
+                upstream, path = self.routes[segment], "/" + rest
         try:
-            response = await self.upstream.send(method, path, forward, body)
+            response = await upstream.send(method, path, forward, body)
         except httpx.ConnectError as e:
             self._connect_failures += 1
             reason = f"the model endpoint cannot be reached ({e or type(e).__name__})"

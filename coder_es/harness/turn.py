@@ -39,9 +39,20 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.harness import stream as hs
-from coder_es.harness.adapters import Adapter, TurnRequest
+from acp import RequestError
+from acp.client.connection import ClientSideConnection
+
+from coder_es.harness.acp import (
+    HarnessClient,
+    PermissionRule,
+    run_acp_turn,
+    sandbox_init_pid,
+    shimmed,
+    stdin_descriptor,
+)
+from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.files import Attribution
-from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy
+from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
 from coder_es.harness.spec import HarnessSpec
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
@@ -124,8 +135,17 @@ class HarnessTurn:
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
                 f"({found.reason}); see coder-es doctor"
             )
-        upstream = ForwardUpstream(self.adapter.upstream({**self.environ, **self.spec.env}))
-        proxy = await RecordingProxy(upstream, on_exchange=self._exchange(blobs)).start()
+        user_env = {**self.environ, **self.spec.env}
+        upstream = ForwardUpstream(self.adapter.upstream(user_env))
+        routes: dict[str, Upstream] = {}
+        if self.spec.kind == "acp":
+            routes = {
+                route: ForwardUpstream(user_env.get(variable) or default)
+                for route, (variable, default) in ACP_ROUTES.items()
+            }
+        proxy = await RecordingProxy(
+            upstream, routes=routes, on_exchange=self._exchange(blobs)
+        ).start()
         tx = await asyncio.to_thread(Transaction.begin, self.workspace)
         attribution = Attribution(self.workspace, tx.upper, blobs.put)
         t0 = time.monotonic()
@@ -151,14 +171,21 @@ class HarnessTurn:
                 hidden=self.hidden,
                 network=self.network,
             )
-            argv = wrap(sandbox, self.adapter.argv(self.command, request))
+            inner = self.adapter.argv(self.command, request)
+            acp_stdin: tuple[int, int] | None = None
+            if self.spec.kind == "acp":
+                acp_stdin = stdin_descriptor()
+                inner = shimmed(inner, acp_stdin[0])
+            argv = wrap(sandbox, inner)
             env = {
                 **self.environ,
                 **self.spec.env,
                 **self.adapter.env(request, self.environ),
                 "GIT_DISCOVERY_ACROSS_FILESYSTEM": "1",
             }
-            exit_code, stderr, outcome, message = await self._drive(argv, env, proxy, attribution)
+            exit_code, stderr, outcome, message = await self._drive(
+                argv, env, proxy, attribution, acp_stdin, prompt, resume
+            )
             if not self.read_only:
                 applied = await asyncio.to_thread(self._commit, tx, blobs)
         finally:
@@ -215,7 +242,14 @@ class HarnessTurn:
     # ------------------------------------------------------------------ the process
 
     async def _drive(
-        self, argv: list[str], env: dict[str, str], proxy: RecordingProxy, attribution: Attribution
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        proxy: RecordingProxy,
+        attribution: Attribution,
+        acp_stdin: tuple[int, int] | None,
+        prompt: str,
+        resume: str | None,
     ) -> tuple[int | None, str, str, str | None]:
         read_end, write_end = os.pipe()
         reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
@@ -229,9 +263,12 @@ class HarnessTurn:
                 start_new_session=True,
                 env=env,
                 limit=1 << 24,
+                pass_fds=(acp_stdin[0],) if acp_stdin else (),
             )
         finally:
             os.close(write_end)
+            if acp_stdin is not None:
+                os.close(acp_stdin[0])
         err_tail = bytearray()
 
         async def pump_err() -> None:
@@ -251,7 +288,56 @@ class HarnessTurn:
                     for event in self.adapter.decode(obj):
                         await self._on(event, attribution)
 
-        pumps = asyncio.gather(pump_out(), pump_err())
+        client: HarnessClient | None = None
+
+        async def converse() -> None:
+            nonlocal client
+            assert acp_stdin is not None and proc.stdout is not None
+            loop = asyncio.get_running_loop()
+            pipe = os.fdopen(acp_stdin[1], "wb", buffering=0)
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, pipe
+            )
+            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+            async def on_event(event: hs.HarnessEvent) -> None:
+                await self._on(event, attribution)
+
+            init_pid = None
+
+            def pid() -> int | None:
+                nonlocal init_pid
+                if init_pid is None:
+                    init_pid = sandbox_init_pid(proc.pid)
+                return init_pid
+
+            def root() -> Path | None:
+                p = pid()
+                return None if p is None else Path(f"/proc/{p}/root")
+
+            client = HarnessClient(
+                on_event, self.workspace, root, pid,
+                PermissionRule(self.read_only, self.yes), self._record_decision,
+            )
+            conn = ClientSideConnection(client, writer, proc.stdout)
+            try:
+                await run_acp_turn(
+                    conn, client, workspace=self.workspace, prompt=prompt, resume=resume,
+                    on_event=on_event,
+                )
+            except (RequestError, RuntimeError, ConnectionError) as e:
+                await asyncio.sleep(0.2)  # its last words, on stderr
+                said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
+                why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
+                await on_event(hs.Finished(False, "error", why))
+            finally:
+                await client.close()
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                writer.close()
+                await _stop(proc)
+
+        pumps = asyncio.gather(converse() if acp_stdin else pump_out(), pump_err())
         watchers = {
             asyncio.ensure_future(self.cancelled.wait()): "cancelled",
             asyncio.ensure_future(proxy.unreachable.wait()): "unreachable",
@@ -405,6 +491,18 @@ class HarnessTurn:
             )
 
         self._ops.append(respond)
+
+    def _record_decision(
+        self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str
+    ) -> None:
+        decision = "allow" if allowed else "deny"
+        self._ops.append(
+            lambda s: s.decide_permission(
+                tool_use_id=call, tool=tool, subject=subject, decision=decision,
+                decided_by=by, reason=reason,
+            )
+        )
+        self.emit(up.PermissionDecision(call, tool, subject, decision, "once", by, None, reason))
 
     def _exchange(self, blobs: Any) -> Callable[[Exchange], None]:
         def on_exchange(x: Exchange) -> None:

@@ -14,7 +14,14 @@ import pytest
 from conftest import HarnessEnv, make_env, sandbox_reason
 from fake_model import standard_script
 
-KINDS = ["claude", "codex", "gemini"]
+# Claude Code runs in the default suite; the others take 40-60 s each on a loaded machine
+# (Gemini CLI alone needs ~10 s to start and ~5 s to exit): ``-m slow``.
+KINDS = [
+    "claude",
+    pytest.param("codex", marks=pytest.mark.slow),
+    pytest.param("gemini", marks=pytest.mark.slow),
+    pytest.param("acp:claude-agent-acp", marks=pytest.mark.slow),
+]
 
 
 @pytest.fixture
