@@ -217,7 +217,8 @@ class RecordingProxy:
             response = await upstream.send(method, path, forward, body)
         except httpx.ConnectError as e:
             self._connect_failures += 1
-            reason = f"the model endpoint cannot be reached ({e or type(e).__name__})"
+            where = getattr(upstream, "base_url", "")
+            reason = f"the model endpoint {where} cannot be reached ({e or type(e).__name__})"
             if self._connect_failures >= CONNECT_FAILURES_LIMIT:
                 self.unreachable_reason = reason
                 self.unreachable.set()

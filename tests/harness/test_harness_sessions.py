@@ -109,3 +109,58 @@ def test_a_missing_harness_program_is_one_clear_line(henv: HarnessEnv) -> None:
     missing = h.cli("run", "--harness", "codex", "hi")
     assert missing.returncode == 2
     assert "not on PATH" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_an_unreachable_model_ends_the_turn_with_one_line(henv: HarnessEnv) -> None:
+    h = henv
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    h.env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{dead}"
+    (h.workspace / "kept.txt").write_text("mine\n")
+    failed = h.cli("run", "--harness", "claude", "--yes", "hello", timeout=180)
+    assert failed.returncode == 1, failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and f"127.0.0.1:{dead} cannot be reached" in errors[0], failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert (h.workspace / "kept.txt").read_text() == "mine\n"
+
+
+def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from processes import gone
+
+    h = henv
+    asked = threading.Event()
+
+    def hold(count: int, body: dict[str, Any]) -> None:
+        if count == 2:  # the write is done; the model "thinks" for a long time
+            asked.set()
+            time.sleep(60)
+
+    h.model.on_request = hold
+    marker = "cancel-me-Q7Z"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(h.workspace), "run",
+         "--harness", "claude", "--yes", marker],
+        cwd=h.workspace, env=h.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert asked.wait(120), "the harness never made its second request"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert gone(marker, within_s=10), "the harness outlived the cancel"
+    assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
+    assert "Traceback" not in err
