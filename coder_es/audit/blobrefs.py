@@ -42,6 +42,11 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
     elif kind == "ModelResponded":
         if _is_digest(f.get("raw_stream_blob")):
             yield f["raw_stream_blob"], "raw model stream"
+    elif kind == "ModelExchanged":
+        # A harness's model request and answer, as the recording proxy saw them.
+        for key, what in (("request_blob", "model request"), ("response_blob", "model response")):
+            if _is_digest(f.get(key)):
+                yield f[key], f"{what} ({f.get('path')})"
     elif kind == "EditApplied":
         for key in ("base", "disk", "proposed", "result"):
             if _is_digest(f.get(key)):
@@ -56,5 +61,12 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
 
 
 REF_KINDS = frozenset(
-    {"UserMessageAdded", "ToolCallCompleted", "ModelResponded", "EditApplied", "WorkspaceRestored"}
+    {
+        "UserMessageAdded",
+        "ToolCallCompleted",
+        "ModelResponded",
+        "ModelExchanged",
+        "EditApplied",
+        "WorkspaceRestored",
+    }
 )

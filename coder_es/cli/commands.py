@@ -192,6 +192,12 @@ permission rules (--allow / --deny RULE):
 def _turn_args(p: argparse.ArgumentParser) -> None:
     """``chat``'s options; ``run`` adds its PROMPT."""
     p.add_argument("--session", help="resume this session (id or unique prefix)")
+    p.add_argument(
+        "--harness",
+        metavar="NAME",
+        help="run another agent as this session: claude, codex, gemini, acp:'CMD ARGS' or a "
+        "[harnesses.NAME] of the configuration (docs/harness.md)",
+    )
     _provider_args(p, "model name (scripted: the script path)")
     p.add_argument(
         "--allow",

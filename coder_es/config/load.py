@@ -387,10 +387,18 @@ def build(
     agents: dict[str, dict[str, Any]] = {}
     for rest, s in _under(merged, ("agents",)):
         agents.setdefault(rest[0], {})[rest[1]] = s.value
+    harnesses: dict[str, dict[str, Any]] = {}
+    for rest, s in _under(merged, ("harnesses",)):
+        entry = harnesses.setdefault(rest[0], {})
+        if rest[1] == "env":
+            entry.setdefault("env", {})[rest[2]] = s.value
+        else:
+            entry[rest[1]] = s.value
     return Config(
         workspace=workspace,
         provider=provider,
         agents=MappingProxyType(agents),
+        harnesses=MappingProxyType(harnesses),
         model=_get(merged, ("model",), DEFAULT_MODELS[provider]),
         agent=_get(merged, ("agent",), DEFAULT_AGENT),
         providers=MappingProxyType({p: _provider(p, merged, environ) for p in PROVIDERS}),

@@ -361,6 +361,17 @@ MCP_SERVER = Table(
     }
 )
 
+HARNESS = Table(
+    {
+        "kind": Leaf(
+            Choice(("claude-code", "codex", "gemini", "acp"), "harness kind"),
+            "which agent CLI this is (its stream format and flags)",
+        ),
+        "command": Leaf(ListOf(AnyText()), "the program and its arguments"),
+        "env": Entries(EnvName(), Leaf(AnyText(), "a value"), "variables added to its environment"),
+    }
+)
+
 AGENT_DEFINITION = Table(
     {
         "name": Leaf(Text(), "the name the model uses (default: the table's)"),
@@ -459,6 +470,7 @@ SCHEMA = Table(
         ),
         # From a project config, held back until the workspace is trusted (config.untrusted).
         "mcp_servers": Entries(ServerName(), MCP_SERVER, "MCP servers by name"),
+        "harnesses": Entries(ServerName(), HARNESS, "agent CLIs run as sessions (--harness NAME)"),
         "store": Table(
             {
                 "backend": Leaf(Choice(BACKENDS, "backend"), "the event store backend"),

@@ -241,6 +241,8 @@ class Config:
     telemetry: TelemetryConfig = TelemetryConfig()
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """``[agents.NAME]`` subagent definitions (``coder_es.permissions.subagents``)."""
+    harnesses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[harnesses.NAME]``: kind, command, env (``coder_es.harness.spec``)."""
     files: tuple[Path, ...] = ()
     """The config files that were read, lowest precedence first."""
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)

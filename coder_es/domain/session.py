@@ -266,6 +266,36 @@ class Session(Aggregate):
         agent: str
         description: str
 
+    class ModelExchanged(Event):
+        """One model request a harness made through the recording proxy, and its answer
+        (``coder_es.harness.proxy``): bodies as blobs, no credentials. What deterministic replay
+        of a harness session serves."""
+
+        harness: str
+        method: str
+        path: str
+        request_headers: dict[str, str]
+        request_blob: str
+        status: int
+        response_headers: dict[str, str]
+        response_blob: str
+        duration_ms: int
+        error: str | None
+
+    class HarnessRan(Event):
+        """One turn of a harness (another agent CLI run as this session): its own session id
+        (what the next turn resumes), version, exit and cost as it reported them."""
+
+        harness: str
+        kind: str
+        harness_session: str | None
+        version: str | None
+        exit_code: int | None
+        duration_ms: int
+        cost_usd: float | None
+        outcome: str  # "ok" | "error" | "cancelled"
+        message: str | None
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -519,6 +549,12 @@ class Session(Aggregate):
 
     def unarchive(self, *, by: str) -> None:
         self.trigger_event(self.Unarchived, by=by)
+
+    def record_exchange(self, **fields: Any) -> None:
+        self.trigger_event(self.ModelExchanged, **fields)
+
+    def record_harness_run(self, **fields: Any) -> None:
+        self.trigger_event(self.HarnessRan, **fields)
 
     # ------------------------------------------------------------------ files
 

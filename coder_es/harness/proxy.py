@@ -1,0 +1,337 @@
+"""The recording proxy: the harness's only model endpoint, on 127.0.0.1, for one turn.
+
+The harness is pointed at ``http://127.0.0.1:PORT/<token>`` (its base URL). Each request whose
+path starts with the token is forwarded to the upstream base URL (the user's own, or the
+provider's default) with its headers, the answer is streamed back byte for byte as it arrives,
+and the exchange is kept: the request (method, path without the token and without secret query
+parameters, an allow-list of headers, the body) and the response (status, an allow-list of
+headers, the raw body). A request without the token is refused (403) and never forwarded: the
+port is open to every local process, the token is only in the harness's environment.
+
+Credentials travel (the upstream needs them) but are never kept: only allow-listed headers are
+recorded, and query parameters other than an allow-list are dropped from the recorded path
+(Gemini may send its key as ``?key=``).
+
+A later mode serves recorded responses instead of forwarding (replay, fork): ``Upstream`` is
+the one seam for that (``ForwardUpstream`` today).
+
+The HTTP/1.1 server is small on purpose (asyncio streams): the clients are the three CLIs'
+HTTP stacks, which send ``Content-Length`` or chunked bodies and keep connections alive; its
+per-request cost is what ``bench/harness.py`` measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import httpx
+
+# Headers kept in the record: what a replay needs to tell requests apart, nothing secret.
+RECORDED_REQUEST_HEADERS = frozenset(
+    {"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent"}
+)
+RECORDED_RESPONSE_HEADERS = frozenset(
+    {"content-type", "content-encoding", "request-id", "x-request-id", "openai-processing-ms"}
+)
+RECORDED_QUERY = frozenset({"alt", "beta"})
+# Never forwarded either way (connection-level, or rewritten by us).
+_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "host"}
+)
+CONNECT_FAILURES_LIMIT = 3
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One model request and its answer, as recorded (no credentials)."""
+
+    method: str
+    path: str
+    request_headers: dict[str, str]
+    request_body: bytes
+    status: int
+    response_headers: dict[str, str]
+    response_body: bytes
+    started: float  # time.time() when the request arrived
+    duration_ms: float
+    error: str | None = None
+
+
+class UpstreamResponse(Protocol):
+    status: int
+    headers: list[tuple[str, str]]
+
+    def body(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Upstream(Protocol):
+    async def send(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> UpstreamResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _HttpxResponse:
+    def __init__(self, response: httpx.Response) -> None:
+        self._r = response
+        self.status = response.status_code
+        self.headers = list(response.headers.multi_items())
+
+    def body(self) -> AsyncIterator[bytes]:
+        return self._r.aiter_raw()
+
+    async def aclose(self) -> None:
+        await self._r.aclose()
+
+
+class ForwardUpstream:
+    """Forwards to ``base_url`` (its path prefixed to the request's)."""
+
+    def __init__(self, base_url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        timeout = httpx.Timeout(connect=connect_timeout_s, read=600.0, write=60.0, pool=60.0)
+        self._client = httpx.AsyncClient(timeout=timeout, trust_env=False)
+
+    async def send(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> UpstreamResponse:
+        request = self._client.build_request(
+            method, self.base_url + path, headers=headers, content=body
+        )
+        response = await self._client.send(request, stream=True)
+        return _HttpxResponse(response)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class ModelUnreachable(Exception):
+    """The upstream refused connections ``CONNECT_FAILURES_LIMIT`` times in a row."""
+
+
+@dataclass
+class RecordingProxy:
+    upstream: Upstream
+    routes: dict[str, Upstream] = field(default_factory=dict)
+    """More upstreams, by the path segment after the token that selects them (an ACP agent of
+    unknown provider gets one base URL per provider, each a route of the same proxy)."""
+    on_exchange: Callable[[Exchange], None] | None = None
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(18))
+    exchanges: list[Exchange] = field(default_factory=list)
+    unreachable: asyncio.Event = field(default_factory=asyncio.Event)
+    unreachable_reason: str = ""
+    _server: asyncio.Server | None = None
+    _connect_failures: int = 0
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+
+    async def start(self, host: str = "127.0.0.1") -> RecordingProxy:
+        self._server = await asyncio.start_server(self._serve, host, 0, limit=1 << 20)
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def base_url(self) -> str:
+        """What the harness is given as its base URL (the token is the first path segment)."""
+        return f"http://127.0.0.1:{self.port}/{self.token}"
+
+    def route_url(self, route: str) -> str:
+        return f"{self.base_url}/{route}"
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for w in list(self._writers):
+                w.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+        await self.upstream.aclose()
+        for upstream in self.routes.values():
+            await upstream.aclose()
+
+    # ------------------------------------------------------------------ serving
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        line = await reader.readline()
+        if not line:
+            return False
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+        except ValueError:
+            await _respond(writer, 400, b"bad request line")
+            return False
+        headers: list[tuple[str, str]] = []
+        while True:
+            h = await reader.readline()
+            if h in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = h.decode("latin-1").partition(":")
+            headers.append((name.strip(), value.strip()))
+        lower = {k.lower(): v for k, v in headers}
+        if lower.get("transfer-encoding", "").lower() == "chunked":
+            body = await _read_chunked(reader)
+        else:
+            body = await reader.readexactly(int(lower.get("content-length") or 0))
+        keep = lower.get("connection", "").lower() != "close"
+        prefix = f"/{self.token}"
+        if not (target == prefix or target.startswith(prefix + "/") or target.startswith(prefix + "?")):
+            await _respond(writer, 403, b"not this proxy's harness")
+            return keep
+        path = target[len(prefix) :] or "/"
+        forward = [(k, v) for k, v in headers if k.lower() not in _HOP and k.lower() != "content-length"]
+        if "accept-encoding" not in lower:
+            # httpx would add its own: the client gets what it asked for, byte for byte.
+            forward.append(("accept-encoding", "identity"))
+        upstream = self.upstream
+        if self.routes:
+            segment, _, rest = path[1:].partition("/")
+            if segment in self.routes:
+                upstream, path = self.routes[segment], "/" + rest
+        try:
+            response = await upstream.send(method, path, forward, body)
+        except httpx.ConnectError as e:
+            self._connect_failures += 1
+            where = getattr(upstream, "base_url", "")
+            reason = f"the model endpoint {where} cannot be reached ({e or type(e).__name__})"
+            if self._connect_failures >= CONNECT_FAILURES_LIMIT:
+                self.unreachable_reason = reason
+                self.unreachable.set()
+            await _respond(writer, 502, reason.encode())
+            self._record(method, path, headers, body, 502, [], b"", started, t0, reason)
+            return keep
+        except httpx.HTTPError as e:
+            reason = f"the model endpoint failed ({type(e).__name__}: {e})"
+            await _respond(writer, 502, reason.encode())
+            self._record(method, path, headers, body, 502, [], b"", started, t0, reason)
+            return keep
+        self._connect_failures = 0
+        chunks: list[bytes] = []
+        error = None
+        try:
+            out = [f"HTTP/1.1 {response.status} {_reason(response.status)}\r\n".encode()]
+            length = None
+            for k, v in response.headers:
+                kl = k.lower()
+                if kl in _HOP:
+                    continue
+                if kl == "content-length":
+                    length = v
+                out.append(f"{k}: {v}\r\n".encode("latin-1"))
+            chunked = length is None
+            if chunked:
+                out.append(b"transfer-encoding: chunked\r\n")
+            out.append(b"\r\n")
+            writer.write(b"".join(out))
+            async for chunk in response.body():
+                if not chunk:
+                    continue
+                chunks.append(chunk)
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                await writer.drain()
+            if chunked:
+                writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except (httpx.HTTPError, ConnectionError) as e:
+            error = f"the stream broke ({type(e).__name__}: {e})"
+            keep = False
+        finally:
+            await response.aclose()
+            self._record(
+                method, path, headers, body, response.status, response.headers,
+                b"".join(chunks), started, t0, error,
+            )
+        return keep
+
+    def _record(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        status: int,
+        response_headers: list[tuple[str, str]],
+        response_body: bytes,
+        started: float,
+        t0: float,
+        error: str | None,
+    ) -> None:
+        exchange = Exchange(
+            method=method,
+            path=_recorded_path(path),
+            request_headers={k.lower(): v for k, v in headers if k.lower() in RECORDED_REQUEST_HEADERS},
+            request_body=body,
+            status=status,
+            response_headers={
+                k.lower(): v for k, v in response_headers if k.lower() in RECORDED_RESPONSE_HEADERS
+            },
+            response_body=response_body,
+            started=started,
+            duration_ms=(time.perf_counter() - t0) * 1000,
+            error=error,
+        )
+        self.exchanges.append(exchange)
+        if self.on_exchange is not None:
+            self.on_exchange(exchange)
+
+
+def _recorded_path(path: str) -> str:
+    parts = urlsplit(path)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in RECORDED_QUERY]
+    return parts.path + (f"?{urlencode(query)}" if query else "")
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    out = bytearray()
+    while True:
+        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            return bytes(out)
+        out += await reader.readexactly(size)
+        await reader.readline()
+
+
+async def _respond(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
+    writer.write(
+        f"HTTP/1.1 {status} {_reason(status)}\r\ncontent-type: text/plain\r\n"
+        f"content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
+

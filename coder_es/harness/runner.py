@@ -1,0 +1,157 @@
+"""A harness session: create or continue one, one turn at a time (the CLI's ``--harness``).
+
+A new session's ``Started`` is recorded at the end of its first turn, when the harness has said
+its own session id and version (``settings["harness"]``); every turn then records a
+``HarnessRan`` with the id the next turn resumes (``claude --resume``, ``codex exec resume``,
+``gemini --resume``). A session is run by the harness it was started with: another
+``--harness`` is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.errors import UsageError
+from coder_es.harness.adapters import ADAPTERS
+from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
+from coder_es.harness.turn import HarnessTurn, TurnResult, hidden_paths
+from coder_es.permissions.presets import get_preset
+from coder_es.service import updates as up
+
+
+@dataclass
+class HarnessSession:
+    app: CoderApp
+    workspace: Path
+    spec: HarnessSpec
+    session_id: UUID
+    agent: str = "build"
+    yes: bool = False
+    network: bool = True
+    title: str = ""
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    store_path: Path | None = None
+    turn_timeout_s: float = 1800.0
+    exists: bool = False
+    outcome: TurnResult | None = None
+    _cancel: asyncio.Event | None = None
+
+    @classmethod
+    def create(cls, app: CoderApp, workspace: Path, spec: HarnessSpec, **kw: Any) -> HarnessSession:
+        if spec.kind not in ADAPTERS:
+            msg = f"the {spec.kind} harness kind is not supported by run yet"
+            raise UsageError(msg)
+        get_preset(kw.get("agent", "build"))
+        return cls(app, workspace.resolve(), spec, uuid4(), **kw)
+
+    @classmethod
+    def open(
+        cls, app: CoderApp, workspace: Path, ref: str, spec: HarnessSpec | None, **kw: Any
+    ) -> HarnessSession:
+        session = app.get_session(ref)
+        recorded = (session.settings or {}).get("harness")
+        if not recorded:
+            msg = f"session {session.id} is not a harness session; continue it without --harness"
+            raise UsageError(msg)
+        if spec is not None and spec.name != recorded.get("name"):
+            msg = (
+                f"session {session.id} is run by the {recorded.get('name')} harness, not "
+                f"{spec.name}; continue it with --harness {recorded.get('name')} (or without --harness)"
+            )
+            raise UsageError(msg)
+        if Path(session.workspace).resolve() != workspace.resolve():
+            msg = f"session {session.id} belongs to the workspace {session.workspace}; run from there"
+            raise UsageError(msg)
+        if spec is None:
+            spec = HarnessSpec(
+                str(recorded["name"]), str(recorded["kind"]), tuple(recorded["command"])
+            )
+        kw.setdefault("agent", session.agent)
+        return cls(app, workspace.resolve(), spec, session.id, exists=True, **kw)
+
+    @property
+    def id(self) -> str:
+        return str(self.session_id)
+
+    def cancel(self) -> bool:
+        if self._cancel is None or self._cancel.is_set():
+            return False
+        self._cancel.set()
+        return True
+
+    def _resume_id(self) -> str | None:
+        last: str | None = None
+        for event in self.app.session_events(self.session_id):
+            if isinstance(event, Session.HarnessRan) and event.harness_session:
+                last = event.harness_session
+            elif isinstance(event, Session.Started):
+                last = (event.settings.get("harness") or {}).get("session_id") or last
+        return last
+
+    async def send(self, prompt: str) -> AsyncIterator[up.Update]:
+        if not prompt.strip():
+            raise UsageError("the message is empty")
+        adapter = ADAPTERS[self.spec.kind]()
+        command = resolve_command(self.spec, {**self.environ, **self.spec.env})
+        version = package_version(command[0], adapter.package)
+        preset = get_preset(self.agent)
+        queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
+        self._cancel = asyncio.Event()
+        new_session = None
+        if not self.exists:
+            new_session = {
+                "workspace": str(self.workspace),
+                "agent": self.agent,
+                "provider": f"harness:{self.spec.name}",
+                "title": self.title,
+                "settings": {"harness": self.spec.to_settings()},
+            }
+        turn = HarnessTurn(
+            app=self.app,
+            session_id=self.session_id,
+            workspace=self.workspace,
+            spec=self.spec,
+            adapter=adapter,
+            command=command,
+            emit=queue.put_nowait,
+            environ=self.environ,
+            read_only=preset.read_only_shell,
+            yes=self.yes,
+            network=self.network,
+            hidden=hidden_paths(self.workspace, self.store_path),
+            turn_timeout_s=self.turn_timeout_s,
+            version=version,
+            new_session=new_session,
+            cancelled=self._cancel,
+        )
+        resume = self._resume_id() if self.exists else None
+        with self.app.leases.hold(self.id, "harness turn"):
+
+            async def run() -> TurnResult:
+                try:
+                    return await turn.run(prompt, resume)
+                finally:
+                    queue.put_nowait(None)
+
+            task = asyncio.ensure_future(run())
+            try:
+                yield up.SessionOpened(
+                    self.id, self.exists, self.agent, f"harness:{self.spec.name}", version or "", str(self.workspace)
+                )
+                while (update := await queue.get()) is not None:
+                    yield update
+                self.outcome = await task
+                self.exists = True
+            finally:
+                if not task.done():
+                    self._cancel.set()
+                    await asyncio.gather(task, return_exceptions=True)
+

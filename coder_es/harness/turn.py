@@ -1,0 +1,577 @@
+"""One turn of a harness: its process tree in one sandbox transaction, its model traffic through
+the recording proxy, its stream decoded into session events, its file changes merged at the end.
+
+::
+
+    proxy (127.0.0.1, secret token) ── forwards to the real endpoint, records each exchange
+    Transaction.begin ── wrap(SandboxSpec(overlay on the workspace)) ── harness argv
+        stdout lines ──adapter.decode──> HarnessEvents ──> live updates + recorded ops
+        each tool result: walk the upper directory (the call's own changes; nothing applied)
+    harness exits (or is cancelled / bounded) ──> plan + commit: the three-way merge, as bash
+    record: [Started] UserMessageAdded, ModelResponded, ToolCallRequested, ToolCallCompleted
+            (files_changed per call), ModelExchanged..., HarnessRan
+
+The events are recorded after the apply, in the order things happened: the apply's outcome
+(a user's concurrent edit merged, a conflict) is part of each call's ``files_changed``. A read-only
+agent (plan, explore) runs the harness on the same overlay and the transaction is dropped: the
+workspace is untouched whatever the harness did (its own state directories stay writable).
+
+Every wait is bounded: the whole turn (``turn_timeout_s``), an upstream that refuses connections
+(``proxy.CONNECT_FAILURES_LIMIT`` times in a row: the harness would retry for minutes), the
+process group's exit after a kill. Ctrl-C / cancel kills the process group (the namespace dies
+with it) and applies what the harness did so far, as one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.harness import stream as hs
+from acp import RequestError
+from acp.client.connection import ClientSideConnection
+
+from coder_es.harness.acp import (
+    HarnessClient,
+    PermissionRule,
+    run_acp_turn,
+    sandbox_init_pid,
+    shimmed,
+    stdin_descriptor,
+)
+from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
+from coder_es.harness.files import Attribution
+from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
+from coder_es.harness.spec import HarnessSpec
+from coder_es.sandbox import SandboxSettings, Transaction, availability
+from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
+from coder_es.sandbox.transaction import Applied
+from coder_es.service import updates as up
+from coder_es.userdirs import protected_user_dirs
+from coder_es.workspace.workspace import Workspace
+
+KILL_GRACE_S = 2.0
+STDERR_TAIL = 4000
+
+Op = Callable[[Session], None]
+
+
+class HarnessFailed(Exception):
+    """The harness could not run this turn (one line, for the user)."""
+
+
+@dataclass
+class TurnResult:
+    reason: str  # "end_turn" | "error" | "cancelled"
+    message: str | None
+    harness_session: str | None
+    version: str | None
+    model: str
+    head: str | None = None
+    steps: int = 0
+
+
+@dataclass
+class _Segment:
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class HarnessTurn:
+    """Runs one turn and records it (``run``)."""
+
+    app: CoderApp
+    session_id: UUID
+    workspace: Path
+    spec: HarnessSpec
+    adapter: Adapter
+    command: list[str]
+    emit: Callable[[up.Update], None]
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    read_only: bool = False
+    yes: bool = False
+    network: bool = True
+    hidden: tuple[Path, ...] = ()
+    turn_timeout_s: float = 1800.0
+    version: str | None = None
+    new_session: dict[str, Any] | None = None  # Started fields for the first turn
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # state of the turn
+    _ops: list[Op] = field(default_factory=list)
+    _segment: _Segment | None = None
+    _tool_names: dict[str, str] = field(default_factory=dict)
+    _tool_started: dict[str, float] = field(default_factory=dict)
+    _open_calls: list[str] = field(default_factory=list)
+    _files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _usage: dict[str, int] = field(default_factory=dict)
+    _cost: float | None = None
+    _started: hs.HarnessStarted | None = None
+    _finished: hs.Finished | None = None
+    _notes: list[str] = field(default_factory=list)
+    _last_call: str | None = None
+    _steps: int = 0
+
+    async def run(self, prompt: str, resume: str | None) -> TurnResult:
+        blobs = self.app.blobs.for_session(self.session_id)
+        self._ops.append(lambda s: s.add_user_message(prompt))
+        self.emit(up.UserMessage("", prompt))
+        found = await asyncio.to_thread(
+            availability, SandboxSettings(mode="auto"), self.workspace
+        )
+        if not found.active:
+            raise HarnessFailed(
+                f"a harness runs only inside coder-es' sandbox, which is not available here "
+                f"({found.reason}); see coder-es doctor"
+            )
+        user_env = {**self.environ, **self.spec.env}
+        upstream = ForwardUpstream(self.adapter.upstream(user_env))
+        routes: dict[str, Upstream] = {}
+        if self.spec.kind == "acp":
+            routes = {
+                route: ForwardUpstream(user_env.get(variable) or default)
+                for route, (variable, default) in ACP_ROUTES.items()
+            }
+        proxy = await RecordingProxy(
+            upstream, routes=routes, on_exchange=self._exchange(blobs)
+        ).start()
+        tx = await asyncio.to_thread(Transaction.begin, self.workspace)
+        attribution = Attribution(self.workspace, tx.upper, blobs.put)
+        t0 = time.monotonic()
+        exit_code: int | None = None
+        outcome = "ok"
+        message: str | None = None
+        applied: list[Applied] = []
+        try:
+            request = TurnRequest(
+                prompt=prompt,
+                resume=resume,
+                read_only=self.read_only,
+                yes=self.yes,
+                workspace=str(self.workspace),
+                proxy_url=proxy.base_url,
+            )
+            sandbox = SandboxSpec(
+                workspace=self.workspace,
+                cwd=self.workspace,
+                upper=tx.upper,
+                work=tx.work,
+                fstab=tx.path / "mounts.fstab",
+                hidden=self.hidden,
+                network=self.network,
+            )
+            inner = self.adapter.argv(self.command, request)
+            acp_stdin: tuple[int, int] | None = None
+            if self.spec.kind == "acp":
+                acp_stdin = stdin_descriptor()
+                inner = shimmed(inner, acp_stdin[0])
+            argv = wrap(sandbox, inner)
+            env = {
+                **self.environ,
+                **self.spec.env,
+                **self.adapter.env(request, self.environ),
+                "GIT_DISCOVERY_ACROSS_FILESYSTEM": "1",
+            }
+            exit_code, stderr, outcome, message = await self._drive(
+                argv, env, proxy, attribution, acp_stdin, prompt, resume
+            )
+            if not self.read_only:
+                applied = await asyncio.to_thread(self._commit, tx, blobs)
+        finally:
+            await proxy.aclose()
+            await asyncio.to_thread(tx.close)
+        if outcome == "ok" and self._finished is not None and not self._finished.ok:
+            outcome, message = "error", self._finished.error
+        if outcome == "ok" and self._finished is None:
+            outcome = "error"
+            tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+            message = (
+                f"the {self.spec.name} harness exited ({exit_code}) without finishing its turn"
+                + (f": {tail[0]}" if tail else "")
+            )
+        self._close_segment("end_turn" if outcome == "ok" else outcome)
+        for call in list(self._open_calls):
+            why = "cancelled" if outcome == "cancelled" else "the harness ended without a result"
+            self._complete(call, f"[{why}]", True)
+        self._files = attribution.files_changed(applied, self._last_call)
+        unplaced = [c for c in self._files if c not in self._tool_names]
+        for call in unplaced:
+            # Changes no call of the stream can own (a harness with no tool boundaries).
+            self._synthetic_call(call)
+        duration_ms = int((time.monotonic() - t0) * 1000)
+        started = self._started or hs.HarnessStarted(resume)
+        session_ref = started.session_id or resume
+        version = started.version or self.version
+        reason = "end_turn" if outcome == "ok" else outcome
+        self._ops.append(
+            lambda s: s.record_harness_run(
+                harness=self.spec.name,
+                kind=self.spec.kind,
+                harness_session=session_ref,
+                version=version,
+                exit_code=exit_code,
+                duration_ms=duration_ms,
+                cost_usd=self._cost,
+                outcome=outcome,
+                message=message,
+            )
+        )
+        if outcome == "error" and message:
+            self._ops.append(lambda s: s.record_error(kind="HarnessError", message=message))
+        if outcome == "cancelled":
+            self._ops.append(lambda s: s.cancel(reason="cancelled by the user"))
+        head = await asyncio.to_thread(self._record, session_ref, version, started.model)
+        if outcome == "error" and message:
+            self.emit(up.Error("HarnessError", message, False))
+        if outcome == "cancelled":
+            self.emit(up.TurnCancelled("cancelled by the user"))
+        self.emit(up.TurnEnded(reason, self._steps, head))
+        return TurnResult(reason, message, session_ref, version, started.model, head, self._steps)
+
+    # ------------------------------------------------------------------ the process
+
+    async def _drive(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        proxy: RecordingProxy,
+        attribution: Attribution,
+        acp_stdin: tuple[int, int] | None,
+        prompt: str,
+        resume: str | None,
+    ) -> tuple[int | None, str, str, str | None]:
+        read_end, write_end = os.pipe()
+        reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(self.workspace),
+                stdin=write_end,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                limit=1 << 24,
+                pass_fds=(acp_stdin[0],) if acp_stdin else (),
+            )
+        finally:
+            os.close(write_end)
+            if acp_stdin is not None:
+                os.close(acp_stdin[0])
+        err_tail = bytearray()
+
+        async def pump_err() -> None:
+            assert proc.stderr is not None
+            while chunk := await proc.stderr.read(65536):
+                err_tail.extend(chunk)
+                del err_tail[:-STDERR_TAIL]
+
+        async def pump_out() -> None:
+            assert proc.stdout is not None
+            while line := await proc.stdout.readline():
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    for event in self.adapter.decode(obj):
+                        await self._on(event, attribution)
+
+        client: HarnessClient | None = None
+
+        async def converse() -> None:
+            nonlocal client
+            assert acp_stdin is not None and proc.stdout is not None
+            loop = asyncio.get_running_loop()
+            pipe = os.fdopen(acp_stdin[1], "wb", buffering=0)
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, pipe
+            )
+            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+            async def on_event(event: hs.HarnessEvent) -> None:
+                await self._on(event, attribution)
+
+            init_pid = None
+
+            def pid() -> int | None:
+                nonlocal init_pid
+                if init_pid is None:
+                    init_pid = sandbox_init_pid(proc.pid)
+                return init_pid
+
+            def root() -> Path | None:
+                p = pid()
+                return None if p is None else Path(f"/proc/{p}/root")
+
+            client = HarnessClient(
+                on_event, self.workspace, root, pid,
+                PermissionRule(self.read_only, self.yes), self._record_decision,
+            )
+            conn = ClientSideConnection(client, writer, proc.stdout)
+            try:
+                await run_acp_turn(
+                    conn, client, workspace=self.workspace, prompt=prompt, resume=resume,
+                    on_event=on_event,
+                )
+            except (RequestError, RuntimeError, ConnectionError) as e:
+                await asyncio.sleep(0.2)  # its last words, on stderr
+                said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
+                why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
+                await on_event(hs.Finished(False, "error", why))
+            finally:
+                await client.close()
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                writer.close()
+                await _stop(proc)
+
+        pumps = asyncio.gather(converse() if acp_stdin else pump_out(), pump_err())
+        watchers = {
+            asyncio.ensure_future(self.cancelled.wait()): "cancelled",
+            asyncio.ensure_future(proxy.unreachable.wait()): "unreachable",
+        }
+        outcome, message = "ok", None
+        try:
+            done, _ = await asyncio.wait(
+                [pumps, *watchers], timeout=self.turn_timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if pumps not in done:
+                which = next((watchers[w] for w in done if w in watchers), "timeout")
+                if which == "cancelled":
+                    outcome, message = "cancelled", "cancelled by the user"
+                elif which == "unreachable":
+                    outcome, message = "error", f"{self.spec.name}: {proxy.unreachable_reason}"
+                else:
+                    outcome = "error"
+                    message = f"the {self.spec.name} harness did not finish its turn within {self.turn_timeout_s:.0f} s"
+                await _stop(proc)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(pumps, KILL_GRACE_S)
+            await asyncio.wait_for(proc.wait(), KILL_GRACE_S * 5)
+        except asyncio.CancelledError:
+            await _stop(proc)
+            raise
+        finally:
+            for w in watchers:
+                w.cancel()
+            if proc.returncode is None:
+                _kill_group(proc.pid, signal.SIGKILL)
+        report = await reading
+        if not report.ready and outcome == "ok":
+            why = report.setup_failure or err_tail.decode("utf-8", "replace").strip()[-300:]
+            raise HarnessFailed(f"the {self.spec.name} harness did not start: its sandbox could not be set up ({why})")
+        return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
+
+    # ------------------------------------------------------------------ stream -> ops
+
+    async def _on(self, event: hs.HarnessEvent, attribution: Attribution) -> None:
+        if isinstance(event, hs.HarnessStarted):
+            self._started = event
+        elif isinstance(event, hs.Text):
+            if not event.text:
+                return
+            seg = self._open_segment()
+            if seg.blocks and seg.blocks[-1]["type"] == "text":
+                seg.blocks[-1]["text"] += event.text
+            else:
+                seg.blocks.append({"type": "text", "text": event.text})
+            self.emit(up.TextDelta(event.text))
+        elif isinstance(event, hs.Thinking):
+            self._open_segment().blocks.append({"type": "thinking", "thinking": event.text})
+        elif isinstance(event, hs.ToolUse):
+            self._open_segment().blocks.append(
+                {"type": "tool_use", "id": event.id, "name": event.name, "input": event.input}
+            )
+            self._tool_names[event.id] = event.name
+            self._tool_started[event.id] = time.monotonic()
+            self._open_calls.append(event.id)
+            self.emit(up.ToolStarted(event.id, event.name, dict(event.input)))
+        elif isinstance(event, hs.ToolResult):
+            if event.id not in self._tool_names:
+                self._open_segment().blocks.append(
+                    {"type": "tool_use", "id": event.id, "name": event.name or "tool", "input": event.input or {}}
+                )
+                self._tool_names[event.id] = event.name or "tool"
+                self._open_calls.append(event.id)
+            self._close_segment("tool_use")
+            await asyncio.to_thread(attribution.boundary, event.id)
+            self._last_call = event.id
+            self._complete(event.id, event.output, event.is_error)
+        elif isinstance(event, hs.Usage):
+            self._usage = event.usage
+            self._cost = event.cost_usd
+        elif isinstance(event, hs.Denied):
+            self._ops.append(
+                lambda s, e=event: s.decide_permission(
+                    tool_use_id=e.id, tool=e.tool, subject=e.tool, decision="deny",
+                    decided_by="client", reason=e.reason,
+                )
+            )
+        elif isinstance(event, hs.Finished):
+            self._finished = event
+        elif isinstance(event, hs.Note):
+            self._notes.append(event.text)
+
+    def _open_segment(self) -> _Segment:
+        if self._segment is None:
+            self._segment = _Segment()
+        return self._segment
+
+    def _close_segment(self, stop_reason: str) -> None:
+        seg, self._segment = self._segment, None
+        if seg is None or not seg.blocks:
+            return
+        self._steps += 1
+        model = lambda: (self._started.model if self._started else "")  # noqa: E731
+        final = stop_reason != "tool_use"
+        usage_ref = self
+
+        def respond(s: Session, blocks: list[dict[str, Any]] = seg.blocks) -> None:
+            node = s.record_model_response(
+                blocks=blocks,
+                stop_reason=stop_reason,
+                usage=dict(usage_ref._usage) if final else {},
+                provider=f"harness:{self.spec.name}",
+                model=model(),
+            )
+            for b in blocks:
+                if b["type"] == "tool_use":
+                    s.request_tool_call(node=node, tool_use_id=b["id"], name=b["name"], input=b["input"])
+
+        self._ops.append(respond)
+        text = "".join(b.get("text", "") for b in seg.blocks if b["type"] == "text")
+        calls = sum(1 for b in seg.blocks if b["type"] == "tool_use")
+        self.emit(up.ModelResponse("", self._steps, stop_reason, text, calls))
+
+    def _complete(self, call: str, output: str, is_error: bool) -> None:
+        if call in self._open_calls:
+            self._open_calls.remove(call)
+        name = self._tool_names.get(call, "tool")
+        started = self._tool_started.get(call)
+        duration_ms = int((time.monotonic() - started) * 1000) if started else 0
+
+        def complete(s: Session) -> None:
+            s.complete_tool_call(
+                tool_use_id=call,
+                name=name,
+                output=output,
+                is_error=is_error,
+                duration_ms=duration_ms,
+                files_changed=self._files.get(call, []),
+            )
+
+        self._ops.append(complete)
+        self.emit(up.ToolCompleted(call, name, output, is_error, duration_ms, False))
+
+    def _synthetic_call(self, call: str) -> None:
+        self._tool_names[call] = "harness_files"
+
+        def respond(s: Session) -> None:
+            node = s.record_model_response(
+                blocks=[{"type": "tool_use", "id": call, "name": "harness_files", "input": {}}],
+                stop_reason="tool_use", usage={}, provider=f"harness:{self.spec.name}", model="",
+            )
+            s.request_tool_call(node=node, tool_use_id=call, name="harness_files", input={})
+            s.complete_tool_call(
+                tool_use_id=call, name="harness_files",
+                output="files the harness changed outside any tool call it reported",
+                files_changed=self._files.get(call, []),
+            )
+
+        self._ops.append(respond)
+
+    def _record_decision(
+        self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str
+    ) -> None:
+        decision = "allow" if allowed else "deny"
+        self._ops.append(
+            lambda s: s.decide_permission(
+                tool_use_id=call, tool=tool, subject=subject, decision=decision,
+                decided_by=by, reason=reason,
+            )
+        )
+        self.emit(up.PermissionDecision(call, tool, subject, decision, "once", by, None, reason))
+
+    def _exchange(self, blobs: Any) -> Callable[[Exchange], None]:
+        def on_exchange(x: Exchange) -> None:
+            request_blob = blobs.put(x.request_body)
+            response_blob = blobs.put(x.response_body)
+            self._ops.append(
+                lambda s: s.record_exchange(
+                    harness=self.spec.name,
+                    method=x.method,
+                    path=x.path,
+                    request_headers=x.request_headers,
+                    request_blob=request_blob,
+                    status=x.status,
+                    response_headers=x.response_headers,
+                    response_blob=response_blob,
+                    duration_ms=int(x.duration_ms),
+                    error=x.error,
+                )
+            )
+
+        return on_exchange
+
+    # ------------------------------------------------------------------ apply + record
+
+    def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
+        views = Workspace.views_from_events(self.app.unsealed_events(self.session_id)) if not self.new_session else {}
+        plan = tx.plan(self.workspace, views, blobs, protected=self.hidden)
+        outcome = tx.commit(plan, self.workspace, blobs)
+        self._notes.extend(outcome.notes)
+        return outcome.applied
+
+    def _record(self, harness_session: str | None, version: str | None, model: str) -> str | None:
+        if self.new_session is not None:
+            fields = dict(self.new_session)
+            settings = dict(fields.pop("settings", {}))
+            harness = dict(settings.get("harness") or {})
+            harness.update({"session_id": harness_session, "version": version})
+            settings["harness"] = harness
+            session = Session.start(id=self.session_id, settings=settings, model=model, **fields)
+        else:
+            session = self.app.get_session(self.session_id)
+        for op in self._ops:
+            op(session)
+        self.app.save(session)
+        return session.head
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+    except TimeoutError:
+        pass
+    _kill_group(proc.pid, signal.SIGKILL)
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def hidden_paths(workspace: Path, store: Path | None) -> tuple[Path, ...]:
+    """The store and the user's coder-es directories, hidden from the harness as from bash."""
+    paths = [workspace / ".coder-es", *([store] if store else []), *protected_user_dirs()]
+    out: list[Path] = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        real = Path(os.path.realpath(path))
+        if real not in out:
+            out.append(real)
+    return tuple(out)

@@ -1,0 +1,166 @@
+"""Each harness kind, the REAL CLI against the fake model: a turn that writes a file with the
+CLI's own tool, runs a command that creates another, and answers; then what a native session
+offers works on it (tree, rewind, export + verify, search, a second turn through the harness's
+own resume), and a file the user edits during the turn is the user's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import HarnessEnv, make_env, sandbox_reason
+from fake_model import standard_script
+
+# Claude Code runs in the default suite; the others take 40-60 s each on a loaded machine
+# (Gemini CLI alone needs ~10 s to start and ~5 s to exit): ``-m slow``.
+KINDS = [
+    "claude",
+    pytest.param("codex", marks=pytest.mark.slow),
+    pytest.param("gemini", marks=pytest.mark.slow),
+    pytest.param("acp:claude-agent-acp", marks=pytest.mark.slow),
+]
+
+
+@pytest.fixture
+def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
+    reason = sandbox_reason(tmp_path)
+    if reason:
+        pytest.skip(f"harness sessions need the namespace sandbox: {reason}")
+    yield from make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws")))
+
+
+def _user_edits_during_the_turn(h: HarnessEnv) -> None:
+    def act(count: int, body: dict[str, Any]) -> None:
+        if count == 2 and not (h.workspace / "user.txt").exists():
+            (h.workspace / "user.txt").write_text("the user's own words\n")
+
+    h.model.on_request = act
+
+
+def _session_id(lines: list[dict[str, Any]]) -> str:
+    return next(line["session_id"] for line in lines if line["type"] == "session")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_harness_turn_is_a_recorded_rewindable_session(kind: str, henv: HarnessEnv) -> None:
+    h = henv
+    _user_edits_during_the_turn(h)
+    done = h.cli("run", "--harness", kind, "--yes", "--json", "write the notes and make the file")
+    assert done.returncode == 0, done.stderr
+    lines = h.json_lines(done.stdout)
+    sid = _session_id(lines)
+    assert lines[-1]["type"] == "turn_ended" and lines[-1]["reason"] == "end_turn"
+    assert (h.workspace / "notes.md").read_text() == "# Notes\nwritten by the harness\n"
+    assert (h.workspace / "made.txt").exists(), done.stdout + done.stderr
+    assert (h.workspace / "made.txt").read_text() == "made\n"
+    assert (h.workspace / "user.txt").read_text() == "the user's own words\n"
+
+    # tree: both calls, each with its own file
+    tree = json.loads(h.cli("tree", sid, "--json").stdout)
+    results = [n for n in tree["nodes"] if n["kind"] == "tool_result"]
+    assert [sorted(n["files_changed"]) for n in results] == [["notes.md"], ["made.txt"]]
+
+    # search finds the harness's answer
+    found = h.cli("search", "FAKE-ANSWER-7Q", "--json")
+    assert found.returncode == 0 and sid in found.stdout
+
+    # export + verify
+    exported = h.workspace.parent / "export.jsonl"
+    assert h.cli("export", sid, "--format", "jsonl", "-o", str(exported)).returncode == 0
+    assert h.cli("verify", str(exported)).returncode == 0
+    assert h.cli("verify", sid).returncode == 0
+    # the start event names the harness, its version and its own session id
+    started = next(line for line in exported.read_text().splitlines() if "Started" in line)
+    assert '"version"' in started and '"session_id"' in started, started
+    assert "sk-" not in exported.read_text()  # no credential recorded
+
+    # a second turn continues the harness's own session (its history reaches the model)
+    before = len(h.model.requests)
+    again = h.cli("run", "--session", sid, "--json", "--yes", "and now?")
+    assert again.returncode == 0, again.stderr
+    later = json.dumps([r.get("body") for r in h.model.requests[before:]])
+    assert "write the notes and make the file" in later and "and now?" in later
+
+    # rewind to the first message: the harness's files go, the user's stay
+    first = tree["nodes"][0]["id"]
+    rewound = h.cli("rewind", sid, first, "--json")
+    assert rewound.returncode == 0, rewound.stderr + rewound.stdout
+    assert not (h.workspace / "notes.md").exists()
+    assert not (h.workspace / "made.txt").exists()
+    assert (h.workspace / "user.txt").read_text() == "the user's own words\n"
+
+
+def test_another_harness_cannot_continue_a_session(henv: HarnessEnv) -> None:
+    h = henv
+    done = h.cli("run", "--harness", "claude", "--yes", "--json", "hello")
+    sid = _session_id(h.json_lines(done.stdout))
+    refused = h.cli("run", "--session", sid, "--harness", "gemini", "more")
+    assert refused.returncode == 2
+    assert "run by the claude harness" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_harness_program_is_one_clear_line(henv: HarnessEnv) -> None:
+    h = henv
+    h.env["PATH"] = "/usr/bin:/bin"
+    missing = h.cli("run", "--harness", "codex", "hi")
+    assert missing.returncode == 2
+    assert "not on PATH" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_an_unreachable_model_ends_the_turn_with_one_line(henv: HarnessEnv) -> None:
+    h = henv
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    h.env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{dead}"
+    (h.workspace / "kept.txt").write_text("mine\n")
+    failed = h.cli("run", "--harness", "claude", "--yes", "hello", timeout=180)
+    assert failed.returncode == 1, failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and f"127.0.0.1:{dead} cannot be reached" in errors[0], failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert (h.workspace / "kept.txt").read_text() == "mine\n"
+
+
+def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from processes import gone
+
+    h = henv
+    asked = threading.Event()
+
+    def hold(count: int, body: dict[str, Any]) -> None:
+        if count == 2:  # the write is done; the model "thinks" for a long time
+            asked.set()
+            time.sleep(60)
+
+    h.model.on_request = hold
+    marker = "cancel-me-Q7Z"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(h.workspace), "run",
+         "--harness", "claude", "--yes", marker],
+        cwd=h.workspace, env=h.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert asked.wait(120), "the harness never made its second request"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert gone(marker, within_s=10), "the harness outlived the cancel"
+    assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
+    assert "Traceback" not in err
