@@ -155,6 +155,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
             read_only=sandbox.read_only,
         ),
         mcp_servers=ctx.settings.mcp_servers.values(),
+        hooks=ctx.settings.hooks,
     )
     if resuming:
         return await service.open_session(args.session, options)

@@ -409,6 +409,7 @@ class CoderAcpAgent:
             tools=tools,
             executor=executor,
             mcp_servers=service.mcp_servers,
+            hooks=service.hooks,
         )
         return own, buffers
 

@@ -157,6 +157,8 @@ class ClientRuntime:
                 where,
                 provider_factory=self.provider_factory,
                 mcp_servers=self.config.mcp_servers.values(),
+                # The configuration's hooks apply in its own workspace only.
+                hooks=self.config.hooks if where == self.config.workspace.resolve() else (),
             )
             self._services[where] = service
         return service

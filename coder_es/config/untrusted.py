@@ -30,6 +30,7 @@ SENSITIVE: tuple[tuple[Key, str], ...] = (
     (("providers", "*", "base_url"), "it decides where your prompts and API key are sent"),
     (("providers", "*", "api_key_env"), "it decides which of your secrets is sent as the API key"),
     (("mcp_servers",), "MCP servers are programs and services run with your rights"),
+    (("hooks",), "hooks are commands run with your rights on the session's events"),
     (("serve", "allowed_origins"), "it lets web pages connect to coder-es serve"),
     # Sections other parts add (listed ahead, so they are held back from the day they exist):
     (("agents",), "an agent definition decides which tools run and how freely"),
@@ -73,7 +74,10 @@ def hold_back(layer: Layer, below: Mapping[Key, Setting]) -> list[IgnoredSetting
         why = _why_held_back(path, setting, below)
         if why is not None:
             del layer.values[path]
-            ignored.append(IgnoredSetting(format_path(path), setting.value, setting.origin, why))
+            value = setting.value
+            if path[0] == "hooks":  # shown as the commands that would run
+                value = [h.command for h in value]
+            ignored.append(IgnoredSetting(format_path(path), value, setting.origin, why))
         elif _under(path, ("permissions", "rules")):
             layer.values[path] = replace(setting, untrusted=True)
     model = layer.values.get(("model",))
