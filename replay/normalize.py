@@ -43,6 +43,7 @@ _MARKER_ID_RE = re.compile(r"(\[REDACTED:[a-z]+:[A-Za-z0-9_.*?\-]+):[0-9a-f]{12}
 IGNORED_FIELDS: dict[str, frozenset[str]] = {
     "*": frozenset({"prev_hash"}),
     "ToolCallCompleted": frozenset({"duration_ms"}),
+    "HookRan": frozenset({"duration_ms"}),
     "ModelResponded": frozenset({"request_digest", "raw_stream_blob"}),
 }
 

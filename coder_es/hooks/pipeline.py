@@ -167,3 +167,27 @@ def notes_of(effects: list[dict[str, Any]]) -> list[str]:
             if effect.get(key):
                 out.append(str(effect[key]))
     return out
+
+
+def tool_part(
+    output: str, changes: list[dict[str, Any]], effects: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """A recorded call result without what its post-tool hooks added (their notes after the
+    output, their file changes): what the tool itself produced, for a replay that serves the
+    hooks' runs again on top of it."""
+    note = model_note(notes_of(effects))
+    if note and output.endswith(note):
+        output = output[: -len(note)]
+    first_before: dict[str, Any] = {}
+    for effect in effects:
+        for c in effect.get("files_changed") or []:
+            first_before.setdefault(str(c["path"]), c.get("before"))
+    own: list[dict[str, Any]] = []
+    for c in changes:
+        if "by" not in c:
+            own.append(c)
+            continue
+        hook_before = first_before.get(str(c["path"]))
+        if c.get("before") != hook_before:  # the tool changed it first
+            own.append({"path": c["path"], "before": c.get("before"), "after": hook_before})
+    return output, own
