@@ -105,3 +105,43 @@ def test_a_stop_hook_keeps_the_agent_going_once(h: Harness) -> None:
     users = h.of(handle, "UserMessageAdded")
     assert users[-1].content == [{"type": "text", "text": "Run the tests before you stop."}]
     assert "Run the tests before you stop." in str(h.providers[-1].requests[1].messages[-1])
+
+
+def test_exports_and_telemetry_show_every_hook_run(h: Harness) -> None:
+    import json
+
+    from coder_es.audit.export import ExportOptions, export_session
+
+    hooks = [
+        claude("PreToolUse", script(h.root, "validate.py", VALIDATOR), "Bash"),
+        claude("PostToolUse", FORMATTER, "Write"),
+    ]
+    handle = start(
+        h,
+        [
+            turn(tool("bash", command="rm -rf src")),
+            turn(tool("write", path="src/new.py", content="x = 1   \n")),
+            turn(text("ok")),
+        ],
+        hooks,
+    )
+    collect(handle, "go")
+    md = export_session(h.app, handle.id, ExportOptions(format="md")).decode()
+    assert "exit 2 → decision deny" in md and "### " in md
+    assert "changed by the hook hooks.PostToolUse" in md
+    html = export_session(h.app, handle.id, ExportOptions(format="html")).decode()
+    assert "hook PreToolUse" in html and "changed by the hook" in html
+    jsonl = export_session(h.app, handle.id, ExportOptions(format="jsonl")).decode()
+    assert sum('"HookRan"' in line for line in jsonl.splitlines()) == 2
+    otel = json.loads(export_session(h.app, handle.id, ExportOptions(format="otel")))
+    spans = [s for rs in otel["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    hooks_spans = [s for s in spans if s["name"].startswith("execute_hook")]
+    assert [s["name"] for s in hooks_spans] == [
+        "execute_hook PreToolUse",
+        "execute_hook PostToolUse",
+    ]
+    tools = {s["spanId"]: s["name"] for s in spans if s["name"].startswith("execute_tool")}
+    assert [tools.get(s["parentSpanId"]) for s in hooks_spans] == [
+        "execute_tool bash",
+        "execute_tool write",
+    ]
