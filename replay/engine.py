@@ -946,6 +946,9 @@ class ReplayEngine:
                 Branching(self.app, self.scratch.root).label(
                     self.sid, str(f["node"]), f["name"], check_name=False
                 )
+            elif event.kind == "HookRan" and event.fields.get("hook_event") == "SessionEnd":
+                handle = await self._open()
+                await handle.end(str((event.fields.get("input") or {}).get("reason", "other")))
             elif event.kind == "HooksChanged":
                 handle = await self._open()
                 with handle.leased("hooks change"):

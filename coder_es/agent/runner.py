@@ -265,6 +265,13 @@ class AgentLoop:
         # The hooks recorded in force: a replay runs (or serves) the ones the session ran with.
         self.hook_specs = tuple(HookSpec.from_record(r) for r in self.state.hooks_in_force())
 
+    async def end_session(self, reason: str = "other") -> None:
+        """SessionEnd hooks, when the session's process is done with it (``run`` and ``chat``
+        at their end); recorded like every hook run."""
+        if self.hook_specs and hooks_for(self.hook_specs, "SessionEnd"):
+            await self._run_hooks("SessionEnd", extra={"reason": reason})
+            self.flush()
+
     def change_hooks(self, hooks: list[dict[str, Any]]) -> None:
         """Record other hooks for this session (between turns) and run by them."""
         self._trigger(partial(Session.change_hooks, hooks=hooks))
@@ -663,6 +670,12 @@ class AgentLoop:
                 self.emit(up.Error(kind, str(e), retry))
                 if isinstance(e, ContextTooLongError):
                     plan = plan_compaction(self.context, self.state.head)
+                    if plan is not None and self.hook_specs:
+                        # Observed and recorded; our compaction is what lets the turn go on,
+                        # so a PreCompact hook cannot block it (documented).
+                        await self._run_hooks(
+                            "PreCompact", extra={"trigger": "auto", "custom_instructions": ""}
+                        )
                     if plan is not None:
                         # The summary node becomes the head and the decider calls the model
                         # again with a smaller request. Each compaction covers at least one
@@ -798,6 +811,16 @@ class AgentLoop:
             ev.suggested_pattern,
         )
         self.emit(question)
+        if self.hook_specs and not action.already_requested:
+            # Claude Code's Notification: someone is asked for a permission.
+            await self._run_hooks(
+                "Notification",
+                extra={
+                    "message": f"coder-es needs your permission to use {call.name}",
+                    "notification_type": "permission_prompt",
+                },
+            )
+            self.flush()
         answer = await self.deps.answerer(question)
         if answer.decision not in ("allow", "deny") or answer.scope not in ("once", "always"):
             answer = PermissionAnswer.reject(f"invalid answer {answer!r}", answer.decided_by)

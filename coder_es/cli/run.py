@@ -373,6 +373,7 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
         if not args.json:
             _conflict_hints(ctx, handle, before, renderer.err)
             _turn_usage(ctx, handle, before, renderer.err)
+        await handle.end("other")
         return _exit_code(handle)
     finally:
         await handle.close()

@@ -332,6 +332,13 @@ class SessionHandle:
         if pending is not None:
             self._change_permissions(rule_records(pending[0]), pending[1])
 
+    async def end(self, reason: str = "other") -> None:
+        """The session ends here (``run``, ``chat``): its SessionEnd hooks run, recorded."""
+        if self.running:
+            return
+        with self.leased("session end"):
+            await self.loop.end_session(reason)
+
     async def close(self) -> None:
         self.cancel("session closed")
         await self.provider.aclose()

@@ -169,3 +169,38 @@ def test_a_python_plugin_runs_in_the_same_pipeline(
     assert "lock files are generated" in result.output
     assert "plugin context" in str(h.providers[-1].requests[0].messages[-1])
     plugins.load_plugin.cache_clear()
+
+
+ALLOW_REQUEST = """#!/usr/bin/env python3
+import json
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                                         "decision": {"behavior": "allow"}}}))
+"""
+
+
+def test_permission_request_notification_and_session_end_hooks(h: Harness) -> None:
+    import asyncio
+
+    hooks = [
+        HookSpec("PermissionRequest", script(h.root, "allow.py", ALLOW_REQUEST), "bash"),
+        HookSpec("Notification", "cat > /dev/null"),
+        HookSpec("SessionEnd", "cat > /dev/null"),
+    ]
+    ask = (Rule("bash", "*", "ask"), Rule("write", "*", "ask"))
+    handle = start(
+        h,
+        [
+            turn(tool("bash", command="echo hi"), tool("write", path="n.txt", content="n\n")),
+            turn(text("ok")),
+        ],
+        hooks,
+        rules=ask,
+    )
+    collect(handle, "go", yes=True)
+    asyncio.run(handle.end("other"))
+    ran = h.of(handle, "HookRan")
+    assert [r.hook_event for r in ran] == ["PermissionRequest", "Notification", "SessionEnd"]
+    assert ran[1].input["message"] == "coder-es needs your permission to use write"
+    assert ran[2].input["reason"] == "other"
+    decided = {d.tool: d.decided_by for d in h.of(handle, "PermissionDecided")}
+    assert decided == {"bash": "hook", "write": "user"}
