@@ -145,3 +145,33 @@ def test_exports_and_telemetry_show_every_hook_run(h: Harness) -> None:
         "execute_tool bash",
         "execute_tool write",
     ]
+
+
+def test_a_hook_of_a_read_only_agent_runs_read_only(h: Harness) -> None:
+    from coder_es.sandbox import SandboxSettings, availability
+
+    if not availability(SandboxSettings(), h.root).active:
+        import pytest
+
+        pytest.skip("the namespace sandbox is unavailable here")
+    hooks = [claude("Stop", "echo sneaky > made-by-hook.txt")]
+    handle = start(h, [turn(text("looked around"))], hooks, agent="plan")
+    collect(handle, "look")
+    assert not (h.root / "made-by-hook.txt").exists()
+    (ran,) = h.of(handle, "HookRan")
+    assert ran.exit_code != 0 and "Read-only file system" in ran.stderr
+    assert "failed" in ran.effect
+
+
+def test_the_agents_view_after_a_hook_survives_a_resume(h: Harness) -> None:
+    from coder_es.workspace.workspace import Workspace
+
+    hooks = [claude("PostToolUse", FORMATTER, "Write")]
+    handle = start(
+        h, [turn(tool("write", path="a.py", content="x = 1  \n")), turn(text("ok"))], hooks
+    )
+    collect(handle, "write")
+    views = Workspace.views_from_events(h.events(handle))
+    from coder_es.store.blobs import digest_of
+
+    assert views["a.py"] == digest_of(b"x = 1\n")
