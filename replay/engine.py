@@ -1030,8 +1030,14 @@ class ReplayEngine:
                     e.fields.get("effect") or {}
                 ).get("blocked"):
                     nxt = self.recorded[i + 1] if i + 1 < len(self.recorded) else None
-                    if nxt is None or nxt.kind != "HookRan":
-                        prompt = str((e.fields.get("input") or {}).get("prompt", ""))
+                    prompt = str((e.fields.get("input") or {}).get("prompt", ""))
+                    same = (
+                        nxt is not None
+                        and nxt.kind == "HookRan"
+                        and nxt.fields.get("hook_event") == "UserPromptSubmit"
+                        and (nxt.fields.get("input") or {}).get("prompt") == prompt
+                    )
+                    if not same:
                         content = [{"type": "text", "text": prompt}]
                         return dataclasses.replace(
                             e, kind="UserMessageAdded", fields={"content": content}

@@ -381,6 +381,7 @@ class AgentLoop:
                 self.flush()
                 why = hooked.block_reason or hooked.stop_reason or "blocked by a hook"
                 self.emit(up.Error("PromptBlocked", why, False))
+                self.emit(up.TurnEnded("blocked", 0, self.state.head))
                 return TurnOutcome("blocked", 0, self.state.head, why)
             added += [{"type": "text", "text": t} for t in hooked.context]
         node = self._trigger(lambda s: s.add_user_message([*content, *added, *images]))

@@ -79,3 +79,26 @@ def test_live_runs_the_hooks_again_and_names_a_changed_decision(
     d = report.divergence
     assert d is not None and d.kind == "HookRan"
     assert "exit_code" in d.summary or "effect" in d.summary or "output" in d.summary
+
+
+BLOCK_SECRETS = (
+    "jq -r .prompt | grep -q 'sk-' && { echo 'a key in the prompt: not sent' >&2; exit 2; }; exit 0"
+)
+
+
+def test_a_blocked_prompt_never_reaches_the_model_and_replays(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooks = [claude("UserPromptSubmit", BLOCK_SECRETS)]
+    handle = start(h, [turn(text("hello"))], hooks)
+    updates = collect(handle, "use sk-abc123")
+    assert h.of(handle, "UserMessageAdded") == []
+    assert h.providers[-1].requests == []
+    assert updates[-1].reason == "blocked"  # type: ignore[attr-defined]
+    (ran,) = h.of(handle, "HookRan")
+    assert ran.exit_code == 2 and ran.effect["blocked"]
+    collect(handle, "say hello")
+    assert len(h.of(handle, "UserMessageAdded")) == 1
+    cassette = loads(dumps(export_session(h.app, handle.id)), "blocked")
+    report = replay_cassette(cassette, ReplayOptions(mode="verify"))
+    assert report.ok, report.divergence
