@@ -46,9 +46,8 @@ from urllib.parse import unquote
 
 from coder_es.errors import UsageError
 from coder_es.redaction_shapes import ShapeFilter, re2_shape
-from coder_es.user_patterns import UserPatternError, compile_user_pattern, searchable
-
 from coder_es.secret_env import key_values
+from coder_es.user_patterns import UserPatternError, compile_user_pattern, searchable
 
 MIN_ENV_SECRET_LENGTH = 12
 MIN_ENV_SECRET_ENTROPY = 3.0

@@ -53,6 +53,9 @@ from coder_es.config.values import McpServerConfig
 from coder_es.domain.chain import SEALED_FORMS
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
+from coder_es.hooks.answer import Ran
+from coder_es.hooks.pipeline import tool_part
+from coder_es.hooks.spec import HookSpec
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.records import event_fields, event_kind
@@ -81,6 +84,7 @@ from replay.report import (
 )
 
 MODES = ("verify", "live")
+_PROMPT_HOOKS = ("SessionStart", "UserPromptSubmit")
 _SUMMARY_PRIORITY = ["tool_use_id", "name", "tool", "path", "decision", "node", "outcome", "output"]
 DEFAULT_MAX_STEPS = 50
 HOLD_POLL_S = 0.005
@@ -331,6 +335,9 @@ class ReplayEngine:
     def _index(self, initial: dict[str, str | None] | None = None) -> None:
         self.runs: dict[str, deque[_ToolRun]] = {}
         self.answers: dict[str, deque[dict[str, Any]]] = {}
+        # Hook runs by (event, call): verify mode serves them in order instead of running hooks.
+        self.hook_runs: dict[tuple[str, str | None], deque[dict[str, Any]]] = {}
+        self.post_effects: dict[str, list[dict[str, Any]]] = {}
         occurrences: dict[str, int] = {}
         open_runs: dict[str, _ToolRun] = {}
         cancelled_at = -1
@@ -354,8 +361,14 @@ class ReplayEngine:
                 run.interrupted = cancelled_at > run.at
             elif e.kind == "TurnCancelled":
                 cancelled_at = at
-            elif e.kind == "PermissionDecided" and f.get("decided_by") != "rule":
+            elif e.kind == "PermissionDecided" and f.get("decided_by") not in ("rule", "hook"):
                 self.answers.setdefault(str(f["tool_use_id"]), deque()).append(_plain(f))
+            elif e.kind == "HookRan":
+                hook_key = (str(f["hook_event"]), f.get("tool_use_id"))
+                self.hook_runs.setdefault(hook_key, deque()).append(_plain(f))
+                if f["hook_event"] in ("PostToolUse", "PostToolUseFailure"):
+                    effects = self.post_effects.setdefault(str(f["tool_use_id"]), [])
+                    effects.append(dict(f.get("effect") or {}))
         self.initial = dict(self.cassette.files if initial is None else initial)
         self.edits = disk.external_edits(_with_call_keys(self.recorded), self.initial)
         self.calls = model_calls(self.recorded)
@@ -579,6 +592,12 @@ class ReplayEngine:
         output = str(done["output"])
         if done.get("output_blob"):
             output = self.cassette.blob(done["output_blob"]).decode("utf-8", "surrogateescape")
+        recorded_changes = list(done.get("files_changed") or [])
+        effects = self.post_effects.get(call.id)
+        if effects:
+            # The recorded result holds what its post-tool hooks added; they are served again
+            # (run_hook), so the tool's own part is what is served here.
+            output, recorded_changes = tool_part(output, recorded_changes, effects)
         changes = tuple(
             FileChange(
                 str(c["path"]),
@@ -588,7 +607,7 @@ class ReplayEngine:
                 c.get("proposed"),
                 c.get("own"),
             )
-            for c in done.get("files_changed") or []
+            for c in recorded_changes
         )
         return ToolResult(output, bool(done.get("is_error")), changes)
 
@@ -618,6 +637,30 @@ class ReplayEngine:
                     sink: Any = ctx.sink
                     sink.start_task(**fields)
         await self.top._hold(self)
+
+    async def run_hook(self, spec: HookSpec, payload: dict[str, Any], ctx: ToolContext) -> Ran:
+        """Verify mode: a hook's recorded run, served without running it (its file changes
+        are the recording's, applied to the scratch workspace with the call's result)."""
+        key = (str(payload.get("hook_event_name")), payload.get("tool_use_id"))
+        queue = self.hook_runs.get(key)
+        if not queue:
+            summary = (
+                f"the current code runs the hook {spec.identity} for {key[0]}"
+                f"{f' ({key[1]})' if key[1] else ''}; the recording has no run of it here"
+            )
+            raise ReplayMismatch(
+                "hook", "HookRan", None, {"hook": spec.identity, "event": key[0]}, summary
+            )
+        f = queue.popleft()
+        effect = f.get("effect") or {}
+        return Ran(
+            f.get("exit_code"),
+            str(f.get("output", "")),
+            str(f.get("stderr", "")),
+            int(f.get("duration_ms", 0)),
+            tuple(effect.get("files_changed") or ()),
+            str(effect.get("failed", "")) if f.get("exit_code") is None else "",
+        )
 
     async def answer(self, question: up.PermissionRequired) -> PermissionAnswer:
         waiting = self.before_seam()
@@ -877,6 +920,7 @@ class ReplayEngine:
             provider_factory=lambda _name, _model: self.provider,
             tools=self.tools,
             executor=self,
+            hook_runner=self.run_hook if self.mode == "verify" else None,
             clock=_NoWaitClock(),
             config=self.options.config,
             mcp_factory=self._mcp_source,
@@ -918,6 +962,13 @@ class ReplayEngine:
                 Branching(self.app, self.scratch.root).label(
                     self.sid, str(f["node"]), f["name"], check_name=False
                 )
+            elif event.kind == "HookRan" and event.fields.get("hook_event") == "SessionEnd":
+                handle = await self._open()
+                await handle.end(str((event.fields.get("input") or {}).get("reason", "other")))
+            elif event.kind == "HooksChanged":
+                handle = await self._open()
+                with handle.leased("hooks change"):
+                    handle.loop.change_hooks(list(event.fields.get("hooks") or []))
             elif event.kind == "PermissionsChanged":
                 # A user-side change (a resume with new rules, a config reload) between turns.
                 f = event.fields
@@ -988,6 +1039,27 @@ class ReplayEngine:
             e = self.recorded[i]
             if e.kind == "UserMessageAdded":
                 return e
+            if e.kind == "HookRan" and e.fields.get("hook_event") in _PROMPT_HOOKS:
+                # The hooks of a message run again (or are served) when it is sent; a prompt
+                # they blocked has no message: it is sent as the hook got it.
+                if e.fields.get("hook_event") == "UserPromptSubmit" and (
+                    e.fields.get("effect") or {}
+                ).get("blocked"):
+                    nxt = self.recorded[i + 1] if i + 1 < len(self.recorded) else None
+                    prompt = str((e.fields.get("input") or {}).get("prompt", ""))
+                    same = (
+                        nxt is not None
+                        and nxt.kind == "HookRan"
+                        and nxt.fields.get("hook_event") == "UserPromptSubmit"
+                        and (nxt.fields.get("input") or {}).get("prompt") == prompt
+                    )
+                    if not same:
+                        content = [{"type": "text", "text": prompt}]
+                        return dataclasses.replace(
+                            e, kind="UserMessageAdded", fields={"content": content}
+                        )
+                i += 1
+                continue
             if e.kind == "ToolCallCompleted" and e.fields.get("output") == ABANDONED:
                 i += 1
                 continue
@@ -996,6 +1068,9 @@ class ReplayEngine:
 
     async def _user_message(self, event: RecordedEvent) -> None:
         content = event.fields["content"]
+        added = self._hook_context_blocks(event)
+        if added and isinstance(content, list) and len(content) == added + 1:
+            content = content[:1]  # the user's text; the hooks add the rest again
         text = None
         if (
             isinstance(content, list)
@@ -1013,6 +1088,21 @@ class ReplayEngine:
         self.app.update(self.sid, lambda s: s.add_user_message(list(content)))
         handle = await self._open()
         await self._consume(handle.resume(answerer=self.answer))
+
+    def _hook_context_blocks(self, event: RecordedEvent) -> int:
+        """How many text blocks the prompt's hooks added after the user's text (they add them
+        again when the message is sent)."""
+        at = next((i for i, e in enumerate(self.recorded) if e is event), None)
+        count = 0
+        i = (at or 0) - 1
+        while i >= 0 and self.recorded[i].kind == "HookRan":
+            f = self.recorded[i].fields
+            if f.get("hook_event") not in _PROMPT_HOOKS:
+                break
+            if (f.get("effect") or {}).get("context"):
+                count += 1
+            i -= 1
+        return count
 
     async def _consume(self, updates: Any) -> None:
         async for _update in updates:

@@ -45,6 +45,7 @@ IGNORED_FIELDS: dict[str, frozenset[str]] = {
     # replay from a cassette holds no secret, so it seals nothing).
     "*": frozenset({"prev_hash", "sealed_forms"}),
     "ToolCallCompleted": frozenset({"duration_ms"}),
+    "HookRan": frozenset({"duration_ms"}),
     "ModelResponded": frozenset({"request_digest", "raw_stream_blob"}),
 }
 

@@ -119,6 +119,7 @@ class RecordToolCalls:
 class DecideByRule:
     call: ToolCall
     evaluation: Evaluation
+    decided_by: str = "rule"  # "rule" | "hook"
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,9 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
         if isinstance(result, str) or c.decision is not None:
             continue
         evaluation = evaluate(c, state, ctx, result[1])
+        by_hook = _with_hook(c, evaluation)
+        if by_hook is not None:
+            return by_hook
         if evaluation.action == "ask":
             return AskPermission(_call(c), evaluation, c.permission_requested)
         return DecideByRule(_call(c), evaluation)
@@ -245,6 +249,36 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
         return RunTools(tuple(batch), concurrent=len(batch) > 1)
 
     return _call_model(info.steps, ctx)
+
+
+def _with_hook(c: CallState, ev: Evaluation) -> Action | None:
+    """A PreToolUse hook's decision over the rules' (Claude Code's semantics): ``deny`` denies;
+    ``ask`` (and ``defer``, until deferred decisions exist: issue 34's seam) asks even where a
+    rule allows; ``allow`` skips the question but never a rule's deny."""
+    decision = c.hook_decision
+    if decision is None:
+        return None
+    rule = c.hook_by or "hook"
+    if decision == "deny":
+        reason = c.hook_reason or f"denied by the hook {rule}"
+        return DecideByRule(
+            _call(c), replace(ev, action="deny", matched_rule=rule, reason=reason), "hook"
+        )
+    if decision in ("ask", "defer"):
+        if ev.action == "deny":
+            return None
+        reason = c.hook_reason or f"the hook {rule} asks"
+        return AskPermission(
+            _call(c),
+            replace(ev, action="ask", matched_rule=rule, reason=reason),
+            c.permission_requested,
+        )
+    if ev.action == "ask":
+        reason = c.hook_reason or f"allowed by the hook {rule}"
+        return DecideByRule(
+            _call(c), replace(ev, action="allow", matched_rule=rule, reason=reason), "hook"
+        )
+    return None
 
 
 def _call_model(steps: int, ctx: DecisionContext) -> Action:

@@ -43,6 +43,10 @@ from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
+from coder_es.hooks.answer import Ran
+from coder_es.hooks.command import run_hook
+from coder_es.hooks.pipeline import EventInput, Outcome, model_note, notes_of, run_event
+from coder_es.hooks.spec import HookSpec, hooks_for
 from coder_es.mcp.tool import McpSource, with_mcp_tools
 from coder_es.permissions.policy import Evaluation, PermissionAnswer
 from coder_es.providers import types as pt
@@ -91,6 +95,9 @@ class SystemClock:
 
 PermissionAnswerer = Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]]
 Emit = Callable[[up.Update], None]
+HookRunner = Callable[[HookSpec, dict[str, Any], ToolContext], Awaitable[Ran]]
+# Claude Code ends a turn after this many Stop-hook blocks in a row (each one continues it).
+MAX_STOP_CONTINUES = 8
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,9 @@ class LoopDeps:
     """The session's MCP servers (None: it has none)."""
     spawner: Spawner | None = None
     """Runs ``task`` calls (subagents); None: they fail with a message."""
+    hook_runner: HookRunner | None = None
+    """Runs one hook (``coder_es.hooks``): None runs its command in the session's sandbox (or
+    its plugin); replay in verify mode serves the recorded runs instead."""
 
 
 class AgentLoop:
@@ -187,6 +197,9 @@ class AgentLoop:
         self._builder: ContextBuilder | None = None
         self._sent: list[Any] = []  # the last request's messages (for manifest deltas)
         self._settings: RequestSettings | None = None
+        self.hook_specs: tuple[HookSpec, ...] = ()
+        # Files hooks changed around a call, attributed to them in the call's result.
+        self._hook_files: dict[str, list[dict[str, Any]]] = {}
         # The loop works on what was really said and done: stored events hold markers where a
         # secret was, and the loop resolves them (coder_es.sealing), so a resumed or redacted
         # session behaves exactly as an unredacted one would.
@@ -225,6 +238,8 @@ class AgentLoop:
             self._follow_mcp_tools()
         elif isinstance(event, Session.SettingsChanged):
             self._follow_settings()
+        elif isinstance(event, Session.Started | Session.HooksChanged):
+            self._follow_hooks()
 
     def _follow_permissions(self) -> None:
         # Decisions after the event use its rules, whether it was just recorded or loaded.
@@ -245,6 +260,22 @@ class AgentLoop:
             self.config = replace(self.config, context_budget=st.context_budget)
         self._settings = None
         self._builder = None
+
+    def _follow_hooks(self) -> None:
+        # The hooks recorded in force: a replay runs (or serves) the ones the session ran with.
+        self.hook_specs = tuple(HookSpec.from_record(r) for r in self.state.hooks_in_force())
+
+    async def end_session(self, reason: str = "other") -> None:
+        """SessionEnd hooks, when the session's process is done with it (``run`` and ``chat``
+        at their end); recorded like every hook run."""
+        if self.hook_specs and hooks_for(self.hook_specs, "SessionEnd"):
+            await self._run_hooks("SessionEnd", extra={"reason": reason})
+            self.flush()
+
+    def change_hooks(self, hooks: list[dict[str, Any]]) -> None:
+        """Record other hooks for this session (between turns) and run by them."""
+        self._trigger(partial(Session.change_hooks, hooks=hooks))
+        self.flush()
 
     def _follow_mcp_tools(self) -> None:
         # The tools offered follow the recorded catalog, so a replay offers what was offered.
@@ -338,7 +369,22 @@ class AgentLoop:
         if leftover is not None:
             self._close(leftover)
         content = [{"type": "text", "text": text}] if text or not images else []
-        node = self._trigger(lambda s: s.add_user_message([*content, *images]))
+        added: list[dict[str, Any]] = []
+        if self.hook_specs:
+            if not self.state.nodes:
+                start = await self._run_hooks("SessionStart", extra={"source": "startup"})
+                added += [{"type": "text", "text": t} for t in start.context]
+            hooked = await self._run_hooks("UserPromptSubmit", extra={"prompt": text})
+            if hooked.blocked or hooked.stop_reason is not None:
+                # Claude Code's semantics: the prompt is erased (never reaches the model); the
+                # reason is for the user. What the hooks did is recorded.
+                self.flush()
+                why = hooked.block_reason or hooked.stop_reason or "blocked by a hook"
+                self.emit(up.Error("PromptBlocked", why, False))
+                self.emit(up.TurnEnded("blocked", 0, self.state.head))
+                return TurnOutcome("blocked", 0, self.state.head, why)
+            added += [{"type": "text", "text": t} for t in hooked.context]
+        node = self._trigger(lambda s: s.add_user_message([*content, *added, *images]))
         self._turn_start = True
         self.flush()
         self.emit(up.UserMessage(node, text))
@@ -369,7 +415,15 @@ class AgentLoop:
     async def _drive(self) -> TurnOutcome:
         while True:
             action = d.decide(self.state, self.deps.decision)
+            if (
+                self.hook_specs
+                and isinstance(action, d.DecideByRule | d.AskPermission)
+                and await self._pre_tool_hooks(action.call)
+            ):
+                continue  # decided again with what the hooks answered (and rewrote)
             if isinstance(action, d.Done):
+                if self.hook_specs and await self._stop_hooks(action.reason):
+                    continue  # a Stop hook kept the turn going
                 return self._finish(action.reason)
             if isinstance(action, d.CallModel):
                 await self._sync_mcp()
@@ -388,7 +442,7 @@ class AgentLoop:
                         )
                     )
             elif isinstance(action, d.DecideByRule):
-                self._decide_by_rule(action.call, action.evaluation)
+                self._decide_by_rule(action.call, action.evaluation, action.decided_by)
             elif isinstance(action, d.AskPermission):
                 await self._ask(action)
             elif isinstance(action, d.CloseCalls):
@@ -424,6 +478,148 @@ class AgentLoop:
         self.flush()
         self.emit(up.TurnCancelled(reason, tuple(open_ids)))
         return self._finish("cancelled")
+
+    # ------------------------------------------------------------------ hooks
+
+    def _hook_ctx(self, call: ToolCall | None) -> ToolContext:
+        """A hook runs where the session's bash runs (``_context``); its file changes are the
+        call's (or, without a call, the session's own), in the agent's views at once."""
+        if call is not None:
+            ctx = self._context(call)
+        else:
+            ctx = ToolContext(
+                root=self.workspace.root,
+                tool_use_id="",
+                sink=self.sink,
+                workspace=self.workspace,
+                cache=self.tool_cache,
+                sandbox=self._sandbox(),
+                tools=self.deps.decision.tools,
+            )
+        return dataclasses.replace(ctx, progress=lambda _text: None, spawn=None, terminal=None)
+
+    async def _run_hooks(
+        self,
+        event: str,
+        call: ToolCall | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Run the hooks of ``event`` (for ``call``) in order; record each run before anything
+        acts on it."""
+        runner = self.deps.hook_runner or run_hook
+        ctx = self._hook_ctx(call)
+
+        async def run(spec: HookSpec, payload: dict[str, Any]) -> Ran:
+            return await runner(spec, payload, ctx)
+
+        ev = EventInput(
+            event,
+            self.session_id,
+            self.root,
+            tool=call.name if call is not None else None,
+            tool_input=dict(call.input) if call is not None else None,
+            tool_use_id=call.id if call is not None else None,
+            extra=extra or {},
+        )
+        out = await run_event(self.hook_specs, ev, run)
+        for record in out.records:
+            self._trigger(partial(Session.record_hook_run, **record))
+            self.emit(
+                up.HookRan(
+                    event,
+                    record["hook"],
+                    record["tool_use_id"],
+                    record["exit_code"],
+                    record["duration_ms"],
+                    dict(record["effect"]),
+                )
+            )
+        if call is not None and out.files_changed:
+            self._hook_files.setdefault(call.id, []).extend(out.files_changed)
+        return out
+
+    async def _pre_tool_hooks(self, call: ToolCall) -> bool:
+        """PreToolUse hooks for a call about to be decided; True when they ran (the decision
+        is then made again with what they answered)."""
+        state = self.state.calls.get(call.id)
+        if state is None or state.pre_hooked:
+            return False
+        if not hooks_for(self.hook_specs, "PreToolUse", call.name):
+            return False
+        await self._run_hooks("PreToolUse", call)
+        state.pre_hooked = True  # even when no hook answered (the records say they ran)
+        self.flush()
+        return True
+
+    async def _permission_hooks(self, call: ToolCall, ev: Evaluation) -> bool:
+        """PermissionRequest hooks, before anyone is asked; True when one of them answered
+        (allow or deny), recorded as decided by that hook."""
+        state = self.state.calls.get(call.id)
+        if state is None:
+            return False
+        if not state.permission_hooked:
+            if not hooks_for(self.hook_specs, "PermissionRequest", call.name):
+                return False
+            await self._run_hooks("PermissionRequest", call)
+            state.permission_hooked = True
+        answer = state.permission_hook
+        if answer is None:
+            return False
+        verdict = replace(
+            ev,
+            action=str(answer["decision"]),
+            matched_rule=str(answer["by"]),
+            reason=answer.get("reason") or f"{answer['decision']} by the hook {answer['by']}",
+        )
+        self._decide_by_rule(call, verdict, "hook")
+        self.flush()
+        return True
+
+    async def _post_tool_hooks(self, ran: _Ran) -> _Ran:
+        """PostToolUse (or PostToolUseFailure) hooks after a call ran, before its result is
+        recorded: what they say for the model follows the output (``model_note``), the files
+        they changed join the call's changes, attributed to them."""
+        call, result = ran.call, ran.result
+        event = "PostToolUseFailure" if result.is_error else "PostToolUse"
+        if not hooks_for(self.hook_specs, event, call.name):
+            return ran
+        extra: dict[str, Any] = (
+            {"error": result.output, "is_interrupt": False}
+            if result.is_error
+            else {"tool_output": result.output, "is_error": False}
+        )
+        out = await self._run_hooks(event, call, extra)
+        note = model_note(notes_of([r["effect"] for r in out.records]))
+        if not note:
+            return ran
+        return _Ran(call, replace(result, output=result.output + note), ran.duration_ms)
+
+    async def _stop_hooks(self, reason: str) -> bool:
+        """Stop (SubagentStop in a subagent) hooks when the model ended its turn; True when one
+        blocked the stop: its reason becomes the next user message of the same turn."""
+        if reason in ("max_steps", "cancelled", "idle") or self.state.head is None:
+            return False
+        event = "SubagentStop" if "task" in self.state.settings else "Stop"
+        info = self.state.head_info()
+        continued = info.continued if info is not None else 0
+        head = self.state.head
+        if head not in self.state.stop_hooks:
+            if not hooks_for(self.hook_specs, event):
+                return False
+            out = await self._run_hooks(event, extra={"stop_hook_active": continued > 0})
+            self.flush()
+            if out.stop_reason is not None:
+                return False
+        effects = self.state.stop_hooks.get(head, [])
+        feedback = [str(e["feedback"]) for e in effects if e.get("blocked") and e.get("feedback")]
+        if not self.state.continue_pending or continued >= MAX_STOP_CONTINUES:
+            self.state.continue_pending = False
+            return False
+        text = "\n\n".join(feedback) or "a Stop hook asked to continue"
+        node = self._trigger(lambda s: s.add_user_message([{"type": "text", "text": text}]))
+        self.flush()
+        self.emit(up.UserMessage(node, text))
+        return True
 
     # ------------------------------------------------------------------ the model
 
@@ -475,6 +671,12 @@ class AgentLoop:
                 self.emit(up.Error(kind, str(e), retry))
                 if isinstance(e, ContextTooLongError):
                     plan = plan_compaction(self.context, self.state.head)
+                    if plan is not None and self.hook_specs:
+                        # Observed and recorded; our compaction is what lets the turn go on,
+                        # so a PreCompact hook cannot block it (documented).
+                        await self._run_hooks(
+                            "PreCompact", extra={"trigger": "auto", "custom_instructions": ""}
+                        )
                     if plan is not None:
                         # The summary node becomes the head and the decider calls the model
                         # again with a smaller request. Each compaction covers at least one
@@ -560,7 +762,7 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ permissions
 
-    def _decide_by_rule(self, call: ToolCall, ev: Evaluation) -> None:
+    def _decide_by_rule(self, call: ToolCall, ev: Evaluation, decided_by: str = "rule") -> None:
         self._trigger(
             lambda s: s.decide_permission(
                 tool_use_id=call.id,
@@ -569,7 +771,7 @@ class AgentLoop:
                 decision=ev.action,
                 scope="once",
                 matched_rule=ev.matched_rule,
-                decided_by="rule",
+                decided_by=decided_by,
                 reason=ev.reason,
             )
         )
@@ -580,7 +782,7 @@ class AgentLoop:
                 ev.subject.text,
                 ev.action,
                 "once",
-                "rule",
+                decided_by,
                 ev.matched_rule,
                 ev.reason,
             )
@@ -597,6 +799,8 @@ class AgentLoop:
                     matched_rule=ev.matched_rule,
                 )
             )
+        if self.hook_specs and await self._permission_hooks(call, ev):
+            return
         self.flush()
         question = up.PermissionRequired(
             call.id,
@@ -608,6 +812,16 @@ class AgentLoop:
             ev.suggested_pattern,
         )
         self.emit(question)
+        if self.hook_specs and not action.already_requested:
+            # Claude Code's Notification: someone is asked for a permission.
+            await self._run_hooks(
+                "Notification",
+                extra={
+                    "message": f"coder-es needs your permission to use {call.name}",
+                    "notification_type": "permission_prompt",
+                },
+            )
+            self.flush()
         answer = await self.deps.answerer(question)
         if answer.decision not in ("allow", "deny") or answer.scope not in ("once", "always"):
             answer = PermissionAnswer.reject(f"invalid answer {answer!r}", answer.decided_by)
@@ -720,6 +934,8 @@ class AgentLoop:
             for task in tasks:
                 ran = await task
                 self._running.discard(task)
+                if self.hook_specs:
+                    ran = await self._post_tool_hooks(ran)
                 self._record(ran)
         finally:
             for task in tasks:
@@ -735,7 +951,9 @@ class AgentLoop:
         # The real output: the event's copy is sealed on the way in, the blob by the blob store.
         capped = cap_output(result.output, self.blobs, self.config.output_limit)
         file_events = self.sink.take(call.id)
-        changes = [c.to_dict() for c in result.files_changed]
+        changes = _with_hook_changes(
+            [c.to_dict() for c in result.files_changed], self._hook_files.pop(call.id, [])
+        )
 
         def record(s: Session) -> None:
             for method, kwargs in file_events:
@@ -763,3 +981,21 @@ class AgentLoop:
                 dict(result.metadata),
             )
         )
+
+
+def _with_hook_changes(
+    changes: list[dict[str, Any]], by_hooks: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The call's file changes with its hooks' after them: a file both changed is one entry
+    (the call's ``before``, the hook's ``after``) naming the hook in ``by``, so history,
+    ``tree``, ``diff`` and rewind see one step and know who made the last change."""
+    if not by_hooks:
+        return changes
+    out = {c["path"]: dict(c) for c in changes}
+    for c in by_hooks:
+        old = out.get(c["path"])
+        if old is None:
+            out[c["path"]] = dict(c)
+        else:
+            out[c["path"]] = {**old, **{k: v for k, v in c.items() if k != "before"}}
+    return list(out.values())

@@ -32,6 +32,9 @@ class NodeInfo:
     # The last tool call on the path up to this node: (signature, repeats). A model response's
     # own calls update it as they are requested; a branch rewound away from never reaches it.
     last_call: tuple[str, int] | None = None
+    # Times a Stop hook kept this turn going (its user messages included): Claude Code's
+    # ``stop_hook_active`` is this > 0.
+    continued: int = 0
 
 
 @dataclass
@@ -46,6 +49,14 @@ class CallState:
     decision: str | None = None  # "allow" | "deny"
     decision_reason: str | None = None
     completed: bool = False
+    # The PreToolUse hooks ran (``HookRan``); their combined decision, why, and whose.
+    pre_hooked: bool = False
+    hook_decision: str | None = None  # "allow" | "ask" | "defer" | "deny"
+    hook_reason: str | None = None
+    hook_by: str | None = None
+    # The PermissionRequest hooks ran; their answer (allow / deny) if any.
+    permission_hooked: bool = False
+    permission_hook: dict[str, Any] | None = None
 
 
 @dataclass
@@ -78,6 +89,13 @@ class LoopState:
     # The request budget of the last SettingsChanged; None: the Started settings' (or the
     # loop's configuration, for a session recorded before budgets were).
     context_budget: int | None = None
+    # The hooks in force (``HookSpec`` records): the last HooksChanged's; None: the Started
+    # settings' ``hooks``.
+    hooks: list[dict[str, Any]] | None = None
+    # The Stop hooks' effects recorded at a node (a resumed turn does not run them twice).
+    stop_hooks: dict[NodeId, list[dict[str, Any]]] = field(default_factory=dict)
+    # A Stop hook blocked the stop: the next user message continues the same turn.
+    continue_pending: bool = False
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -123,7 +141,13 @@ class LoopState:
         # and a later call's request may come after an earlier call's result).
         before = self.nodes.get(assistant) if kind == TOOL_RESULT and assistant else pinfo
         last_call = before.last_call if before is not None else None
-        self.nodes[node] = NodeInfo(kind, parent, steps, assistant, cancelled, last_call)
+        continued = pinfo.continued if pinfo is not None else 0
+        if kind == USER:
+            continued = continued + 1 if self.continue_pending else 0
+            self.continue_pending = False
+        self.nodes[node] = NodeInfo(
+            kind, parent, steps, assistant, cancelled, last_call, continued=continued
+        )
         self.head = node
 
     def _user(self, e: Session.UserMessageAdded) -> None:
@@ -188,6 +212,40 @@ class LoopState:
         self.agent, self.provider, self.model = e.agent, e.provider, e.model
         self.context_budget = e.context_budget
 
+    def _hook_ran(self, e: Session.HookRan) -> None:
+        effect = e.effect
+        call = self.calls.get(e.tool_use_id) if e.tool_use_id else None
+        if e.hook_event == "PreToolUse" and call is not None:
+            call.pre_hooked = True
+            if isinstance(effect.get("updated_input"), dict):
+                call.input = dict(effect["updated_input"])
+            decision = effect.get("decision")
+            if decision in _HOOK_RANK and _HOOK_RANK[decision] > _HOOK_RANK.get(
+                call.hook_decision or "", -1
+            ):
+                call.hook_decision = decision
+                call.hook_reason = effect.get("reason")
+                call.hook_by = e.hook
+        elif e.hook_event == "PermissionRequest" and call is not None:
+            call.permission_hooked = True
+            if isinstance(effect.get("updated_input"), dict):
+                call.input = dict(effect["updated_input"])
+            if effect.get("decision") in ("allow", "deny") and (
+                call.permission_hook is None or effect["decision"] == "deny"
+            ):
+                call.permission_hook = {
+                    "decision": effect["decision"],
+                    "reason": effect.get("reason"),
+                    "by": e.hook,
+                }
+        elif e.hook_event in ("Stop", "SubagentStop") and self.head is not None:
+            self.stop_hooks.setdefault(self.head, []).append(dict(effect))
+            if effect.get("blocked"):
+                self.continue_pending = True
+
+    def _hooks_changed(self, e: Session.HooksChanged) -> None:
+        self.hooks = [dict(h) for h in e.hooks]
+
     def _step_limit_reached(self, e: Session.StepLimitReached) -> None:
         self.step_limit_at = e.node
 
@@ -208,6 +266,10 @@ class LoopState:
         """The user's rules and default: the last PermissionsChanged's, else the Started ones."""
         recorded = self.permissions or self.settings.get("permissions") or {}
         return [dict(r) for r in recorded.get("rules", [])], str(recorded.get("default", "ask"))
+
+    def hooks_in_force(self) -> list[dict[str, Any]]:
+        recorded = self.hooks if self.hooks is not None else self.settings.get("hooks")
+        return [dict(h) for h in recorded or []]
 
     def head_info(self) -> NodeInfo | None:
         return self.nodes.get(self.head) if self.head is not None else None
@@ -246,4 +308,7 @@ _HANDLERS: dict[type, Any] = {
     Session.PermissionsChanged: LoopState._permissions_changed,
     Session.McpToolsListed: LoopState._mcp_tools_listed,
     Session.SettingsChanged: LoopState._settings_changed,
+    Session.HookRan: LoopState._hook_ran,
+    Session.HooksChanged: LoopState._hooks_changed,
 }
+_HOOK_RANK = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -261,6 +261,8 @@ class SpanTree:
             return done
         if kind in ("Archived", "Unarchived"):
             return done  # which lists show the session: no part of a turn
+        if kind == "HookRan":
+            return [self._hook(e)]
         if kind == "UserMessageAdded" or self._turn is None:
             done.extend(self.finish())
             opened = self._open_turn(e)
@@ -320,6 +322,48 @@ class SpanTree:
     def _content(self, value: Any) -> Any:
         """``value`` when content is captured, else None (an attribute left out)."""
         return value if self.semconv.capture_content else None
+
+    def _hook(self, e: AuditEvent) -> SpanRecord:
+        """``execute_hook {event}``: one hook run, under its tool call's span (or the turn's;
+        a prompt's hooks run before its turn opens: a root span of the session's trace)."""
+        f = e.fields
+        call = self._tools.get(str(f.get("tool_use_id")))
+        parent = call.key if call is not None else None
+        prompt = f.get("hook_event") in ("UserPromptSubmit", "SessionStart")
+        if parent is None and self._turn is not None and not prompt:
+            parent = self._turn.key
+        moment = datetime.fromisoformat(e.timestamp)
+        start = (moment - timedelta(milliseconds=int(f.get("duration_ms") or 0))).isoformat()
+        effect = f.get("effect") or {}
+        attributes: dict[str, Any] = {
+            "gen_ai.conversation.id": self.session,
+            "coder_es.hook.event": f.get("hook_event"),
+            "coder_es.hook.name": f.get("hook"),
+            "coder_es.hook.digest": f.get("digest"),
+            "coder_es.hook.exit_code": f.get("exit_code"),
+            "coder_es.hook.duration_ms": f.get("duration_ms"),
+        }
+        for key in ("decision", "blocked"):
+            if effect.get(key):
+                attributes[f"coder_es.hook.{key}"] = effect[key]
+        if effect.get("updated_input"):
+            attributes["coder_es.hook.rewrote"] = True
+        if effect.get("context"):
+            attributes["coder_es.hook.added_context"] = True
+        span = SpanRecord(
+            key=f"hook:{e.version}",
+            name=f"execute_hook {f.get('hook_event')}",
+            kind=KIND_INTERNAL,
+            start=start,
+            end=e.timestamp,
+            parent=parent,
+            attributes=attributes,
+            order=e.version,
+        )
+        if effect.get("failed"):
+            span.error = str(effect["failed"])
+            attributes["error.type"] = "hook_failed"
+        return span
 
     def _chat(self, e: AuditEvent, turn: SpanRecord) -> SpanRecord:
         f = e.fields

@@ -238,9 +238,13 @@ def _entry(e: AuditEvent, files: _Files) -> Entry:
         for change in f.get("files_changed") or []:
             if isinstance(change, dict):
                 path = str(change.get("path"))
+                by = f"changed by the hook {change['by']}" if change.get("by") else ""
                 diffs.append(
                     files.diff(
-                        path, "changed by the tool", change.get("before"), change.get("after")
+                        path,
+                        by or "changed by the tool",
+                        change.get("before"),
+                        change.get("after"),
                     )
                 )
     elif kind == "EditApplied":
@@ -268,6 +272,42 @@ def _entry(e: AuditEvent, files: _Files) -> Entry:
                         f"restored ({entry.get('outcome')})",
                         entry.get("disk"),
                         entry.get("result"),
+                    )
+                )
+    elif kind == "HookRan":
+        effect = f.get("effect") or {}
+        code = f.get("exit_code")
+        shown = [
+            k
+            for k in ("decision", "blocked", "updated_input", "context", "feedback")
+            if effect.get(k)
+        ]
+        what = ", ".join(
+            f"{k} {effect[k]}"
+            if k == "decision"
+            else ("rewrote the input" if k == "updated_input" else k)
+            for k in shown
+        )
+        title = (
+            f"hook {f.get('hook_event')} {f.get('hook')}: "
+            f"{'timed out' if code is None else f'exit {code}'}"
+            f"{f' → {what}' if what else ''} ({f.get('duration_ms')} ms)"
+        )
+        lines = [f"sha256 of the command: {f.get('digest')}"]
+        lines += [f"{k}: {v}" for k, v in sorted(effect.items()) if k != "files_changed"]
+        if str(f.get("output") or "").strip():
+            lines.append("stdout:\n" + _clip(str(f.get("output"))))
+        if str(f.get("stderr") or "").strip():
+            lines.append("stderr:\n" + _clip(str(f.get("stderr"))))
+        body = "\n".join(lines)
+        for change in effect.get("files_changed") or []:
+            if isinstance(change, dict):
+                diffs.append(
+                    files.diff(
+                        str(change.get("path")),
+                        f"changed by the hook {f.get('hook')}",
+                        change.get("before"),
+                        change.get("after"),
                     )
                 )
     elif kind == "ContextCompacted":

@@ -462,7 +462,9 @@ async def chat(args: argparse.Namespace, ctx: Context) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, session.on_sigint)
             installed = True
-        return await session.run()
+        code = await session.run()
+        await handle.end("prompt_input_exit")
+        return code
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)

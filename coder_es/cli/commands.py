@@ -471,6 +471,25 @@ def _mcp_args(p: argparse.ArgumentParser) -> None:
     _json(p)
 
 
+HOOK_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
+    "PostToolUseFailure", "Stop", "SubagentStop", "PreCompact", "SessionEnd", "Notification",
+)  # fmt: skip
+
+
+def _hooks_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "hooks_action",
+        choices=("import", "list", "test"),
+        metavar="import|list|test",
+        help="import: Claude Code's hooks into the config; list: what runs; test EVENT: run them",
+    )
+    p.add_argument("event", nargs="?", choices=HOOK_EVENTS, metavar="EVENT", help="test: the event")
+    p.add_argument("--input", metavar="FILE", help="test: the hook input (JSON; - for stdin)")
+    p.add_argument("--from", dest="source", metavar="FILE", help="import: this settings file")
+    _json(p)
+
+
 # ---------------------------------------------------------------------- the table
 
 _RUN = "run one agent turn non-interactively"
@@ -486,6 +505,13 @@ _MCP_DESCRIPTION = """\
 sees them (mcp__SERVER__TOOL, with what their annotations say they do) and stops it again.
 `coder-es mcp test NAME` does the same for one server, even a disabled one, and exits 1 when it
 does not start, showing the end of its stderr."""
+
+_HOOKS_DESCRIPTION = """\
+`coder-es hooks import` reads the hooks of ~/.claude/settings.json (into your user config) and of
+.claude/settings.json (into the project config, applied once trusted). `coder-es hooks list`
+shows what runs, in order. `coder-es hooks test EVENT [--input FILE]` runs that event's hooks on
+sample input in the read-only sandbox and shows what each answered; exit 1 when they deny or
+block."""
 
 # In the order --help lists them.
 COMMANDS: tuple[Command, ...] = (
@@ -548,6 +574,9 @@ COMMANDS: tuple[Command, ...] = (
             description=_TRUST_DESCRIPTION),
     Command("mcp", "coder_es.cli.mcp_cmd:cmd_mcp", "list and test the configured MCP servers",
             _mcp_args, description=_MCP_DESCRIPTION),
+    Command("hooks", "coder_es.cli.hooks_cmd:cmd_hooks",
+            "import Claude Code's hooks, list the configured hooks, test an event's hooks",
+            _hooks_args, description=_HOOKS_DESCRIPTION),
     Command("search", "coder_es.cli.search_cmd:cmd_search",
             "find text across every session in the store", _search_args, needs_store=True),
 )  # fmt: skip

@@ -163,6 +163,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
             sandbox.mode, sandbox.network, sandbox.read_only, sandbox.writable
         ),
         mcp_servers=ctx.settings.mcp_servers.values(),
+        hooks=ctx.settings.hooks,
     )
     if resuming:
         return await service.open_session(args.session, options)
@@ -173,7 +174,7 @@ def _exit_code(handle: SessionHandle) -> int:
     outcome = handle.outcome
     if outcome is None or outcome.reason == "cancelled":
         return 130
-    if outcome.reason in ("error", "max_steps"):
+    if outcome.reason in ("error", "max_steps", "blocked"):
         return 1
     return 0
 
@@ -264,6 +265,19 @@ class Renderer:
             self.line(
                 f"  [{color}]{u.decision}[/{color}] {escape(u.tool)}{subject} "
                 f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
+            )
+        elif isinstance(u, up.HookRan) and (u.effect or u.exit_code != 0):
+            # A hook that did something (or failed) says so; a silent pass stays silent.
+            effect = u.effect
+            what = ", ".join(
+                f"{k} {effect[k]}" if k in ("decision", "failed") else k
+                for k in ("decision", "blocked", "updated_input", "context", "feedback", "failed")
+                if effect.get(k)
+            )
+            code = "timed out" if u.exit_code is None else f"exit {u.exit_code}"
+            self.line(
+                f"  [magenta]hook[/magenta] {escape(u.event)} {escape(u.hook)} "
+                f"[dim]({escape(code)}{escape(': ' + what if what else '')})[/dim]"
             )
         elif isinstance(u, up.Retry):
             self.line(
@@ -396,6 +410,7 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
             from coder_es.cli.file_views import unapplied_edits
 
             conflicts = len(unapplied_edits(ctx.app, handle.id, after=before))
+        await handle.end("other")
         code = _exit_code(handle)
         if code == 130:
             # Interrupted: the turn is recorded and can go on; say how.

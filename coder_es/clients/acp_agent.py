@@ -414,6 +414,7 @@ class CoderAcpAgent:
             executor=executor,
             mcp_servers=service.mcp_servers,
             sandbox=service.sandbox,
+            hooks=service.hooks,
         )
         return own, buffers
 

@@ -162,6 +162,8 @@ class ClientRuntime:
                 sandbox=SandboxSettings.configured(
                     sandbox.mode, sandbox.network, sandbox.read_only, sandbox.writable
                 ),
+                # The configuration's hooks apply in its own workspace only.
+                hooks=self.config.hooks if where == self.config.workspace.resolve() else (),
             )
             self._services[where] = service
         return service

@@ -370,6 +370,16 @@ def _mcp_servers(merged: Mapping[Key, Setting]) -> dict[str, McpServerConfig]:
     return servers
 
 
+def _hooks(merged: Mapping[Key, Setting]) -> tuple[Any, ...]:
+    """The configured hooks, each event's numbered in configuration order."""
+    from dataclasses import replace
+
+    out: list[Any] = []
+    for _event, setting in _under(merged, ("hooks",)):
+        out += [replace(spec, index=i) for i, spec in enumerate(setting.value)]
+    return tuple(out)
+
+
 def build(
     merged: Mapping[Key, Setting],
     workspace: Path,
@@ -454,6 +464,7 @@ def build(
         trust=trust,
         ignored=tuple(ignored),
         models=_models(merged),
+        hooks=_hooks(merged),
     )
 
 

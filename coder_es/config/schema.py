@@ -22,6 +22,7 @@ from coder_es.config.catalog import ACTIONS, AGENTS, ANY_TOOL, PROVIDERS, TOOLS
 from coder_es.config.layers import Key as Key
 from coder_es.config.layers import Layer as Layer
 from coder_es.config.layers import Setting as Setting
+from coder_es.config.problems import format_path
 from coder_es.store.config import BACKENDS
 
 
@@ -291,7 +292,16 @@ class Rules:
     doc: str = ""
 
 
-Node = Leaf | Table | Entries | Rules
+@dataclass(frozen=True)
+class Hooks:
+    """``[[hooks.EVENT]]`` arrays of tables (``coder_es.hooks``): one list per event, each hook
+    a table of ``command`` (required), ``matcher``, ``timeout``, ``on_failure``, ``dialect``.
+    Additive: the user config's hooks run first, then the project's, each in file order."""
+
+    doc: str = ""
+
+
+Node = Leaf | Table | Entries | Rules | Hooks
 
 ACTION = Choice(ACTIONS, "action")
 
@@ -471,6 +481,8 @@ SCHEMA = Table(
         # From a project config, held back until the workspace is trusted (config.untrusted).
         "mcp_servers": Entries(ServerName(), MCP_SERVER, "MCP servers by name"),
         "harnesses": Entries(ServerName(), HARNESS, "agent CLIs run as sessions (--harness NAME)"),
+        # Likewise: a hook is a command run with the user's rights at every matching event.
+        "hooks": Hooks("commands and plugins run on session events, by event name"),
         "store": Table(
             {
                 "backend": Leaf(Choice(BACKENDS, "backend"), "the event store backend"),
@@ -522,6 +534,8 @@ def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
             walk(node.value, sub, (*path, key), layer)
     elif isinstance(node, Rules):
         _walk_rules(value, path, layer)
+    elif isinstance(node, Hooks):
+        _walk_hooks(value, path, layer)
     else:
         _walk_leaf(node, value, path, layer)
 
@@ -580,6 +594,73 @@ def _walk_rules(value: object, path: Key, layer: Layer) -> None:
                 layer.problem(at, err, at)
             else:
                 layer.set((*here, pattern), norm)
+
+
+_HOOK_KEYS = ("command", "matcher", "timeout", "on_failure", "dialect")
+
+
+def _walk_hooks(value: object, path: Key, layer: Layer) -> None:
+    from coder_es.hooks.spec import DIALECTS, EVENTS, ON_FAILURE, HookSpec, check_matcher
+
+    if not isinstance(value, dict):
+        layer.problem(path, f"expected a table of events, got {toml_type(value)}", path)
+        return
+    for event, entries in value.items():
+        here = (*path, event)
+        if event not in EVENTS:
+            from coder_es.config.suggest import did_you_mean
+
+            hint = did_you_mean(event, EVENTS)
+            layer.problem(here, f"unknown hook event '{event}'{hint}", here)
+            continue
+        if not isinstance(entries, list):
+            msg = f"expected an array of tables ([[{format_path(here)}]]), got {toml_type(entries)}"
+            layer.problem(here, msg, here)
+            continue
+        specs = []
+        for i, entry in enumerate(entries):
+            at: tuple[str | int, ...] = (*here, i)
+            if not isinstance(entry, dict):
+                layer.problem(here, f"expected a table, got {toml_type(entry)}", at)
+                continue
+            problems = []
+            for key in entry:
+                if key not in _HOOK_KEYS:
+                    problems.append(f"unknown key '{key}' (a hook has {', '.join(_HOOK_KEYS)})")
+            command = entry.get("command")
+            if not isinstance(command, str) or not command.strip():
+                problems.append("a hook needs a command (a non-empty string)")
+            matcher = entry.get("matcher", "")
+            if not isinstance(matcher, str):
+                problems.append(f"matcher: expected a string, got {toml_type(matcher)}")
+            elif check_matcher(matcher):
+                problems.append(f"matcher: {check_matcher(matcher)}")
+            timeout = entry.get("timeout", 60)
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+                problems.append("timeout: expected a positive number of seconds")
+            on_failure = entry.get("on_failure", "ignore")
+            if on_failure not in ON_FAILURE:
+                problems.append(f"on_failure: expected one of {', '.join(ON_FAILURE)}")
+            dialect = entry.get("dialect", "coder-es")
+            if dialect not in DIALECTS:
+                problems.append(f"dialect: expected one of {', '.join(DIALECTS)}")
+            if problems:
+                for problem in problems:
+                    layer.problem(here, problem, at)
+                continue
+            specs.append(
+                HookSpec(
+                    event=event,
+                    command=str(command),
+                    matcher=str(matcher),
+                    timeout=float(timeout),
+                    on_failure=str(on_failure),
+                    dialect=str(dialect),
+                    source=layer.source,
+                )
+            )
+        if specs:
+            layer.set(here, tuple(specs), additive=True)
 
 
 def node_at(path: Key, root: Node = SCHEMA) -> Node | None:

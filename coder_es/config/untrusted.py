@@ -107,13 +107,9 @@ HELD_BACK: tuple[tuple[Key, str], ...] = (
         "it decides which database receives your sessions and your database credentials",
     ),
     (("store",), "it decides where and how your sessions are recorded"),
-    # Sections other branches add (named ahead, so that they are held back with a reason the
-    # day they exist; the schema test accepts them before that).
     (("hooks",), "hooks are commands run with your rights on session events"),
     (("harnesses",), "a harness is an agent program run with your rights"),
 )
-AHEAD: frozenset[Key] = frozenset({("hooks",), ("harnesses",)})
-"""Entries of ``HELD_BACK`` for sections not in this schema yet."""
 
 _UNCLASSIFIED = "it is not known to only make things stricter"
 
@@ -153,7 +149,10 @@ def hold_back(layer: Layer, below: Mapping[Key, Setting]) -> list[IgnoredSetting
         why = _why_held_back(path, setting, below)
         if why is not None:
             del layer.values[path]
-            ignored.append(IgnoredSetting(format_path(path), setting.value, setting.origin, why))
+            value = setting.value
+            if path[0] == "hooks":  # shown as the commands that would run
+                value = [h.command for h in value]
+            ignored.append(IgnoredSetting(format_path(path), value, setting.origin, why))
         elif _under(path, ("permissions", "rules")):
             layer.values[path] = replace(setting, untrusted=True)
     return ignored

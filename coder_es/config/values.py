@@ -253,6 +253,9 @@ class Config:
     """Settings of an untrusted project config that do not apply (``config.untrusted``)."""
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
     """``[models.NAME]`` rows laid over the bundled model catalogue."""
+    hooks: tuple[Any, ...] = ()
+    """``[[hooks.EVENT]]``: ``coder_es.hooks.HookSpec`` values in configuration order (the
+    user's, then a trusted project's)."""
 
     def ignored_lines(self) -> list[str]:
         """One line per setting not applied, then why (for ``run``, ``doctor``, ``serve``)."""

@@ -211,6 +211,32 @@ class Session(Aggregate):
                 self.model,
             )
 
+    class HookRan(Event):
+        """One hook or plugin ran for ``hook_event`` (``coder_es.hooks``): what it got, what it
+        answered and what that did. Recorded before anything depends on it, so a replay serves
+        it instead of running the hook (verify) or runs it again and compares (live).
+
+        ``effect``: ``{"decision", "reason", "updated_input", "context", "feedback",
+        "blocked", "continue", "stop_reason", "system_message", "suppress_output",
+        "files_changed", "failed"}`` (absent keys: no such effect)."""
+
+        hook_event: str  # "PreToolUse", ...
+        hook: str  # its identity: "hooks.PreToolUse[0] (/path/config.toml)" or "plugin:NAME"
+        digest: str  # sha256 of its command (or the plugin's entry point)
+        tool_use_id: str | None
+        input: dict[str, Any]  # what it got (in its dialect)
+        exit_code: int | None  # None: killed at its timeout, or a plugin
+        output: str  # its stdout (a plugin: its JSON answer)
+        stderr: str
+        duration_ms: int
+        effect: dict[str, Any]
+
+    class HooksChanged(Event):
+        """The hooks configured from here on (a resume under another configuration); those in
+        force are the last of these, else the ``Started`` settings' ``hooks``."""
+
+        hooks: list[dict[str, Any]]
+
     class Archived(Event):
         """Hidden from the session lists (ACP ``session/delete``, ``coder-es sessions
         --delete``): nothing is removed, the session still opens by its id, and ``sessions
@@ -543,6 +569,37 @@ class Session(Aggregate):
             model=model,
             context_budget=context_budget,
         )
+
+    def record_hook_run(
+        self,
+        *,
+        hook_event: str,
+        hook: str,
+        digest: str,
+        tool_use_id: str | None,
+        input: dict[str, Any],
+        exit_code: int | None,
+        output: str,
+        stderr: str,
+        duration_ms: int,
+        effect: dict[str, Any],
+    ) -> None:
+        self.trigger_event(
+            self.HookRan,
+            hook_event=hook_event,
+            hook=hook,
+            digest=digest,
+            tool_use_id=tool_use_id,
+            input=input,
+            exit_code=exit_code,
+            output=output,
+            stderr=stderr,
+            duration_ms=duration_ms,
+            effect=effect,
+        )
+
+    def change_hooks(self, *, hooks: list[dict[str, Any]]) -> None:
+        self.trigger_event(self.HooksChanged, hooks=[dict(h) for h in hooks])
 
     def archive(self, *, by: str) -> None:
         self.trigger_event(self.Archived, by=by)

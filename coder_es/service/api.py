@@ -46,6 +46,7 @@ from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
     AgentLoop,
     Clock,
+    HookRunner,
     LoopConfig,
     LoopDeps,
     PermissionAnswerer,
@@ -56,6 +57,7 @@ from coder_es.application import CoderApp
 from coder_es.config.values import McpServerConfig
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
+from coder_es.hooks.spec import HookSpec
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.presets import get_preset
@@ -354,6 +356,13 @@ class SessionHandle:
         if pending is not None:
             self._change_permissions(rule_records(pending[0]), pending[1])
 
+    async def end(self, reason: str = "other") -> None:
+        """The session ends here (``run``, ``chat``): its SessionEnd hooks run, recorded."""
+        if self.running:
+            return
+        with self.leased("session end"):
+            await self.loop.end_session(reason)
+
     async def close(self) -> None:
         self.cancel("session closed")
         await self.provider.aclose()
@@ -380,8 +389,15 @@ class AgentService:
         mcp_factory: Callable[[Sequence[McpServerConfig]], McpSource | None] | None = None,
         models: ModelCatalogue | None = None,
         agents: Mapping[str, AgentDefinition] | None = None,
+        hooks: Sequence[HookSpec] | None = None,
+        hook_runner: HookRunner | None = None,
     ) -> None:
         self.app = app
+        # The configured hooks (None: run each session by the hooks it recorded, as a replay
+        # does); recorded in a new session's settings, and as a HooksChanged when a session
+        # opens under other ones.
+        self.hooks = None if hooks is None else tuple(hooks)
+        self.hook_runner = hook_runner
         self.sandbox = sandbox
         self.workspace = Path(workspace).resolve()
         self.provider_factory = provider_factory or default_provider_factory()
@@ -420,6 +436,7 @@ class AgentService:
             sandbox=self.sandbox,
             mcp=self.mcp_factory((*self.mcp_servers, *options.mcp_servers)),
             spawner=TaskRunner(self.provider_factory),
+            hook_runner=self.hook_runner,
         )
         config = LoopConfig(
             max_steps=options.max_steps,
@@ -457,6 +474,8 @@ class AgentService:
         # catalogue changed) builds the same requests.
         budget = self.context_budget(provider.model)
         settings["context_budget"] = budget
+        if self.hooks:
+            settings["hooks"] = [h.to_record() for h in self.hooks]
         settings.update(options.settings)
         policy = _with_subagents(policy, settings)
         session = self.app.start_session(
@@ -519,6 +538,11 @@ class AgentService:
             # Among user rules the last match wins: the command line's go after those in force.
             wanted = rule_records((*rules_from_records(records), *options.rules))
         handle._change_permissions(wanted, options.default_permission or default)
+        if self.hooks is not None:
+            records = [h.to_record() for h in self.hooks]
+            if records != handle.loop.state.hooks_in_force():
+                with handle.leased("hooks change"):
+                    handle.loop.change_hooks(records)
         return handle
 
 

@@ -91,6 +91,7 @@ class TaskRunner:
         settings["max_steps"] = steps
         # What it is offered, as recorded (a replay or a resume of the child offers the same).
         settings["subagents"] = False
+        settings["hooks"] = state.hooks_in_force()
         settings["tools"] = list(policy.preset.tools)
         settings["task"] = {
             "tool_use_id": call.id,
@@ -125,6 +126,7 @@ class TaskRunner:
             decision=DecisionContext(parent.deps.decision.tools, policy, steps),
             clock=parent.deps.clock,
             sandbox=parent.deps.sandbox,
+            hook_runner=parent.deps.hook_runner,
         )
         emit = partial(_forward, parent, call.id, child_id, label)
         config = dataclasses.replace(parent.config, max_steps=steps)

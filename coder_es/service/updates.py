@@ -163,3 +163,16 @@ class TurnEnded(Update):
     reason: str
     steps: int
     head: str | None
+
+
+@dataclass(frozen=True)
+class HookRan(Update):
+    """A hook or plugin ran (recorded as ``HookRan``): what it was and what it did."""
+
+    type: ClassVar[str] = "hook"
+    event: str
+    hook: str
+    tool_use_id: str | None
+    exit_code: int | None
+    duration_ms: int
+    effect: dict[str, Any] = field(default_factory=dict)

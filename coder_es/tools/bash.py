@@ -135,6 +135,7 @@ async def _run_process(
     ctx: ToolContext,
     stdin: int | None = None,
     extra_env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
     # Never coder-es's own variables or keys (``coder_es.secret_env``).
@@ -148,6 +149,7 @@ async def _run_process(
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
             env=env,
+            pass_fds=pass_fds,
         )
     )
     try:
@@ -285,7 +287,12 @@ class BashTool(Tool[BashInput]):
     # ------------------------------------------------------------------ the sandbox
 
     async def _run_sandboxed(
-        self, command: str, timeout_ms: int, settings: SandboxSettings, ctx: ToolContext
+        self,
+        command: str,
+        timeout_ms: int,
+        settings: SandboxSettings,
+        ctx: ToolContext,
+        feed: _Feed | None = None,
     ) -> ToolResult:
         workspace = ctx.workspace
         root: Path = workspace.root
@@ -304,7 +311,9 @@ class BashTool(Tool[BashInput]):
                 network=settings.network_on,
                 writable=settings.writable,
             )
-            ran, report = await self._launch(spec, command, tx, timeout_ms, ctx)
+            ran, report = await self._launch(spec, command, tx, timeout_ms, ctx, feed)
+            if feed is not None:
+                feed.ran = ran
             if not report.ready:
                 why = report.setup_failure or ran.err.text().strip() or "unknown reason"
                 if ran.terminal is not None and not report.setup_failure:
@@ -313,6 +322,8 @@ class BashTool(Tool[BashInput]):
                         f"{ran.returncode}): {ran.out.text().strip()[-500:] or 'no output'}"
                     )
                 failure = f"the command did not run: its sandbox could not be set up ({why})"
+                if feed is not None:
+                    feed.failure = failure
                 return ToolResult(failure, is_error=True, metadata=_terminal_meta(ran, failure))
             outcome = Outcome()
             if not read_only:
@@ -324,6 +335,8 @@ class BashTool(Tool[BashInput]):
                 except (CommitError, OSError) as e:
                     # Planning stores blobs and the journal before anything is applied.
                     failed = e if isinstance(e, CommitError) else CommitError(str(e))
+                    if feed is not None:
+                        feed.failure = str(failed)
                     parts = [*_output(ran, timeout_ms), f"[error: {failed}]"]
                     return ToolResult(
                         "\n".join(parts),
@@ -374,10 +387,15 @@ class BashTool(Tool[BashInput]):
 
     @staticmethod
     async def _launch(
-        spec: SandboxSpec, command: str, tx: Transaction, timeout_ms: int, ctx: ToolContext
+        spec: SandboxSpec,
+        command: str,
+        tx: Transaction,
+        timeout_ms: int,
+        ctx: ToolContext,
+        feed: _Feed | None = None,
     ) -> tuple[_Ran, Report]:
         """Run the command in its sandbox, here or in the editor's terminal; PID 1's report."""
-        argv = wrap(spec, [*_shell(), command])
+        argv = wrap(spec, [*_shell(), command if feed is None else feed.command(command)])
         if ctx.terminal is not None:
             fifo = await asyncio.to_thread(ReportFifo.create, tx.path / "report")
             reading = asyncio.ensure_future(asyncio.to_thread(fifo.read))
@@ -393,7 +411,13 @@ class BashTool(Tool[BashInput]):
         try:
             # PID 1 reads nothing: its stdin is the report pipe's write end.
             ran = await _run_process(
-                argv, spec.workspace, timeout_ms, ctx, stdin=write_end, extra_env=_SANDBOX_ENV
+                argv,
+                spec.workspace,
+                timeout_ms,
+                ctx,
+                stdin=write_end,
+                extra_env=_SANDBOX_ENV if feed is None else {**_SANDBOX_ENV, **feed.env},
+                pass_fds=() if feed is None else (feed.fd,),
             )
         finally:
             os.close(write_end)
@@ -406,10 +430,17 @@ class BashTool(Tool[BashInput]):
 
     # ------------------------------------------------------------------ the fallback
 
-    async def _run_with_index(self, command: str, timeout_ms: int, ctx: ToolContext) -> ToolResult:
+    async def _run_with_index(
+        self, command: str, timeout_ms: int, ctx: ToolContext, feed: _Feed | None = None
+    ) -> ToolResult:
         index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
         argv = [*_shell(), command]
-        if ctx.terminal is not None:
+        if feed is not None:
+            ran = await _run_process(
+                argv, Path(ctx.root), timeout_ms, ctx, stdin=feed.fd, extra_env=feed.env
+            )
+            feed.ran = ran
+        elif ctx.terminal is not None:
             ran = await _run_in_terminal(ctx.terminal, argv, None, Path(ctx.root), timeout_ms, ctx)
         else:
             ran = await _run_process(argv, Path(ctx.root), timeout_ms, ctx)
@@ -428,6 +459,71 @@ class BashTool(Tool[BashInput]):
             files_changed=changes,
             metadata=_terminal_meta(ran, "\n".join(parts[status:])),
         )
+
+
+@dataclass
+class _Feed:
+    """A command run with ``data`` on its stdin (a hook's JSON input) and extra variables;
+    what it did is kept here besides the tool result."""
+
+    fd: int
+    env: dict[str, str]
+    ran: _Ran | None = None
+    failure: str = ""
+
+    def command(self, command: str) -> str:
+        # Inside the sandbox the command's stdin is /dev/null (PID 1 reads the report pipe):
+        # the input arrives as an inherited descriptor made its stdin before the command runs.
+        return f"exec 0<&{self.fd} {self.fd}<&-\n{command}"
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """A command run with input (``run_with_input``): its exit code (None: killed at its
+    timeout or never started), output, and the files it changed (merged like a bash call's)."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    files_changed: tuple[FileChange, ...]
+    failure: str = ""
+
+
+async def run_with_input(
+    command: str,
+    data: bytes,
+    timeout_ms: int,
+    ctx: ToolContext,
+    env: dict[str, str] | None = None,
+) -> CommandRun:
+    """Run ``command`` as the bash tool does (a transaction in the session's sandbox where the
+    kernel allows it, read-only presets read-only), with ``data`` on its stdin."""
+    fd = os.memfd_create("coder-es-input", 0)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        feed = _Feed(fd, dict(env or {}))
+        tool = BashTool()
+        settings = ctx.sandbox or SandboxSettings.from_environ()
+        result: ToolResult | None = None
+        if ctx.workspace is not None:
+            found = await asyncio.to_thread(availability, settings, ctx.workspace.root)
+            if found.active:
+                result = await tool._run_sandboxed(command, timeout_ms, settings, ctx, feed)
+        if result is None:
+            result = await tool._run_with_index(command, timeout_ms, ctx, feed)
+    finally:
+        os.close(fd)
+    ran = feed.ran
+    if ran is None:
+        return CommandRun(None, "", "", (), feed.failure or result.output)
+    return CommandRun(
+        None if ran.timed_out else ran.returncode,
+        ran.out.text(),
+        ran.err.text(),
+        result.files_changed,
+        feed.failure,
+    )
 
 
 def _hidden_paths(root: Path, settings: SandboxSettings) -> tuple[Path, ...]:

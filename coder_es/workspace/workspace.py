@@ -170,6 +170,11 @@ class Workspace:
                 for change in event.files_changed:
                     if change.get("outcome") != "conflict":
                         views[str(change["path"])] = change.get("after")
+            elif isinstance(event, Session.HookRan):
+                # A hook's changes are the agent's view at once (its next edit must not fail).
+                for change in event.effect.get("files_changed") or ():
+                    if change.get("outcome") != "conflict":
+                        views[str(change["path"])] = change.get("after")
         return views
 
     def note_changes(self, changes: Iterable[Any]) -> None:

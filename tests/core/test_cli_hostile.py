@@ -87,6 +87,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         "node_b": "2",
         "name": "lbl",
         "mcp_action": "list",
+        "hooks_action": "list",
         "target": sid[:8],
         "path": str(ws),
         "prompt": "hi",
