@@ -19,7 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from coder_es import __version__
 from coder_es.cli.commands import COMMANDS, Command, add_global_options, command_named
@@ -231,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:
         sub = _subcommand_parser(parser, args.command)
-        (sub if isinstance(sub, _Parser) else parser).reject_unknown(extras)  # type: ignore[union-attr]
+        target = sub if isinstance(sub, _Parser) else parser
+        cast(_Parser, target).reject_unknown(extras)
     command = command_named(args.command)
     ctx: Context | None = None
     try:
