@@ -54,6 +54,9 @@ class Command:
     reports_bad_config: bool = False
     """The command runs with the defaults when the configuration has problems, and reports
     them itself (``ctx.config_error``)."""
+    reads_only: bool = False
+    """The command only reads what is recorded: with a broken configuration it runs with the
+    defaults and a warning (it runs no tool, so no rule of the broken file is missed)."""
     aliases: tuple[str, ...] = ()
     description: str | None = None
     epilog: str | None = None
@@ -516,10 +519,10 @@ block."""
 # In the order --help lists them.
 COMMANDS: tuple[Command, ...] = (
     Command("sessions", "coder_es.cli.sessions:cmd_sessions", "list the sessions in the store",
-            _sessions_args, needs_store=True),
+            _sessions_args, needs_store=True, reads_only=True),
     Command("show", "coder_es.cli.sessions:cmd_show",
             "show the events of a session, or a file as it was at a node (NODE PATH)",
-            _show_args, needs_store=True),
+            _show_args, needs_store=True, reads_only=True),
     Command("doctor", "coder_es.cli.sessions:cmd_doctor",
             "which backend, where, and whether it is healthy", _doctor_args, needs_store=True,
             reports_bad_config=True),
@@ -528,9 +531,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("chat", "coder_es.cli.run:cmd_chat", _CHAT, _turn_args, description=_CHAT,
             epilog=RULES_HELP),
     Command("tree", "coder_es.cli.tree:cmd_tree",
-            "the conversation tree: branches, labels, file changes", _tree_args, needs_store=True),
+            "the conversation tree: branches, labels, file changes", _tree_args, needs_store=True,
+            reads_only=True),
     Command("diff", "coder_es.cli.tree:cmd_diff",
-            "compare two nodes: turns and unified diffs of files", _diff_args, needs_store=True),
+            "compare two nodes: turns and unified diffs of files", _diff_args, needs_store=True,
+            reads_only=True),
     Command("fork", "coder_es.cli.tree:cmd_fork",
             "continue from a node: a new branch or a new session", _fork_args, needs_store=True),
     Command("checkout", "coder_es.cli.tree:cmd_checkout",
@@ -543,10 +548,10 @@ COMMANDS: tuple[Command, ...] = (
             needs_store=True),
     Command("export", "coder_es.cli.audit:cmd_export",
             "export a session as JSONL, OpenTelemetry (OTLP/JSON), Markdown or HTML",
-            _export_args, needs_store=True),
+            _export_args, needs_store=True, reads_only=True),
     Command("verify", "coder_es.cli.audit:cmd_verify",
             "check the hash chains of a session, of the whole store, or of an export",
-            _verify_args, needs_store=True),
+            _verify_args, needs_store=True, reads_only=True),
     Command("record-cassette", "coder_es.cli.replay_cmds:cmd_record",
             "export a session as a replay cassette", _record_args, needs_store=True),
     Command("replay", "coder_es.cli.replay_cmds:cmd_replay",
@@ -566,7 +571,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("deps", "coder_es.cli.context_cmds:cmd_deps", "the dependency graph of a workspace",
             _deps_args, needs_store=True),
     Command("context", "coder_es.cli.context_cmds:cmd_context",
-            "what the next model request of a session holds", _context_args, needs_store=True),
+            "what the next model request of a session holds", _context_args, needs_store=True,
+            reads_only=True),
     Command("forget", "coder_es.cli.secrets:cmd_forget",
             "destroy the sealed secrets of a session (the log stays verifiable)", _forget_args,
             needs_store=True),
@@ -578,7 +584,8 @@ COMMANDS: tuple[Command, ...] = (
             "import Claude Code's hooks, list the configured hooks, test an event's hooks",
             _hooks_args, description=_HOOKS_DESCRIPTION),
     Command("search", "coder_es.cli.search_cmd:cmd_search",
-            "find text across every session in the store", _search_args, needs_store=True),
+            "find text across every session in the store", _search_args, needs_store=True,
+            reads_only=True),
 )  # fmt: skip
 
 

@@ -174,12 +174,15 @@ def configured_agent(ctx: Context, current: str | None = None) -> str | None:
 
 
 def _defaults(workspace: Path, overrides: Overrides) -> Config:
-    """The configuration from the defaults and the command line only: what ``doctor`` falls
-    back to when the files or variables have problems (a flag with a problem is left out)."""
-    from coder_es.config.load import build, cli_layer, merge
+    """The configuration from the defaults, the environment and the command line: what
+    ``doctor`` and the read-only commands fall back to when the files have problems (the
+    variables or the flags, when they have problems themselves, are left out)."""
+    from coder_es.config.load import build, cli_layer, env_layer, merge
 
-    flags = cli_layer(overrides)
-    return build(merge([] if flags.problems else [flags]), workspace, {})
+    layers = [
+        layer for layer in (env_layer(os.environ), cli_layer(overrides)) if not layer.problems
+    ]
+    return build(merge(layers), workspace, {})
 
 
 def with_mcp_secrets(redactor: Redactor, settings: Config) -> Redactor:

@@ -242,8 +242,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ctx = Context.from_args(
             args,
             needs_store=command.needs_store,
-            tolerate_config_errors=command.reports_bad_config,
+            tolerate_config_errors=command.reports_bad_config or command.reads_only,
         )
+        if ctx.config_error is not None and not command.reports_bad_config:
+            problems = ctx.config_error.problems
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            print(
+                f"coder-es: warning: the configuration has problems; {args.command} runs with "
+                f"the defaults. {problems[0]}{more}; `coder-es doctor` lists them",
+                file=sys.stderr,
+            )
         return int(handler(args, ctx) or 0)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)

@@ -14,7 +14,7 @@ from coder_es import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns, printable
 from coder_es.domain.session import Session
-from coder_es.errors import UsageError
+from coder_es.errors import CoderESError, UsageError
 from coder_es.records import event_kind, event_record, summarize
 
 
@@ -227,9 +227,11 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
         "workspace": str(ctx.workspace),
         "backend": ctx.config.backend,
         "store": ctx.config.describe(),
-        "durable": ctx.config.durable,
-        "config_files": [str(p) for p in ctx.settings.files],
+        "config_files": [str(p) for p in _config_files(ctx)],
     }
+    has_store = ctx.config.backend in ("postgres", "popo") or ctx.config.exists()
+    if has_store:
+        report["durable"] = ctx.config.durable
     problems: list[str] = []
     notes: list[str] = []
     if ctx.config_error is not None:
@@ -252,8 +254,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
         "ollama": os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434"),
         "scripted": True,
     }
-    trust = ctx.settings.trust
-    report["trust"] = trust.status if trust is not None else "no project config"
+    report["trust"] = _trust_status(ctx)
     # Not a problem: the user may never want to trust it. Listed so nobody wonders why a
     # project's allow rule does not apply.
     report["ignored"] = ctx.settings.ignored_lines()
@@ -271,6 +272,10 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     for key, value in report.items():
         if key in ("problems", "notes", "ignored", "sandbox"):
             continue
+        if key == "store" and not has_store:
+            value = f"{value} (none yet: `coder-es run`, `chat` or `demo` create it)"
+        elif key == "shell_sandbox":
+            value = f"{value['mode']} ({value['why']})" if value.get("why") else value["mode"]
         print(f"{key:>20}: {_plain(value)}")
     for line in sandbox_lines(report["sandbox"]):
         print(line)
@@ -281,6 +286,34 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     for problem in problems:
         print(f"problem: {problem}")
     return 0 if not problems else 1
+
+
+def _config_files(ctx: Context) -> list[Path]:
+    """The config files in force; with a broken configuration (the defaults in use), the files
+    that are there all the same, so that the report names what to mend."""
+    if ctx.config_error is None:
+        return list(ctx.settings.files)
+    from coder_es.config.load import config_paths
+
+    return [p for p in config_paths(ctx.workspace) if p.is_file()]
+
+
+def _trust_status(ctx: Context) -> str:
+    trust = ctx.settings.trust
+    if trust is not None:
+        return str(trust.status)
+    from coder_es.config.load import project_config_path
+
+    project = project_config_path(ctx.workspace)
+    if not project.is_file():
+        return "no project config"
+    # A broken project config still has a trust state: the file is there, trusted or not.
+    from coder_es.config.trust import TrustStore, digest
+
+    try:
+        return str(TrustStore().state(project, digest(project.read_bytes())).status)
+    except (OSError, CoderESError) as e:
+        return f"unknown ({e})"
 
 
 def _plain(value: Any) -> str:

@@ -158,3 +158,38 @@ def test_the_wrong_backend_names_the_store_that_is_there(tmp_path: Path) -> None
     wrong = run_process(["--backend", "sqlite", "sessions"], repo, **env)
     said = wrong.out + wrong.err
     assert "the store there is lmdb (leave out --backend, or pass --backend lmdb)" in said
+
+
+def test_doctor_with_a_broken_project_config_names_the_file_and_its_trust(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".coder-es").mkdir(parents=True)
+    (ws / ".coder-es" / "config.toml").write_text("permissions = 3\n")
+    code = main(["--workspace", str(ws), "doctor"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"config_files: {ws / '.coder-es' / 'config.toml'}" in out
+    assert "trust: untrusted" in out
+    # No store yet: said so, and nothing about the durability of a store that is not there.
+    assert "(none yet:" in out and "durable" not in out
+    # The sandbox reads as a sentence, not a flattened dict.
+    line = next(x for x in out.splitlines() if "shell_sandbox:" in x)
+    assert "mode " not in line and ", why" not in line
+
+
+def test_read_only_commands_run_with_the_defaults_and_a_warning(
+    cli: Cli, repo: Path, tmp_path: Path
+) -> None:
+    s = script(tmp_path / "s.json", turn(text("hello")))
+    result, sid = cli.run_script("hi", s)
+    assert result.code == 0
+    user = Path.home() / ".config" / "coder-es" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text("agnet = 'plan'\n")  # one bad key
+    for args in (["sessions"], ["tree", sid[:8]], ["show", sid[:8]]):
+        shown = cli(*args)
+        assert shown.code == 0, shown.err
+        assert "warning: the configuration has problems" in shown.err
+        assert "agnet" in shown.err
+    assert cli("run", "again", "--script", s).code == 2  # a turn needs a valid configuration
