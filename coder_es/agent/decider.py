@@ -51,6 +51,10 @@ INTERRUPTED_BY_CRASH = (
     "partially run; check the current state before retrying."
 )
 ABANDONED = "Not run: the turn ended before this tool call was executed."
+CANCELLED_BEFORE_RUN = (
+    "Not run: the user cancelled the turn before this tool call was allowed to run; nothing of "
+    "it happened."
+)
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,17 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
     if info.cancelled:
         pending = state.open_calls()
         if pending:
-            return CloseCalls(tuple(ClosedCall(_call(c), INTERRUPTED_BY_CANCEL) for c in pending))
+            # Only a call that was allowed can have started; one still waiting for its
+            # permission (Ctrl-C at the question) never ran, and the model is told so.
+            return CloseCalls(
+                tuple(
+                    ClosedCall(
+                        _call(c),
+                        INTERRUPTED_BY_CANCEL if c.decision == "allow" else CANCELLED_BEFORE_RUN,
+                    )
+                    for c in pending
+                )
+            )
         return Done("cancelled")
     if info.kind in (USER, SUMMARY):
         return _call_model(info.steps, ctx)

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from agent_helpers import Harness, collect, text, tool, turn
 
-from coder_es.agent.decider import INTERRUPTED_BY_CANCEL, DecisionContext
+from coder_es.agent.decider import CANCELLED_BEFORE_RUN, DecisionContext
 from coder_es.agent.runner import AgentLoop, LoopConfig, LoopDeps
 from coder_es.permissions.policy import PermissionAnswer, Policy
 from coder_es.permissions.rules import parse_rule
@@ -129,7 +129,8 @@ def test_cancelling_while_waiting_for_an_answer(h: Harness) -> None:
         "TurnCancelled",
         "ToolCallCompleted",
     ]
-    assert h.of(handle, "ToolCallCompleted")[0].output == INTERRUPTED_BY_CANCEL
+    # Cancelled at the question: the call never ran, and is not said to "may have partially run".
+    assert h.of(handle, "ToolCallCompleted")[0].output == CANCELLED_BEFORE_RUN
     assert (h.root / "README.md").exists()
     again = h.reopen(handle.id, [turn(text("ok"))])
     assert collect(again, "never mind")[-1].reason == "end_turn"  # type: ignore[attr-defined]

@@ -117,7 +117,7 @@ def test_chat_permission_prompt_ctrl_c_and_idle_ctrl_c(
 
     term.keys("C-c")  # at the permission prompt: the turn is cancelled, the prompt comes back
     screen = term.wait(lambda s: _prompt_count(s) == 2, "a new prompt after Ctrl-C")
-    assert re.search(r"^  ✗ bash Interrupted", screen, flags=re.M), screen
+    assert re.search(r"^  ✗ bash Not run: the user cancelled", screen, flags=re.M), screen
     assert "cancelled" in screen
     assert not (repo / "made").exists()
 
@@ -156,8 +156,14 @@ def test_chat_answers_a_permission_question(
             }
         )
     )
-    # A write outside the workspace asks even the build agent (the plan agent's commands run on
-    # a read-only file system, so an allowed write could not land there).
+    # A write outside the workspace asks even the build agent; the sandbox lets it land only in
+    # a place the user's config names as writable (the plan agent's commands run on a read-only
+    # file system, so an allowed write could not land there).
+    import os
+
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[sandbox]\nwritable = [{json.dumps(str(repo.parent))}]\n")
     term = terminal(["chat", "--agent", "build", "--script", "s.json"])
     term.wait(lambda s: _prompt_count(s) == 1, "the first prompt")
     term.keys("make it", "Enter")
