@@ -47,7 +47,13 @@ from coder_es.providers.images import read_image_file
 from coder_es.providers.script_file import resolve_script
 from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
-from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
+from coder_es.service.api import (
+    AgentService,
+    SessionHandle,
+    SessionOptions,
+    auto_answerer,
+    configured_provider_factory,
+)
 
 DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
@@ -164,6 +170,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         ),
         mcp_servers=ctx.settings.mcp_servers.values(),
         hooks=ctx.settings.hooks,
+        provider_factory=configured_provider_factory(ctx.settings),
     )
     if resuming:
         return await service.open_session(args.session, options)

@@ -27,7 +27,13 @@ from coder_es.providers.errors import ProviderConfigError
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
 from coder_es.sandbox import SandboxSettings
-from coder_es.service.api import AgentService, ProviderFactory, SessionHandle, SessionOptions
+from coder_es.service.api import (
+    AgentService,
+    ProviderFactory,
+    SessionHandle,
+    SessionOptions,
+    configured_provider_factory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +163,7 @@ class ClientRuntime:
             service = AgentService(
                 self.app,
                 where,
-                provider_factory=self.provider_factory,
+                provider_factory=self.provider_factory or configured_provider_factory(self.config),
                 mcp_servers=self.config.mcp_servers.values(),
                 sandbox=SandboxSettings.configured(
                     sandbox.mode, sandbox.network, sandbox.read_only, sandbox.writable

@@ -54,7 +54,7 @@ from coder_es.agent.runner import (
     TurnOutcome,
 )
 from coder_es.application import CoderApp
-from coder_es.config.values import McpServerConfig
+from coder_es.config.values import Config, McpServerConfig
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.hooks.spec import HookSpec
@@ -99,6 +99,16 @@ class SessionOptions:
 def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFactory:
     def factory(name: str, model: str) -> Provider:
         return build_provider(name, model, env=os.environ if env is None else env)
+
+    return factory
+
+
+def configured_provider_factory(config: Config) -> ProviderFactory:
+    """Providers built with the configuration's ``[providers.NAME]`` base URL and API key."""
+    from coder_es.config.provider_env import provider_environ
+
+    def factory(name: str, model: str) -> Provider:
+        return build_provider(name, model, env=provider_environ(config, name))
 
     return factory
 
