@@ -12,6 +12,9 @@ Measured in turns on the same tree, medians over repetitions:
 - the same rewind when the user has edited 1 in 10 of the files since (those are merged).
 - a rewind of 10 files in a 100,000-file workspace against the same in a 1,000-file one: the cost
   follows the files that differ between the nodes, not the size of the tree. Target: ratio ~ 1.
+- ``--whole``: ``coder-es rewind`` as a whole command (a process, as a user runs it: start-up,
+  store opening and all) restoring ``--files`` files in a ``--whole-tree``-file repository,
+  against ``git checkout -- <those files>`` as a process. Target: ratio <= 2 (issue 35).
 """
 
 from __future__ import annotations
@@ -194,6 +197,38 @@ def bench_many(root: Path, backend: str, tree: int, files: int, reps: int) -> di
         sc.close()
 
 
+def bench_whole(root: Path, backend: str, tree: int, files: int, reps: int) -> dict[str, float]:
+    """``coder-es rewind`` and ``git checkout`` as whole processes, in turns."""
+    import os
+
+    sc = Scenario(root, backend, tree, files)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["CODER_ES_BACKEND"] = backend
+    rewind = [
+        sys.executable,
+        "-m",
+        "coder_es.cli.main",
+        "rewind",
+        str(sc.sid),
+        sc.before or "",
+        "--json",
+    ]
+
+    def command() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(rewind, cwd=sc.ws, env=env, check=True, capture_output=True)
+        elapsed = time.perf_counter() - t0
+        assert (sc.ws / sc.paths[-1]).read_bytes() == old_content(sc.indices[-1])
+        sc.forward()  # back to the command's result (untimed)
+        return elapsed
+
+    try:
+        return round_robin(reps, {"git": sc.git_restore, "coder-es rewind": command})
+    finally:
+        sc.close()
+
+
 def bench_scale(root: Path, backend: str, sizes: list[int], reps: int) -> dict[int, float]:
     scenarios = {size: Scenario(root, backend, size, 10, with_git=False) for size in sizes}
     try:
@@ -217,6 +252,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--no-scale", action="store_true", help="skip the 100,000-file tree")
+    parser.add_argument(
+        "--whole", action="store_true", help="also time `coder-es rewind` as a whole process"
+    )
+    parser.add_argument("--whole-tree", type=int, default=100_000)
     args = parser.parse_args()
     big = 10_000 if args.quick else 100_000
     with tempfile.TemporaryDirectory(prefix="coder-es-bench-rewind-") as tmp:
@@ -242,6 +281,17 @@ def main() -> None:
             f"  rewind, user edited 1 in 10:       {r['rewind_user_edits']:8.1f} ms "
             f"(x{r['rewind_user_edits'] / r['git']:.2f})"
         )
+        if args.whole:
+            w = bench_whole(root, args.backend, args.whole_tree, args.files, args.reps)
+            print(
+                f"\nwhole commands: restore {args.files} files in a {args.whole_tree}-file "
+                "git repository (median ms, processes)"
+            )
+            print(f"  git checkout -- <files>:  {w['git']:8.1f} ms (baseline)")
+            print(
+                f"  coder-es rewind S NODE:   {w['coder-es rewind']:8.1f} ms "
+                f"(x{w['coder-es rewind'] / w['git']:.2f}, target <= 2)"
+            )
         if not args.no_scale:
             small = 1000
             s = bench_scale(root, args.backend, [small, big], args.reps)
