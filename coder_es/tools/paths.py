@@ -53,12 +53,16 @@ def command_subject(command: str, root: Path) -> Subject:
     text = command.strip()
     related: dict[tuple[str, Subject], None] = {}
     links: dict[str, bool | None] = {}
-    for use in parse_shell(text).paths:
+    line = parse_shell(text)
+    # ``PWD=/etc; cat ~+/passwd``: bash's ``~+`` is then not the workspace.
+    pwd_moved = "PWD" in line.environment
+    for use in line.paths:
         if not use.known:
             if use.mode == "write":
                 related[("write", Subject("path", use.path, opaque=True))] = None
             continue
-        for subject in _subjects(use.path, use.glob, use.unsure, root, links):
+        unsure = use.unsure or (pwd_moved and use.path.startswith("~+"))
+        for subject in _subjects(use.path, use.glob, unsure, root, links):
             if use.mode == "write":
                 related[("write", subject)] = None
             elif subject.outside:
