@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def listener() -> tuple[int, list[bytes]]:
+def listener() -> Iterator[tuple[int, list[bytes]]]:
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(0.2)
     received: list[bytes] = []
