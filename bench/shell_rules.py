@@ -9,7 +9,11 @@ never hits), printed with ratios against baselines measured in the same process:
   rule and the ``plan`` preset) against starting the command it guards (``bash -c true``, the least
   a bash call costs).
 
-Run:  python3 bench/shell_rules.py [--lines 500] [--runs 5]
+``--populated`` creates, in the workspace, every file and directory the lines name (``tests/``,
+``src*/``, ``build*/``...), so each argument is resolved through the file system instead of being
+proved inside by its first name not existing (the cheap path of ``tools.paths``).
+
+Run:  python3 bench/shell_rules.py [--lines 500] [--runs 5] [--populated]
 """
 
 from __future__ import annotations
@@ -58,8 +62,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=500)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--populated", action="store_true", help="create what the lines name")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp())
+    if args.populated:
+        (root / "tests").mkdir()
+        for run in range(args.runs):
+            for i in range(args.lines):
+                for name in ("src", "build", "target", "out"):
+                    (root / f"{name}{run}_{i}").mkdir()
     policy = Policy.for_agent("plan", [parse_rule("bash:rm*", "deny")])
 
     def raw(batch: list[str]) -> None:

@@ -226,6 +226,8 @@ def parse_shell(line: str) -> ShellLine:
         # ``for f in``, ``read -r line``, is taken as not inherited.
         if out.allexport or not any(c.islower() for c in name):
             environment.append(name)
+    if "CDPATH" in environment:
+        out.hide(line.strip(), "CDPATH makes cd go to a directory the line does not name")
     return ShellLine(
         tuple(out.commands), tuple(dict.fromkeys(out.paths)), tuple(dict.fromkeys(environment))
     )

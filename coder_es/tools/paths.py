@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,13 +52,17 @@ def command_subject(command: str, root: Path) -> Subject:
     ``read`` outside: under the read-only presets it asks."""
     text = command.strip()
     related: dict[tuple[str, Subject], None] = {}
-    exists: dict[str, bool] = {}
-    for use in parse_shell(text).paths:
+    links: dict[str, bool | None] = {}
+    line = parse_shell(text)
+    # ``PWD=/etc; cat ~+/passwd``: bash's ``~+`` is then not the workspace.
+    pwd_moved = "PWD" in line.environment
+    for use in line.paths:
         if not use.known:
             if use.mode == "write":
                 related[("write", Subject("path", use.path, opaque=True))] = None
             continue
-        for subject in _subjects(use.path, use.glob, use.unsure, root, exists):
+        unsure = use.unsure or (pwd_moved and use.path.startswith("~+"))
+        for subject in _subjects(use.path, use.glob, unsure, root, links):
             if use.mode == "write":
                 related[("write", subject)] = None
             elif subject.outside:
@@ -73,10 +78,10 @@ _GLOB = re.compile(r"[*?\[]")
 
 
 def _subjects(
-    path: str, glob: bool, unsure: bool, root: Path, exists: dict[str, bool]
+    path: str, glob: bool, unsure: bool, root: Path, links: dict[str, bool | None]
 ) -> list[Subject]:
     """The subjects of one path a line names: tilde expanded as bash does, a glob as every
-    path it could match. ``exists``: which top-level names of the workspace exist, as found."""
+    path it could match. ``links``: which paths are links (None: absent), as found so far."""
     if unsure:
         return [Subject("path", path, True)]
     if path.startswith("~"):
@@ -98,12 +103,9 @@ def _subjects(
     real_root = _real_root(str(root))
     subjects = []
     for candidate in paths:
-        if (
-            candidate
-            and not candidate.startswith("/")
-            and _stays_below(candidate, real_root, exists)
-        ):
-            subjects.append(Subject("path", os.path.normpath(candidate), False))
+        inside = None if candidate.startswith("/") else _below(candidate, real_root, links)
+        if inside is not None:
+            subjects.append(Subject("path", inside, False))
             continue
         try:
             subjects.append(path_subject(candidate, root))
@@ -112,19 +114,32 @@ def _subjects(
     return subjects
 
 
-def _stays_below(path: str, real_root: str, exists: dict[str, bool]) -> bool:
-    """A cheap proof that a relative path is inside the workspace: no ``..`` and a first
-    component that does not exist (so no link on the way); otherwise resolve it."""
-    parts = path.split("/")
+def _below(path: str, real_root: str, links: dict[str, bool | None]) -> str | None:
+    """A relative path's workspace-relative name when it is provably inside without resolving
+    the root again: no ``..``, and no link on the way (each existing component is lstat'ed
+    once per line, ``links``; below a name that does not exist nothing can be a link).
+    None: resolve it with ``path_subject``."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts or "\0" in path:
-        return False
-    first = next((p for p in parts if p not in ("", ".")), None)
-    if first is None:
-        return True
-    found = exists.get(first)
-    if found is None:
-        found = exists[first] = os.path.lexists(os.path.join(real_root, first))
-    return not found
+        return None
+    if not parts:
+        return "."
+    current = real_root
+    for part in parts:
+        current = f"{current}/{part}" if current != "/" else f"/{part}"
+        if current in links:
+            link = links[current]
+        else:
+            try:
+                link = stat.S_ISLNK(os.lstat(current).st_mode)
+            except OSError:
+                link = None  # does not exist: nothing below it is a link
+            links[current] = link
+        if link is None:
+            break
+        if link:
+            return None
+    return "/".join(parts)
 
 
 def _glob_superset(pattern: str, base: str) -> list[str] | None:

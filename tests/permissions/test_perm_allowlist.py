@@ -213,7 +213,14 @@ def test_arguments_that_stay_inside_are_still_allowed(layout: Path) -> None:
 
 def test_a_line_that_changes_directory_out_of_sight_asks_even_in_build(layout: Path) -> None:
     build = Policy.for_agent("build")
-    for command in ("cd && cat .bashrc", "cd - && cat .env", "popd && cat .env"):
+    for command in (
+        "cd && cat .bashrc",
+        "cd - && cat .env",
+        "popd && cat .env",
+        "CDPATH=.. cd other && cat .env",
+        "export CDPATH=..; cd other; cat .env",
+        "PWD=/etc; cat ~+/passwd",
+    ):
         assert evaluate(command, layout, build).action == "ask", command
     assert evaluate("cd src && cat a.py", layout, build).action == "allow"
 
