@@ -400,6 +400,27 @@ class Redactor:
         return bool(self.rules)
 
     @functools.cached_property
+    def _all_keyworded(self) -> bool:
+        return all(rule.keywords for rule in self._compiled)
+
+    @functools.cached_property
+    def _keyword_screen(self) -> Any:
+        """An RE2 alternation of every rule keyword, matched on the UTF-8 bytes of a text (a
+        substring of the text is a substring of its bytes; surrogate escapes stay bytes):
+        whether any keyword occurs in a text at all."""
+        import re2
+
+        words = sorted(
+            {k.encode("utf-8", "surrogateescape") for r in self._compiled for k in r.keywords}
+        )
+        if not words:
+            return None
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        options.encoding = re2.Options.Encoding.LATIN1  # a byte is a character
+        return re2.compile(b"|".join(re2.escape(w) for w in words), options)
+
+    @functools.cached_property
     def _shapes(self) -> ShapeFilter:
         return ShapeFilter([rule.shape for rule in self._compiled])
 
@@ -410,8 +431,21 @@ class Redactor:
         one occurs (gitleaks' prefilter, per place rather than per file). On bytes, a rule whose
         shape occurs nowhere is not tried at all: that is found without holding the GIL, so the
         reads of large files run side by side (issue 21)."""
-        may_match = self._shapes.screen(data) if as_bytes and self.rules else None
         lowered = None
+        any_keyword = True
+        if not as_bytes:
+            # Text (an event's fields): one linear RE2 pass for every keyword at once. Most
+            # values (paths, digests, short texts) hold none, and then no keyworded rule can
+            # match anywhere in them. Bytes have their own screen, run without the GIL.
+            screen = self._keyword_screen
+            lowered = data.lower()
+            any_keyword = (
+                screen is None
+                or screen.search(lowered.encode("utf-8", "surrogateescape")) is not None
+            )
+            if not any_keyword and self._all_keyworded:
+                return
+        may_match = self._shapes.screen(data) if as_bytes and self.rules else None
         places: dict[Any, list[int]] = {}  # keyword -> where it occurs (one pass each)
         for index, rule in enumerate(self._compiled):
             if may_match is not None and not may_match(index):
@@ -421,6 +455,8 @@ class Redactor:
             if not keywords:
                 subject = searchable(data) if rule.kind == "user" and not as_bytes else data
                 yield from ((index, m) for m in pattern.finditer(subject))
+                continue
+            if not any_keyword:
                 continue
             offset = _OFFSET.get(rule.name, 0) if rule.kind == "pattern" else 0
             searched_to = 0
