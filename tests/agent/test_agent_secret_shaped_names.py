@@ -96,3 +96,17 @@ def test_record_cassette_does_not_write_the_name_in_clear(
     data = cassette.read_text()
     assert NAME not in data and USERS not in data and "[REDACTED:pattern:github_token" in data
     assert cli("replay", str(cassette)) == 0
+
+
+def test_a_forgotten_name_is_left_alone_and_said(
+    cli: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo: Path = cli.repo
+    sid = _session(cli, tmp_path, capsys, f"printf made > {NAME}")
+    assert cli("forget", sid) == 0
+    capsys.readouterr()
+    cli("rewind", sid, "2")
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    assert (repo / NAME).read_text() == "made"  # not removed under a name no one can resolve
+    assert not any("REDACTED" in n for n in _listing(repo))
