@@ -400,7 +400,9 @@ def _apply_step(
         fd, name = ws.parent(rel, create=True)
         with contextlib.suppress(FileExistsError):
             os.mkdir(name, dir_fd=fd)
-        ws.chmod(rel, step["mode"])  # refuses a link that stood there
+        if not stat_mod.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+            raise FileExistsError(errno.EEXIST, "something else than a directory is there")
+        ws.chmod(rel, step["mode"])
     elif op == "symlink":
         fd, name = ws.parent(rel, create=True)
         if ws.is_link(fd, name) and os.readlink(name, dir_fd=fd) == step["link"]:

@@ -186,6 +186,23 @@ def test_ignored_paths_and_git_internals_land_without_being_recorded(
     assert [c.path for c in res.files_changed] == ["README.md"]
 
 
+def test_git_hooks_and_config_never_land_from_a_command(sandboxed: Make, repo: Path) -> None:
+    """Issue 28: coder-es's own apply (outside the sandbox) never writes what makes git run code;
+    the note names each; the rest of the command lands."""
+    config = (repo / ".git/config").read_bytes()
+    command = (
+        "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit && "
+        "chmod +x .git/hooks/pre-commit && git config core.fsmonitor 'echo pwned' && "
+        "echo ok > fine.txt"
+    )
+    res = run("bash", {"command": command}, sandboxed())
+    assert not (repo / ".git/hooks/pre-commit").exists()
+    assert (repo / ".git/config").read_bytes() == config
+    assert (repo / "fine.txt").read_text() == "ok\n"
+    assert ".git/hooks/pre-commit: not applied" in res.output
+    assert ".git/config: not applied" in res.output
+
+
 def test_a_full_disk_leaves_the_workspace_whole(repo: Path, tmp_path: Path) -> None:
     small = tmp_path / "small"
     small.mkdir()
