@@ -526,7 +526,7 @@ class Redactor:
         """A blob's bytes redacted (what the blob store and cassettes keep). User patterns
         apply to content: a blob that is JSON (coder-es's request manifests and tool
         definitions name other blobs and tools) keeps its keys and the values under
-        ``BLOB_STRUCTURE_KEYS``, and is written back as canonical JSON when something was
+        ``BLOB_STRUCTURE_KEYS``, and is written back as sorted compact JSON when something was
         redacted; any other blob is text."""
         names = self._structural
         if names is self or data[:1] not in (b"{", b"[", b'"'):
@@ -538,9 +538,9 @@ class Redactor:
         redacted = self._redact_content(value, seal, BLOB_STRUCTURE_KEYS)
         if redacted == value:
             return data
-        from coder_es.domain.chain import canonical_json
-
-        return canonical_json(redacted).encode("utf-8", "surrogateescape")
+        # Sorted keys, no spaces (like coder_es.domain.chain.canonical_json, which this
+        # lower layer does not import); ASCII escapes keep lone surrogates valid JSON.
+        return json.dumps(redacted, sort_keys=True, separators=(",", ":")).encode()
 
     def has_secret(self, data: bytes) -> bool:
         return next(iter(self._matches(data, True)), None) is not None

@@ -496,12 +496,14 @@ def _hooks_args(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------- the table
 
 _RUN = "run one agent turn non-interactively"
-_TRUST_HELP = "let this workspace's .coder-es/config.toml loosen permissions and choose providers"
+_TRUST_HELP = "let this workspace's .coder-es/config.toml apply, not only tighten"
 _TRUST_DESCRIPTION = """\
-A project's .coder-es/config.toml comes with the repository; until you trust it, the settings
-that loosen what the agent may do (allow rules, a looser default, providers and base URLs, MCP
-servers, allowed origins) do not apply. `coder-es trust` records the file's sha256 in your user
-config directory (like `direnv allow`): editing the file needs trusting again."""
+A project's .coder-es/config.toml comes with the repository; until you trust it, it may only
+tighten (deny and ask rules, a stricter default, a stricter agent preset or sandbox) and every
+other setting (store, providers and base URLs, models, MCP servers, redaction, serve, telemetry,
+...) does not apply; run and doctor name each one and why. `coder-es trust` records the file's
+sha256 in your user config directory (like `direnv allow`): editing the file needs trusting
+again."""
 _CHAT = "talk with the agent interactively"
 _MCP_DESCRIPTION = """\
 `coder-es mcp list` starts every enabled server of [mcp_servers], lists its tools as the model

@@ -1,8 +1,8 @@
 """``coder-es trust [--show | --revoke]``: let the workspace's project config loosen settings.
 
-A project's ``.coder-es/config.toml`` comes with the repository; until the user trusts it, the
-settings listed in ``coder_es.config.untrusted`` (allow rules, a looser default, providers and
-base URLs, MCP servers, allowed origins) do not apply. ``trust`` records the file's sha256 in the
+A project's ``.coder-es/config.toml`` comes with the repository; until the user trusts it, it
+may only tighten (``coder_es.config.untrusted``: an allow-list of keys that tighten; every other
+setting is held back). ``trust`` records the file's sha256 in the
 user config directory (like ``direnv allow``): editing the file needs trusting again.
 """
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -123,8 +124,17 @@ def scan(root: Path) -> dict[str, bytes]:
 
 
 def _read(path: str) -> bytes | None:
+    """A regular file's bytes, read without following a link: the entry may have been replaced
+    since the scan saw it (by a link to a file outside the workspace, or a FIFO that would
+    block the read)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return f.read()
+        except OSError:
+            return None
