@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import subprocess_env
 
+from coder_es.userdirs import user_config_dir
+
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None,
     reason="tmux is not installed (Debian package 'tmux'; .ci/run installs it)",
@@ -156,12 +158,10 @@ def test_chat_answers_a_permission_question(
             }
         )
     )
-    # A write outside the workspace asks even the build agent; the sandbox lets it land only in
-    # a place the user's config names as writable (the plan agent's commands run on a read-only
-    # file system, so an allowed write could not land there).
-    import os
-
-    config = Path(os.environ["XDG_CONFIG_HOME"]) / "coder-es" / "config.toml"
+    # A write outside the workspace asks even the build agent (the plan agent's commands run on
+    # a read-only file system, so an allowed write could not land there). Allowing the call does
+    # not make the place writable: the sandbox's [sandbox] writable does.
+    config = user_config_dir() / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(f"[sandbox]\nwritable = [{json.dumps(str(repo.parent))}]\n")
     term = terminal(["chat", "--agent", "build", "--script", "s.json"])

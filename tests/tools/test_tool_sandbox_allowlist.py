@@ -62,7 +62,9 @@ def test_every_way_out_is_read_only(
     sandboxed: Make, repo: Path, tmp_path: Path, probe_name: str
 ) -> None:
     """Variants: a sibling of the workspace, the home directory, /var/tmp, a new directory, a
-    link, a rename out of the workspace, remounting or unmounting to get a writable view."""
+    link, a rename out of the workspace, remounting or unmounting to get a writable view. (The
+    sibling is under /tmp here: the command sees it through its private /tmp, where its write
+    lands and stays.)"""
     sibling = tmp_path / "other-project"
     sibling.mkdir()
     home = Path(os.path.expanduser("~"))
@@ -72,7 +74,7 @@ def test_every_way_out_is_read_only(
         f"echo x > /var/tmp/{probe_name}",
         f"mkdir /opt/{probe_name}",
         f"ln -s /etc/passwd {home}/{probe_name}",
-        f"mv README.md {sibling}/{probe_name}",
+        f"mv README.md /var/tmp/{probe_name}",
         f"mount -o remount,rw / && echo x > /etc/{probe_name}",
         f"umount -l /etc; echo x > /etc/{probe_name}",
         f"cd {sibling} && git init -q {probe_name}",
