@@ -44,6 +44,7 @@ def test_model_without_the_sandbox() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)  # 2,000 examples take about an hour on a loaded 2-core machine
 def test_model_with_the_sandbox_many_examples(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _needs_sandbox(tmp_path)
     WorkspaceModel.TestCase.settings = SLOW
@@ -51,6 +52,7 @@ def test_model_with_the_sandbox_many_examples(tmp_path) -> None:  # type: ignore
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)
 def test_model_without_the_sandbox_many_examples() -> None:
     WorkspaceModelNoSandbox.TestCase.settings = SLOW
     WorkspaceModelNoSandbox.TestCase().runTest()
