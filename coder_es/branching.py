@@ -6,16 +6,17 @@ Every command is recorded in the session: the head moves with ``HeadMoved`` (rea
 moving back.
 
 File restoration is ``coder_es.workspace.restore.restore_files``: per path the workspace's
-three-way merge (without the agent's ``EditApplied`` events), base = what the session last knew
-the disk held, theirs = the disk now, ours = the target node's content, run in batches so that
-thousands of files cost about what ``git checkout`` costs. A file the user has not touched since
-the session last saw it is simply replaced; a user's edit that does not overlap the change
-survives; an overlapping one leaves the file exactly as the user has it and is reported as a
-conflict (``MoveResult.conflicts``). A conflicted file stays the user's: later restorations merge
-it from the base that conflict used (so the user's resolution is merged, not taken for the
-session's content), and no node's state is redefined by a move (``projections.files``). Only the
-paths that differ between where the workspace is and the target are looked at, so the cost grows
-with what changed, not with the size of the workspace or of the history.
+three-way merge (without the agent's ``EditApplied`` events), base = the session's own last
+content of the file (never a merge result holding the user's bytes), theirs = the disk now, ours
+= the target node's content, run in batches so that thousands of files cost about what ``git
+checkout`` costs. A file the user has not touched is simply replaced; a user's edit that does not
+overlap the change survives, this time and every later time; an overlapping one leaves the file
+exactly as the user has it and is reported as a conflict (``MoveResult.conflicts``). A conflicted
+file stays the user's until the disk equals the session's side (the user took it): then the next
+restoration starts from it (``FileStates.restore_sides``). No node's state is redefined by a move
+(``projections.files``, "Authorship" in docs/DESIGN.md). Only the paths that differ between where
+the workspace is and the target are looked at, so the cost grows with what changed, not with the
+size of the workspace or of the history.
 """
 
 from __future__ import annotations

@@ -130,11 +130,13 @@ class UnappliedEdit:
 
     node: NodeId
     path: str
-    proposed: str
+    proposed: str | None  # None: a command deleted the file (its version is "absent")
     by: str = "edit"
 
     def take_command(self, session: str) -> str:
         path = shlex.quote(self.path)
+        if self.proposed is None:
+            return f"rm -- {path}"
         return f"coder-es show {session[:8]} {self.node} {path} --proposed > {path}"
 
 
@@ -151,9 +153,10 @@ def unapplied_edits(app: CoderApp, session: UUID | str, *, after: int = 0) -> li
         if isinstance(e, Session.ToolCallCompleted):
             # A command's change the user's concurrent edit kept off the disk.
             for change in e.files_changed:
-                if change.get("outcome") == "conflict" and change.get("proposed"):
+                if change.get("outcome") == "conflict":
                     at = str(e.originator_version)
-                    out.append(UnappliedEdit(at, change["path"], change["proposed"], "command"))
+                    proposed = change.get("proposed")
+                    out.append(UnappliedEdit(at, change["path"], proposed, "command"))
             continue
         if not isinstance(e, Session.EditApplied) or e.outcome != "conflict" or not e.proposed:
             continue
@@ -168,6 +171,12 @@ def proposed_at(app: CoderApp, session: UUID | str, node: NodeId, path: str) -> 
     ``node`` left unapplied."""
     for edit in unapplied_edits(app, session):
         if edit.node == node and edit.path == path:
+            if edit.proposed is None:
+                msg = (
+                    f"the command at node {node} deleted {path}; its version is no file: take it "
+                    f"with {edit.take_command(str(session))}"
+                )
+                raise UsageError(msg)
             return app.blobs.get(edit.proposed)
     msg = (
         f"no conflicted edit of {path} at node {node}: --proposed shows the agent's version "

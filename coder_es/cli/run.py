@@ -368,9 +368,10 @@ def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Consol
     found = unapplied_edits(ctx.app, handle.id, after=after)
     for edit in found:
         whose = "the command's" if edit.by == "command" else "the agent's"
+        kept = "the command deleted it" if edit.proposed is None else f"{whose} is kept"
         err.print(
             f"[yellow]conflict[/yellow] {escape(edit.path)}: your version is left on disk; "
-            f"{whose} is kept. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
+            f"{kept}. Take it: [bold]{escape(edit.take_command(str(handle.id)))}"
             "[/bold]",
             highlight=False,
             soft_wrap=True,  # a command to copy must not be broken across lines

@@ -1,7 +1,7 @@
 """Bringing many files to a node's contents at once: what a rewind, checkout or fork does to disk.
 
-Each file goes through the same three-way merge as an agent's write (base = what the session last
-knew the disk held, theirs = the disk now, ours = the target): a file the user has not touched is
+Each file goes through the same three-way merge as an agent's write (base = the session's own last
+content of the file, theirs = the disk now, ours = the target): a file the user has not touched is
 replaced, a user's edit that does not overlap survives, an overlapping one leaves the file as the
 user has it (a conflict). What makes thousands of files cost about what ``git checkout`` costs is
 doing that in phases, each batched:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_helpers import Harness, collect, make_harness, text, tool, turn
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -37,6 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from coder_es.audit.verify import verify_session
 from coder_es.branching import Branching
 from coder_es.cli.file_views import proposed_at
+from coder_es.errors import UsageError
 from coder_es.workspace.workspace import Workspace
 from projections.files import MISSING, open_files
 
@@ -227,10 +229,20 @@ class WorkspaceModel(RuleBasedStateMachine):
             if recorded.get(p) not in (None, "conflict"):
                 self._took(p, at_start[p])  # the command rewrote the file holding them
             elif recorded.get(p) == "conflict":
-                # The user's version stays; the command's is what ``show --proposed`` prints.
+                # The user's version stays; the command's is what ``show --proposed`` prints
+                # (or, when the command deleted the file, what the hint's ``rm`` does).
                 assert self.sid is not None
                 node = str(self.h.of(self.sid, "ToolCallCompleted")[-1].originator_version)
-                assert proposed_at(self.h.app, self.sid, node, p) is not None
+                if self._proposed(p) is not None:
+                    assert proposed_at(self.h.app, self.sid, node, p) is not None
+                else:
+                    with pytest.raises(UsageError, match="deleted"):
+                        proposed_at(self.h.app, self.sid, node, p)
+
+    def _proposed(self, path: str) -> str | None:
+        assert self.sid is not None
+        changes = self.h.of(self.sid, "ToolCallCompleted")[-1].files_changed
+        return next(c.get("proposed") for c in changes if c["path"] == path)
 
     def _last_changes(self) -> dict[str, str]:
         assert self.sid is not None

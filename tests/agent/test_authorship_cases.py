@@ -49,3 +49,17 @@ def test_a_resumed_turn_does_not_run_its_completed_command_again(model: Workspac
         lambda: model.agent_bash(concurrent=False, op="sed", path="a.txt"),
         lambda: model.resume_after_cancel(path="a.txt"),
     )
+
+
+def test_a_command_that_renames_a_file_the_user_appends_to_meanwhile(
+    model: WorkspaceModel,
+) -> None:
+    """The command's version of the renamed file is its absence: a conflict whose hint is
+    ``rm``, and ``show --proposed`` says so."""
+    _steps(
+        model,
+        lambda: model.agent_bash(concurrent=False, op="sed", path="a.txt"),
+        lambda: model.rewind(index=292, mode="conversation"),
+        lambda: model.agent_bash(concurrent=False, op="create", path="b.txt"),
+        lambda: model.agent_bash(concurrent=True, op="rename", path="b.txt"),
+    )

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from coder_es.sandbox import SandboxSettings, availability
 
 QUICK = settings(
-    max_examples=int(os.environ.get("AUTHORSHIP_EXAMPLES", "4")),
+    max_examples=int(os.environ.get("AUTHORSHIP_EXAMPLES", "3")),
     stateful_step_count=8,
     deadline=None,
     suppress_health_check=list(HealthCheck),
@@ -32,18 +32,21 @@ def _needs_sandbox(tmp_path) -> None:  # type: ignore[no-untyped-def]
         pytest.skip(f"the namespace sandbox is unavailable here: {found.reason}")
 
 
+@pytest.mark.timeout(900)  # shrinking a real failure takes longer than the default allows
 def test_model_with_the_sandbox(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _needs_sandbox(tmp_path)
     WorkspaceModel.TestCase.settings = QUICK
     WorkspaceModel.TestCase().runTest()
 
 
+@pytest.mark.timeout(900)
 def test_model_without_the_sandbox() -> None:
     WorkspaceModelNoSandbox.TestCase.settings = QUICK
     WorkspaceModelNoSandbox.TestCase().runTest()
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)  # 2,000 examples take about an hour on a loaded 2-core machine
 def test_model_with_the_sandbox_many_examples(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _needs_sandbox(tmp_path)
     WorkspaceModel.TestCase.settings = SLOW
@@ -51,6 +54,7 @@ def test_model_with_the_sandbox_many_examples(tmp_path) -> None:  # type: ignore
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)
 def test_model_without_the_sandbox_many_examples() -> None:
     WorkspaceModelNoSandbox.TestCase.settings = SLOW
     WorkspaceModelNoSandbox.TestCase().runTest()
