@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,33 +51,8 @@ from acp.schema import (
 )
 
 from coder_es.harness import stream as hs
+from coder_es.harness.acp_shim import PermissionRule
 
-WRITE_KINDS = frozenset({"edit", "delete", "move", "execute"})
-STDIN_FD_MIN = 10
-# The command inside the sandbox: its stdin comes back from the descriptor it was handed.
-STDIN_SHIM = 'fd=$1; shift; eval "exec 0<&$fd $fd<&-"; exec "$@"'
-
-
-@dataclass
-class PermissionRule:
-    """How a ``request_permission`` is answered (our rules, for this turn)."""
-
-    read_only: bool
-    yes: bool
-
-    def decide(self, kind: str | None, title: str) -> tuple[bool, str, str]:
-        """(allowed, decided_by, reason)."""
-        if self.read_only and (kind or "other") in WRITE_KINDS | {"other"}:
-            return False, "rule", f"the agent preset is read-only: {kind or 'this call'} is not allowed"
-        if self.yes:
-            return True, "user", "allowed once (--yes)"
-        if kind in ("read", "search", "think", "fetch"):
-            return True, "rule", "reads are allowed"
-        return (
-            False,
-            "client",
-            f"{title or kind} needs permission and this run is non-interactive; rerun with --yes",
-        )
 
 
 @dataclass
@@ -304,21 +277,6 @@ class HarnessClient:
         pass
 
 
-def stdin_descriptor() -> tuple[int, int]:
-    """A pipe for the agent's stdin: (read end, numbered >= 10 so no fd the sandbox's PID 1
-    moves can clash with it; write end)."""
-    r, w = os.pipe()
-    high = fcntl.fcntl(r, fcntl.F_DUPFD, STDIN_FD_MIN)
-    os.close(r)
-    return high, w
-
-
-def shimmed(command: list[str], fd: int) -> list[str]:
-    # bash: dash redirects only descriptors 0-9.
-    shell = shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", STDIN_SHIM, "coder-es-acp", str(fd), *command]
-
-
 def sandbox_init_pid(outer_pid: int) -> int | None:
     """PID 1 of the sandbox (the child ``unshare --fork`` made), as the host sees it."""
     try:
@@ -372,3 +330,51 @@ async def run_acp_turn(
     stop = str(response.stop_reason)
     ok = stop in ("end_turn", "max_tokens", "max_turn_requests")
     await on_event(hs.Finished(ok, stop, None if ok else f"the agent stopped: {stop}"))
+
+
+async def converse(
+    proc: asyncio.subprocess.Process,
+    write_fd: int,
+    err_tail: bytearray,
+    on_event: Callable[[hs.HarnessEvent], Any],
+    *,
+    workspace: Path,
+    rule: PermissionRule,
+    record_decision: Callable[[str, str, str, bool, str, str], None],
+    prompt: str,
+    resume: str | None,
+) -> None:
+    """One prompt over ACP with the agent ``proc`` (stdin: ``write_fd``; stdout: its pipe)."""
+    assert proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(write_fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    init_pid: int | None = None
+
+    def pid() -> int | None:
+        nonlocal init_pid
+        if init_pid is None:
+            init_pid = sandbox_init_pid(proc.pid)
+        return init_pid
+
+    def root() -> Path | None:
+        p = pid()
+        return None if p is None else Path(f"/proc/{p}/root")
+
+    client = HarnessClient(on_event, workspace, root, pid, rule, record_decision)
+    conn = ClientSideConnection(client, writer, proc.stdout)
+    try:
+        await run_acp_turn(
+            conn, client, workspace=workspace, prompt=prompt, resume=resume, on_event=on_event
+        )
+    except (RequestError, RuntimeError, ConnectionError) as e:
+        await asyncio.sleep(0.2)  # its last words, on stderr
+        said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
+        why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
+        await on_event(hs.Finished(False, "error", why))
+    finally:
+        await client.close()
+        with contextlib.suppress(Exception):
+            await conn.close()
+        writer.close()

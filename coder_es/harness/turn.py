@@ -39,17 +39,7 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.harness import stream as hs
-from acp import RequestError
-from acp.client.connection import ClientSideConnection
-
-from coder_es.harness.acp import (
-    HarnessClient,
-    PermissionRule,
-    run_acp_turn,
-    sandbox_init_pid,
-    shimmed,
-    stdin_descriptor,
-)
+from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.files import Attribution
 from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
@@ -288,54 +278,27 @@ class HarnessTurn:
                     for event in self.adapter.decode(obj):
                         await self._on(event, attribution)
 
-        client: HarnessClient | None = None
-
         async def converse() -> None:
-            nonlocal client
-            assert acp_stdin is not None and proc.stdout is not None
-            loop = asyncio.get_running_loop()
-            pipe = os.fdopen(acp_stdin[1], "wb", buffering=0)
-            transport, protocol = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, pipe
-            )
-            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+            # Imported here: the ACP schema costs a second of start-up to the other kinds.
+            from coder_es.harness.acp import converse as acp_converse
+
+            assert acp_stdin is not None
 
             async def on_event(event: hs.HarnessEvent) -> None:
                 await self._on(event, attribution)
 
-            init_pid = None
-
-            def pid() -> int | None:
-                nonlocal init_pid
-                if init_pid is None:
-                    init_pid = sandbox_init_pid(proc.pid)
-                return init_pid
-
-            def root() -> Path | None:
-                p = pid()
-                return None if p is None else Path(f"/proc/{p}/root")
-
-            client = HarnessClient(
-                on_event, self.workspace, root, pid,
-                PermissionRule(self.read_only, self.yes), self._record_decision,
+            await acp_converse(
+                proc,
+                acp_stdin[1],
+                err_tail,
+                on_event,
+                workspace=self.workspace,
+                rule=PermissionRule(self.read_only, self.yes),
+                record_decision=self._record_decision,
+                prompt=prompt,
+                resume=resume,
             )
-            conn = ClientSideConnection(client, writer, proc.stdout)
-            try:
-                await run_acp_turn(
-                    conn, client, workspace=self.workspace, prompt=prompt, resume=resume,
-                    on_event=on_event,
-                )
-            except (RequestError, RuntimeError, ConnectionError) as e:
-                await asyncio.sleep(0.2)  # its last words, on stderr
-                said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
-                why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
-                await on_event(hs.Finished(False, "error", why))
-            finally:
-                await client.close()
-                with contextlib.suppress(Exception):
-                    await conn.close()
-                writer.close()
-                await _stop(proc)
+            await _stop(proc)
 
         pumps = asyncio.gather(converse() if acp_stdin else pump_out(), pump_err())
         watchers = {

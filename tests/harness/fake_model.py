@@ -55,6 +55,8 @@ class FakeModel:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body are two writes: without this, Nagle and delayed ACKs add 40 ms.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -353,3 +355,18 @@ def standard_script(workspace: str, *, absolute: bool = True, latency_s: float =
         latency_s=latency_s,
     )
 
+
+
+def _serve_forever() -> None:
+    """``python fake_model.py``: serve an empty script (a text answer) until killed; prints the
+    URL on the first line (the bench runs the model in its own process)."""
+    import sys
+
+    model = FakeModel(Script(steps=[])).start()
+    print(model.url, flush=True)
+    sys.stdin.read()
+    model.stop()
+
+
+if __name__ == "__main__":
+    _serve_forever()
