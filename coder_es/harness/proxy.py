@@ -252,6 +252,7 @@ class RecordingProxy:
     _server: asyncio.Server | None = None
     _connect_failures: int = 0
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def start(self, host: str = "127.0.0.1") -> RecordingProxy:
         self._server = await asyncio.start_server(self._serve, host, 0, limit=1 << 20)
@@ -275,6 +276,9 @@ class RecordingProxy:
             self._server.close()
             for w in list(self._writers):
                 w.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
@@ -286,12 +290,21 @@ class RecordingProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             while await self._one(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # The proxy closes (the turn ended or was cancelled): asyncio's stream callback
+            # would report a handler that ends cancelled as an unhandled error.
+            pass
         finally:
+            if task is not None:
+                self._tasks.discard(task)
             self._writers.discard(writer)
             writer.close()
 

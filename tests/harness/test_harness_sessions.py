@@ -163,4 +163,4 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     assert proc.returncode == 130, err
     assert gone(marker, within_s=10), "the harness outlived the cancel"
     assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
