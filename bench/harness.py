@@ -80,9 +80,21 @@ def turn_direct(base: Path) -> float:
     with FakeModel(ten_calls(ws)) as model:
         t = time.perf_counter()
         done = subprocess.run(
-            [str(BIN / "claude"), "-p", "--output-format", "stream-json", "--verbose",
-             "--dangerously-skip-permissions", "--", "go"],
-            cwd=ws, env=claude_env(home, model), capture_output=True, text=True, timeout=300,
+            [
+                str(BIN / "claude"),
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--",
+                "go",
+            ],
+            cwd=ws,
+            env=claude_env(home, model),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         took = time.perf_counter() - t
     assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
@@ -94,9 +106,23 @@ def turn_coder_es(base: Path) -> float:
     with FakeModel(ten_calls(ws)) as model:
         t = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(ws), "run",
-             "--harness", "claude", "--yes", "go"],
-            cwd=ws, env=claude_env(home, model), capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "coder_es.cli.main",
+                "--workspace",
+                str(ws),
+                "run",
+                "--harness",
+                "claude",
+                "--yes",
+                "go",
+            ],
+            cwd=ws,
+            env=claude_env(home, model),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         took = time.perf_counter() - t
     assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
@@ -116,7 +142,11 @@ def turn_in_process(base: Path) -> float:
         app = CoderApp(StoreConfig(backend="lmdb", path=ws / ".coder-es"))
         try:
             session = HarnessSession.create(
-                app, ws, parse_harness("claude"), yes=True, environ=env,
+                app,
+                ws,
+                parse_harness("claude"),
+                yes=True,
+                environ=env,
                 store_path=(ws / ".coder-es").resolve(),
             )
 
@@ -158,7 +188,9 @@ def proxy_overhead(requests: int) -> tuple[float, float]:
     a harness is), the model in a process of its own (as a remote endpoint is)."""
     server = subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "harness" / "fake_model.py")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -169,7 +201,12 @@ def proxy_overhead(requests: int) -> tuple[float, float]:
             via = proxy.base_url
             try:
                 client = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", _CLIENT, str(requests), model_url, via,
+                    sys.executable,
+                    "-c",
+                    _CLIENT,
+                    str(requests),
+                    model_url,
+                    via,
                     stdout=asyncio.subprocess.PIPE,
                 )
                 out, _ = await client.communicate()
@@ -235,7 +272,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
         base = Path(tmp)
         direct_ms, via_ms = proxy_overhead(args.requests)
-        results["proxy"] = {"direct_ms": direct_ms, "proxy_ms": via_ms, "overhead_ms": via_ms - direct_ms}
+        results["proxy"] = {
+            "direct_ms": direct_ms,
+            "proxy_ms": via_ms,
+            "overhead_ms": via_ms - direct_ms,
+        }
         print(
             f"proxy: direct {direct_ms:.2f} ms, through the proxy {via_ms:.2f} ms per request "
             f"(median of {args.requests}): overhead {via_ms - direct_ms:.2f} ms (target < 2 ms)"

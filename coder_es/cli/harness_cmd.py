@@ -42,7 +42,11 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
     report_ignored(ctx)
     configured = dict(ctx.settings.harnesses)
     spec = parse_harness(args.harness, configured) if args.harness else None
-    for flag, given in (("--provider", args.provider), ("--model", args.model), ("--script", args.script)):
+    for flag, given in (
+        ("--provider", args.provider),
+        ("--model", args.model),
+        ("--script", args.script),
+    ):
         if given:
             msg = f"{flag} does not apply to a harness session: the harness chooses its own model"
             raise UsageError(msg)

@@ -28,7 +28,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.client.connection import ClientSideConnection
@@ -52,7 +52,6 @@ from acp.schema import (
 
 from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import PermissionRule
-
 
 
 @dataclass
@@ -105,7 +104,9 @@ class HarnessClient:
             name = str(update.kind or "tool")
             self._titles[update.tool_call_id] = update.title or name
             raw = update.raw_input if isinstance(update.raw_input, dict) else {}
-            await self.on_event(hs.ToolUse(update.tool_call_id, name, {"title": update.title, **raw}))
+            await self.on_event(
+                hs.ToolUse(update.tool_call_id, name, {"title": update.title, **raw})
+            )
             if update.status in ("completed", "failed"):
                 await self._finish(update)
         elif kind == "tool_call_update" and update.status in ("completed", "failed"):
@@ -117,21 +118,27 @@ class HarnessClient:
         self._done.add(update.tool_call_id)
         parts = []
         for c in update.content or []:
-            inner = getattr(c, "content", None)
-            if getattr(inner, "text", None):
-                parts.append(inner.text)
+            text = getattr(getattr(c, "content", None), "text", None)
+            if text:
+                parts.append(str(text))
             elif getattr(c, "type", None) == "diff":
                 parts.append(f"diff of {c.path}")
         if not parts and update.raw_output is not None:
             parts.append(str(update.raw_output))
-        await self.on_event(hs.ToolResult(update.tool_call_id, "\n".join(parts), update.status == "failed"))
+        await self.on_event(
+            hs.ToolResult(update.tool_call_id, "\n".join(parts), update.status == "failed")
+        )
 
     # ------------------------------------------------------------------ permissions
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> Any:
         title = tool_call.title or self._titles.get(tool_call.tool_call_id, "")
         allowed, by, reason = self.rule.decide(tool_call.kind, title)
-        self.record_decision(tool_call.tool_call_id, str(tool_call.kind or "tool"), title, allowed, by, reason)
+        self.record_decision(
+            tool_call.tool_call_id, str(tool_call.kind or "tool"), title, allowed, by, reason
+        )
         wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
         for kind in wanted:
             for option in options:
@@ -146,7 +153,9 @@ class HarnessClient:
     def _inside(self, path: str, *, writing: bool) -> Path:
         target = Path(path)
         if not target.is_absolute():
-            raise RequestError.invalid_params({"path": path, "reason": "an absolute path is needed"})
+            raise RequestError.invalid_params(
+                {"path": path, "reason": "an absolute path is needed"}
+            )
         if writing and not (target == self.workspace or self.workspace in target.parents):
             raise RequestError.invalid_params(
                 {"path": path, "reason": "coder-es writes only inside the workspace"}
@@ -157,7 +166,12 @@ class HarnessClient:
         return Path(str(root) + str(target))
 
     async def read_text_file(
-        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
     ) -> Any:
         where = self._inside(path, writing=False)
         try:
@@ -200,9 +214,19 @@ class HarnessClient:
             raise RequestError.internal_error({"reason": "the agent's sandbox is gone"})
         extra = {e.name: e.value for e in env or []}
         argv = [
-            "nsenter", "--target", str(pid), "--user", "--mount", "--pid", "--preserve-credentials",
-            f"--wd={cwd or self.workspace}", "--", "env", *(f"{k}={v}" for k, v in extra.items()),
-            command, *(args or []),
+            "nsenter",
+            "--target",
+            str(pid),
+            "--user",
+            "--mount",
+            "--pid",
+            "--preserve-credentials",
+            f"--wd={cwd or self.workspace}",
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in extra.items()),
+            command,
+            *(args or []),
         ]
         if not args:
             argv[-1:] = ["/bin/sh", "-c", command]
@@ -230,7 +254,9 @@ class HarnessClient:
     def _terminal(self, terminal_id: str) -> _Terminal:
         term = self.terminals.get(terminal_id)
         if term is None:
-            raise RequestError.invalid_params({"terminalId": terminal_id, "reason": "no such terminal"})
+            raise RequestError.invalid_params(
+                {"terminalId": terminal_id, "reason": "no such terminal"}
+            )
         return term
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
@@ -322,7 +348,9 @@ async def run_acp_turn(
         session_id = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
     client.replaying = False
     await on_event(hs.HarnessStarted(session_id, "", version))
-    response = await conn.prompt(session_id=session_id, prompt=[TextContentBlock(type="text", text=prompt)])
+    response = await conn.prompt(
+        session_id=session_id, prompt=[TextContentBlock(type="text", text=prompt)]
+    )
     usage = getattr(response, "usage", None)
     if usage is not None:
         fields = usage.model_dump() if hasattr(usage, "model_dump") else {}
@@ -363,7 +391,7 @@ async def converse(
         return None if p is None else Path(f"/proc/{p}/root")
 
     client = HarnessClient(on_event, workspace, root, pid, rule, record_decision)
-    conn = ClientSideConnection(client, writer, proc.stdout)
+    conn = ClientSideConnection(cast(Any, client), writer, proc.stdout)
     try:
         await run_acp_turn(
             conn, client, workspace=workspace, prompt=prompt, resume=resume, on_event=on_event

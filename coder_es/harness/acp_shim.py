@@ -26,7 +26,11 @@ class PermissionRule:
     def decide(self, kind: str | None, title: str) -> tuple[bool, str, str]:
         """(allowed, decided_by, reason)."""
         if self.read_only and (kind or "other") in WRITE_KINDS | {"other"}:
-            return False, "rule", f"the agent preset is read-only: {kind or 'this call'} is not allowed"
+            return (
+                False,
+                "rule",
+                f"the agent preset is read-only: {kind or 'this call'} is not allowed",
+            )
         if self.yes:
             return True, "user", "allowed once (--yes)"
         if kind in ("read", "search", "think", "fetch"):

@@ -332,11 +332,15 @@ class RecordingProxy:
             body = await reader.readexactly(int(lower.get("content-length") or 0))
         keep = lower.get("connection", "").lower() != "close"
         prefix = f"/{self.token}"
-        if not (target == prefix or target.startswith(prefix + "/") or target.startswith(prefix + "?")):
+        if not (
+            target == prefix or target.startswith(prefix + "/") or target.startswith(prefix + "?")
+        ):
             await _respond(writer, 403, b"not this proxy's harness")
             return keep
         path = target[len(prefix) :] or "/"
-        forward = [(k, v) for k, v in headers if k.lower() not in _HOP and k.lower() != "content-length"]
+        forward = [
+            (k, v) for k, v in headers if k.lower() not in _HOP and k.lower() != "content-length"
+        ]
         upstream = self.upstream
         if self.routes:
             segment, _, rest = path[1:].partition("/")
@@ -392,8 +396,16 @@ class RecordingProxy:
         finally:
             await response.aclose()
             self._record(
-                method, path, headers, body, response.status, response.headers,
-                b"".join(chunks), started, t0, error,
+                method,
+                path,
+                headers,
+                body,
+                response.status,
+                response.headers,
+                b"".join(chunks),
+                started,
+                t0,
+                error,
             )
         return keep
 
@@ -413,7 +425,9 @@ class RecordingProxy:
         exchange = Exchange(
             method=method,
             path=_recorded_path(path),
-            request_headers={k.lower(): v for k, v in headers if k.lower() in RECORDED_REQUEST_HEADERS},
+            request_headers={
+                k.lower(): v for k, v in headers if k.lower() in RECORDED_REQUEST_HEADERS
+            },
             request_body=body,
             status=status,
             response_headers={
@@ -431,7 +445,9 @@ class RecordingProxy:
 
 def _recorded_path(path: str) -> str:
     parts = urlsplit(path)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in RECORDED_QUERY]
+    query = [
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in RECORDED_QUERY
+    ]
     return parts.path + (f"?{urlencode(query)}" if query else "")
 
 
@@ -463,4 +479,3 @@ def _reason(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Status"
-

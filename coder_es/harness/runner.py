@@ -64,11 +64,14 @@ class HarnessSession:
         if spec is not None and spec.name != recorded.get("name"):
             msg = (
                 f"session {session.id} is run by the {recorded.get('name')} harness, not "
-                f"{spec.name}; continue it with --harness {recorded.get('name')} (or without --harness)"
+                f"{spec.name}; continue it with --harness {recorded.get('name')} "
+                "(or without --harness)"
             )
             raise UsageError(msg)
         if Path(session.workspace).resolve() != workspace.resolve():
-            msg = f"session {session.id} belongs to the workspace {session.workspace}; run from there"
+            msg = (
+                f"session {session.id} belongs to the workspace {session.workspace}; run from there"
+            )
             raise UsageError(msg)
         if spec is None:
             spec = HarnessSpec(
@@ -144,7 +147,12 @@ class HarnessSession:
             task = asyncio.ensure_future(run())
             try:
                 yield up.SessionOpened(
-                    self.id, self.exists, self.agent, f"harness:{self.spec.name}", version or "", str(self.workspace)
+                    self.id,
+                    self.exists,
+                    self.agent,
+                    f"harness:{self.spec.name}",
+                    version or "",
+                    str(self.workspace),
                 )
                 while (update := await queue.get()) is not None:
                     yield update
@@ -154,4 +162,3 @@ class HarnessSession:
                 if not task.done():
                     self._cancel.set()
                     await asyncio.gather(task, return_exceptions=True)
-

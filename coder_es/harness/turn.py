@@ -115,11 +115,9 @@ class HarnessTurn:
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
-        self._ops.append(lambda s: s.add_user_message(prompt))
+        self._ops.append(lambda s: void(s.add_user_message(prompt)))
         self.emit(up.UserMessage("", prompt))
-        found = await asyncio.to_thread(
-            availability, SandboxSettings(mode="auto"), self.workspace
-        )
+        found = await asyncio.to_thread(availability, SandboxSettings(mode="auto"), self.workspace)
         if not found.active:
             raise HarnessFailed(
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
@@ -301,14 +299,15 @@ class HarnessTurn:
             await _stop(proc)
 
         pumps = asyncio.gather(converse() if acp_stdin else pump_out(), pump_err())
-        watchers = {
+        watchers: dict[asyncio.Future[Any], str] = {
             asyncio.ensure_future(self.cancelled.wait()): "cancelled",
             asyncio.ensure_future(proxy.unreachable.wait()): "unreachable",
         }
         outcome, message = "ok", None
         try:
+            waited: list[asyncio.Future[Any]] = [pumps, *watchers]
             done, _ = await asyncio.wait(
-                [pumps, *watchers], timeout=self.turn_timeout_s, return_when=asyncio.FIRST_COMPLETED
+                waited, timeout=self.turn_timeout_s, return_when=asyncio.FIRST_COMPLETED
             )
             if pumps not in done:
                 which = next((watchers[w] for w in done if w in watchers), "timeout")
@@ -318,7 +317,10 @@ class HarnessTurn:
                     outcome, message = "error", f"{self.spec.name}: {proxy.unreachable_reason}"
                 else:
                     outcome = "error"
-                    message = f"the {self.spec.name} harness did not finish its turn within {self.turn_timeout_s:.0f} s"
+                    message = (
+                        f"the {self.spec.name} harness did not finish its turn within "
+                        f"{self.turn_timeout_s:.0f} s"
+                    )
                 await _stop(proc)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pumps, KILL_GRACE_S)
@@ -334,7 +336,10 @@ class HarnessTurn:
         report = await reading
         if not report.ready and outcome == "ok":
             why = report.setup_failure or err_tail.decode("utf-8", "replace").strip()[-300:]
-            raise HarnessFailed(f"the {self.spec.name} harness did not start: its sandbox could not be set up ({why})")
+            raise HarnessFailed(
+                f"the {self.spec.name} harness did not start: its sandbox could not be set up "
+                f"({why})"
+            )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
 
     # ------------------------------------------------------------------ stream -> ops
@@ -364,7 +369,12 @@ class HarnessTurn:
         elif isinstance(event, hs.ToolResult):
             if event.id not in self._tool_names:
                 self._open_segment().blocks.append(
-                    {"type": "tool_use", "id": event.id, "name": event.name or "tool", "input": event.input or {}}
+                    {
+                        "type": "tool_use",
+                        "id": event.id,
+                        "name": event.name or "tool",
+                        "input": event.input or {},
+                    }
                 )
                 self._tool_names[event.id] = event.name or "tool"
                 self._open_calls.append(event.id)
@@ -376,12 +386,19 @@ class HarnessTurn:
             self._usage = event.usage
             self._cost = event.cost_usd
         elif isinstance(event, hs.Denied):
-            self._ops.append(
-                lambda s, e=event: s.decide_permission(
-                    tool_use_id=e.id, tool=e.tool, subject=e.tool, decision="deny",
-                    decided_by="client", reason=e.reason,
+            denied = event
+
+            def deny(s: Session) -> None:
+                s.decide_permission(
+                    tool_use_id=denied.id,
+                    tool=denied.tool,
+                    subject=denied.tool,
+                    decision="deny",
+                    decided_by="client",
+                    reason=denied.reason,
                 )
-            )
+
+            self._ops.append(deny)
         elif isinstance(event, hs.Finished):
             self._finished = event
         elif isinstance(event, hs.Note):
@@ -397,7 +414,7 @@ class HarnessTurn:
         if seg is None or not seg.blocks:
             return
         self._steps += 1
-        model = lambda: (self._started.model if self._started else "")  # noqa: E731
+        model = lambda: self._started.model if self._started else ""  # noqa: E731
         final = stop_reason != "tool_use"
         usage_ref = self
 
@@ -411,7 +428,9 @@ class HarnessTurn:
             )
             for b in blocks:
                 if b["type"] == "tool_use":
-                    s.request_tool_call(node=node, tool_use_id=b["id"], name=b["name"], input=b["input"])
+                    s.request_tool_call(
+                        node=node, tool_use_id=b["id"], name=b["name"], input=b["input"]
+                    )
 
         self._ops.append(respond)
         text = "".join(b.get("text", "") for b in seg.blocks if b["type"] == "text")
@@ -444,11 +463,15 @@ class HarnessTurn:
         def respond(s: Session) -> None:
             node = s.record_model_response(
                 blocks=[{"type": "tool_use", "id": call, "name": "harness_files", "input": {}}],
-                stop_reason="tool_use", usage={}, provider=f"harness:{self.spec.name}", model="",
+                stop_reason="tool_use",
+                usage={},
+                provider=f"harness:{self.spec.name}",
+                model="",
             )
             s.request_tool_call(node=node, tool_use_id=call, name="harness_files", input={})
             s.complete_tool_call(
-                tool_use_id=call, name="harness_files",
+                tool_use_id=call,
+                name="harness_files",
                 output="files the harness changed outside any tool call it reported",
                 files_changed=self._files.get(call, []),
             )
@@ -461,8 +484,12 @@ class HarnessTurn:
         decision = "allow" if allowed else "deny"
         self._ops.append(
             lambda s: s.decide_permission(
-                tool_use_id=call, tool=tool, subject=subject, decision=decision,
-                decided_by=by, reason=reason,
+                tool_use_id=call,
+                tool=tool,
+                subject=subject,
+                decision=decision,
+                decided_by=by,
+                reason=reason,
             )
         )
         self.emit(up.PermissionDecision(call, tool, subject, decision, "once", by, None, reason))
@@ -491,7 +518,11 @@ class HarnessTurn:
     # ------------------------------------------------------------------ apply + record
 
     def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
-        views = Workspace.views_from_events(self.app.unsealed_events(self.session_id)) if not self.new_session else {}
+        views = (
+            Workspace.views_from_events(self.app.unsealed_events(self.session_id))
+            if not self.new_session
+            else {}
+        )
         plan = tx.plan(self.workspace, views, blobs, protected=self.hidden)
         outcome = tx.commit(plan, self.workspace, blobs)
         self._notes.extend(outcome.notes)
@@ -511,6 +542,10 @@ class HarnessTurn:
             op(session)
         self.app.save(session)
         return session.head
+
+
+def void(_: object) -> None:
+    """An op records events; what the recording method returns (a node id) is not needed."""
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

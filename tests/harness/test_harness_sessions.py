@@ -149,14 +149,28 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     h.model.on_request = hold
     marker = "cancel-me-Q7Z"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(h.workspace), "run",
-         "--harness", "claude", "--yes", marker],
-        cwd=h.workspace, env=h.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "run",
+            "--harness",
+            "claude",
+            "--yes",
+            marker,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert asked.wait(120), "the harness never made its second request"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
