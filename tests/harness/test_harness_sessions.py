@@ -93,13 +93,20 @@ def test_a_harness_turn_is_a_recorded_rewindable_session(kind: str, henv: Harnes
     assert (h.workspace / "user.txt").read_text() == "the user's own words\n"
 
 
-def test_another_harness_cannot_continue_a_session(henv: HarnessEnv) -> None:
+def test_a_configured_harness_runs_and_no_other_continues_its_session(henv: HarnessEnv) -> None:
     h = henv
-    done = h.cli("run", "--harness", "claude", "--yes", "--json", "hello")
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text(
+        '[harnesses.mine]\nkind = "claude-code"\ncommand = ["claude"]\n'
+        'env = { DISABLE_AUTOUPDATER = "1" }\n'
+    )
+    done = h.cli("run", "--harness", "mine", "--yes", "--json", "hello")
+    assert done.returncode == 0, done.stderr
     sid = _session_id(h.json_lines(done.stdout))
-    refused = h.cli("run", "--session", sid, "--harness", "gemini", "more")
+    refused = h.cli("run", "--session", sid, "--harness", "claude", "more")
     assert refused.returncode == 2
-    assert "run by the claude harness" in refused.stderr
+    assert "run by the mine harness" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
