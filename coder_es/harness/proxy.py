@@ -253,10 +253,15 @@ class RecordingProxy:
     _connect_failures: int = 0
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _unix: asyncio.Server | None = None
 
     async def start(self, host: str = "127.0.0.1") -> RecordingProxy:
         self._server = await asyncio.start_server(self._serve, host, 0, limit=1 << 20)
         return self
+
+    async def listen_unix(self, path: str) -> None:
+        """Serve on a Unix socket too (a sandbox without network reaches the proxy there)."""
+        self._unix = await asyncio.start_unix_server(self._serve, path, limit=1 << 20)
 
     @property
     def port(self) -> int:
@@ -272,6 +277,9 @@ class RecordingProxy:
         return f"{self.base_url}/{route}"
 
     async def aclose(self) -> None:
+        if self._unix is not None:
+            self._unix.close()
+            self._unix = None
         if self._server is not None:
             self._server.close()
             for w in list(self._writers):

@@ -28,7 +28,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.files import Attribution
+from coder_es.harness.netns import forwarded
 from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
 from coder_es.harness.spec import HarnessSpec
 from coder_es.sandbox import SandboxSettings, Transaction, availability
@@ -141,6 +144,7 @@ class HarnessTurn:
         outcome = "ok"
         message: str | None = None
         applied: list[Applied] = []
+        route_dir: str | None = None
         try:
             request = TurnRequest(
                 prompt=prompt,
@@ -164,6 +168,13 @@ class HarnessTurn:
             if self.spec.kind == "acp":
                 acp_stdin = stdin_descriptor()
                 inner = shimmed(inner, acp_stdin[0])
+            if not self.network:
+                # No network for the harness's commands: its model is reached through the
+                # proxy's Unix socket, relayed on the namespace's own loopback (netns.py).
+                route_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-model-")
+                route = os.path.join(route_dir, "proxy.sock")
+                await proxy.listen_unix(route)
+                inner = forwarded(inner, route, proxy.port)
             argv = wrap(sandbox, inner)
             env = {
                 **self.environ,
@@ -179,6 +190,8 @@ class HarnessTurn:
         finally:
             await proxy.aclose()
             await asyncio.to_thread(tx.close)
+            if route_dir is not None:
+                shutil.rmtree(route_dir, ignore_errors=True)
         if outcome == "ok" and self._finished is not None and not self._finished.ok:
             outcome, message = "error", self._finished.error
         if outcome == "ok" and self._finished is None:

@@ -185,3 +185,25 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     assert gone(marker, within_s=10), "the harness outlived the cancel"
     assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
     assert "Traceback" not in err, err
+
+
+def test_without_network_the_harness_reaches_only_its_recorded_model(henv: HarnessEnv) -> None:
+    import sys
+
+    from fake_model import Script
+
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("[sandbox]\nnetwork = false\n")
+    reach = (
+        f'{sys.executable} -c "import urllib.request; '
+        f"urllib.request.urlopen('{h.model.url}/v1/models', timeout=3)\" "
+        "&& echo reached > out.txt || echo blocked > out.txt"
+    )
+    h.model.script = Script(steps=[("shell", reach)])
+    done = h.cli("run", "--harness", "claude", "--yes", "--json", "try the network")
+    assert done.returncode == 0, done.stderr
+    assert (h.workspace / "out.txt").read_text() == "blocked\n"  # the model itself: unreachable
+    assert any(r["method"] == "POST" for r in h.model.requests)  # ...except through the proxy
+    assert not any(r["path"] == "/v1/models" for r in h.model.requests)
