@@ -115,6 +115,7 @@ class HarnessTurn:
     _notes: list[str] = field(default_factory=list)
     _last_call: str | None = None
     _steps: int = 0
+    _request_model: str = ""
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
@@ -232,13 +233,14 @@ class HarnessTurn:
             self._ops.append(lambda s: s.record_error(kind="HarnessError", message=message))
         if outcome == "cancelled":
             self._ops.append(lambda s: s.cancel(reason="cancelled by the user"))
-        head = await asyncio.to_thread(self._record, session_ref, version, started.model)
+        model = started.model or self._request_model
+        head = await asyncio.to_thread(self._record, session_ref, version, model)
         if outcome == "error" and message:
             self.emit(up.Error("HarnessError", message, False))
         if outcome == "cancelled":
             self.emit(up.TurnCancelled("cancelled by the user"))
         self.emit(up.TurnEnded(reason, self._steps, head))
-        return TurnResult(reason, message, session_ref, version, started.model, head, self._steps)
+        return TurnResult(reason, message, session_ref, version, model, head, self._steps)
 
     # ------------------------------------------------------------------ the process
 
@@ -509,6 +511,10 @@ class HarnessTurn:
 
     def _exchange(self, blobs: Any) -> Callable[[Exchange], None]:
         def on_exchange(x: Exchange) -> None:
+            if not self._request_model:
+                # The model the harness asked for (Codex's stream never names it).
+                with contextlib.suppress(ValueError, AttributeError):
+                    self._request_model = str(json.loads(x.request_body).get("model") or "")
             request_blob = blobs.put(x.request_body)
             response_blob = blobs.put(x.response_body)
             self._ops.append(
