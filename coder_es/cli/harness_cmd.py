@@ -129,6 +129,8 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
             raise UsageError(msg)
     kw: dict[str, Any] = {
         "yes": args.yes,
+        "rules": _rules(args, ctx),
+        "default_permission": ctx.settings.permissions.default,
         "network": ctx.settings.sandbox.network,
         "store_path": ctx.app.config.path.resolve(),
     }
@@ -139,6 +141,27 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
     assert spec is not None
     kw["title"] = args.title or (getattr(args, "prompt", None) or "")[:80]
     return HarnessSession.create(ctx.app, ctx.workspace, spec, **kw)
+
+
+def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
+    """The config's rules, then the command line's (the last match wins), as a native run has
+    them (``coder_es.cli.run._rules``)."""
+    from coder_es.permissions.policy import UNTRUSTED_SOURCE
+    from coder_es.permissions.rules import Rule, parse_rule
+
+    rules = [
+        Rule(
+            tool=r.tool,
+            pattern=r.pattern or None,
+            action=r.action,
+            source="config" if r.trusted else UNTRUSTED_SOURCE,
+        )
+        for r in ctx.settings.permissions.rules
+        if r.source not in ("--allow", "--deny")
+    ]
+    rules += [parse_rule(r, "allow") for r in args.allow]
+    rules += [parse_rule(r, "deny") for r in args.deny]
+    return tuple(rules)
 
 
 @contextlib.contextmanager

@@ -135,10 +135,11 @@ class HarnessClient:
         self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
     ) -> Any:
         title = tool_call.title or self._titles.get(tool_call.tool_call_id, "")
-        allowed, by, reason = self.rule.decide(tool_call.kind, title)
-        self.record_decision(
-            tool_call.tool_call_id, str(tool_call.kind or "tool"), title, allowed, by, reason
+        paths = [loc.path for loc in tool_call.locations or []]
+        allowed, by, reason, tool = self.rule.decide(
+            tool_call.kind, title, tool_call.raw_input, paths, self.workspace
         )
+        self.record_decision(tool_call.tool_call_id, tool, title, allowed, by, reason)
         wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
         for kind in wanted:
             for option in options:

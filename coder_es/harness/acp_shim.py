@@ -8,6 +8,8 @@ import fcntl
 import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 WRITE_KINDS = frozenset({"edit", "delete", "move", "execute"})
 STDIN_FD_MIN = 10
@@ -16,30 +18,69 @@ STDIN_FD_MIN = 10
 STDIN_SHIM = 'fd=$1; shift; eval "exec 0<&$fd $fd<&-"; exec "$@"'
 
 
-@dataclass
+# An ACP tool kind as our tool whose rules decide it ("other" and "fetch": asked).
+KIND_TOOLS = {
+    "execute": "bash",
+    "edit": "edit",
+    "delete": "write",
+    "move": "write",
+    "read": "read",
+    "search": "grep",
+}
+
+
+@dataclass(frozen=True)
 class PermissionRule:
-    """How a ``request_permission`` is answered (our rules, for this turn)."""
+    """How a ``request_permission`` is answered: our rules and preset first (the user's
+    ``--allow``/``--deny`` and config rules, the agent preset), then ``--yes`` for what they
+    would ask; a non-interactive run rejects the rest, saying why."""
 
     read_only: bool
     yes: bool
+    agent: str = "build"
+    rules: tuple[Any, ...] = ()  # coder_es.permissions.rules.Rule
+    default: str = "ask"
 
-    def decide(self, kind: str | None, title: str) -> tuple[bool, str, str]:
-        """(allowed, decided_by, reason)."""
-        if self.read_only and (kind or "other") in WRITE_KINDS | {"other"}:
+    def decide(
+        self, kind: str | None, title: str, raw_input: Any, paths: list[str], root: Path
+    ) -> tuple[bool, str, str, str]:
+        """(allowed, decided_by, reason, the rule's tool)."""
+        from coder_es.permissions.policy import Policy
+        from coder_es.tools.paths import command_subject, path_subject
+
+        tool = KIND_TOOLS.get(kind or "")
+        if tool is None:
+            if self.read_only:
+                return False, "rule", f"the {self.agent} agent is read-only", kind or "other"
+            if self.yes:
+                return True, "user", "allowed once (--yes)", kind or "other"
             return (
                 False,
-                "rule",
-                f"the agent preset is read-only: {kind or 'this call'} is not allowed",
+                "client",
+                f"{title or kind} needs permission ({_NON_INTERACTIVE})",
+                "other",
             )
+        raw = raw_input if isinstance(raw_input, dict) else {}
+        if tool == "bash":
+            command = raw.get("command") or title
+            if isinstance(command, list):
+                command = " ".join(str(c) for c in command)
+            subject = command_subject(str(command), root)
+        else:
+            subject = path_subject(paths[0] if paths else str(raw.get("file_path") or title), root)
+        found = Policy.for_agent(self.agent, self.rules, self.default).evaluate(tool, subject)
+        if found.action == "allow":
+            return True, "rule", found.reason, tool
+        if found.action == "deny":
+            return False, "rule", found.reason, tool
+        if self.read_only and kind in WRITE_KINDS:
+            return False, "rule", f"the {self.agent} agent is read-only", tool
         if self.yes:
-            return True, "user", "allowed once (--yes)"
-        if kind in ("read", "search", "think", "fetch"):
-            return True, "rule", "reads are allowed"
-        return (
-            False,
-            "client",
-            f"{title or kind} needs permission and this run is non-interactive; rerun with --yes",
-        )
+            return True, "user", "allowed once (--yes)", tool
+        return False, "client", f"{found.reason} ({_NON_INTERACTIVE})", tool
+
+
+_NON_INTERACTIVE = "this run is non-interactive; rerun with --yes or --allow"
 
 
 def stdin_descriptor() -> tuple[int, int]:

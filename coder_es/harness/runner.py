@@ -35,6 +35,10 @@ class HarnessSession:
     session_id: UUID
     agent: str = "build"
     yes: bool = False
+    rules: tuple[Any, ...] = ()
+    """The user's permission rules (``coder_es.permissions.rules.Rule``): an ACP agent's
+    questions are decided by them first."""
+    default_permission: str = "ask"
     network: bool = True
     title: str = ""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -128,6 +132,9 @@ class HarnessSession:
             environ=self.environ,
             read_only=preset.read_only_shell,
             yes=self.yes,
+            agent=self.agent,
+            rules=self.rules,
+            default_permission=self.default_permission,
             network=self.network,
             hidden=hidden_paths(self.workspace, self.store_path),
             turn_timeout_s=self.turn_timeout_s,

@@ -94,6 +94,9 @@ class HarnessTurn:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     read_only: bool = False
     yes: bool = False
+    agent: str = "build"
+    rules: tuple[Any, ...] = ()
+    default_permission: str = "ask"
     network: bool = True
     hidden: tuple[Path, ...] = ()
     turn_timeout_s: float = 1800.0
@@ -306,7 +309,9 @@ class HarnessTurn:
                 err_tail,
                 on_event,
                 workspace=self.workspace,
-                rule=PermissionRule(self.read_only, self.yes),
+                rule=PermissionRule(
+                    self.read_only, self.yes, self.agent, self.rules, self.default_permission
+                ),
                 record_decision=self._record_decision,
                 prompt=prompt,
                 resume=resume,

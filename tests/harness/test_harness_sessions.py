@@ -207,3 +207,21 @@ def test_without_network_the_harness_reaches_only_its_recorded_model(henv: Harne
     assert (h.workspace / "out.txt").read_text() == "blocked\n"  # the model itself: unreachable
     assert any(r["method"] == "POST" for r in h.model.requests)  # ...except through the proxy
     assert not any(r["path"] == "/v1/models" for r in h.model.requests)
+
+
+def test_an_acp_agents_questions_are_decided_by_our_rules(henv: HarnessEnv) -> None:
+    h = henv
+    done = h.cli(
+        "run", "--harness", "acp:claude-agent-acp", "--yes", "--deny", "bash", "--json", "go"
+    )
+    assert done.returncode == 0, done.stderr
+    decided = [u for u in h.json_lines(done.stdout) if u["type"] == "permission_decided"]
+    assert [(d["tool"], d["decision"], d["decided_by"]) for d in decided] == [
+        ("edit", "allow", "rule"),  # the build preset allows edits
+        ("bash", "deny", "rule"),  # --deny bash wins over --yes
+    ]
+    assert (h.workspace / "notes.md").exists()
+    assert not (h.workspace / "made.txt").exists()
+    exported = h.cli("export", _session_id(h.json_lines(done.stdout)), "--format", "jsonl")
+    lines = exported.stdout.splitlines()
+    assert sum(1 for line in lines if "PermissionDecided" in line) == 2
