@@ -34,6 +34,7 @@ class TurnRequest:
     yes: bool  # the user allowed what would be asked (--yes)
     workspace: str
     proxy_url: str  # base URL with the proxy's token
+    prompt_tool: bool = False  # the proxy serves coder_es.harness.approve
 
 
 class Adapter:
@@ -73,6 +74,12 @@ class ClaudeAdapter(Adapter):
             args += ["--permission-mode", "plan"]
         elif turn.yes:
             args += ["--dangerously-skip-permissions"]
+        elif turn.prompt_tool:
+            # What Claude Code would ask the user, our rules decide (coder_es.harness.approve).
+            from coder_es.harness.approve import PROMPT_TOOL, mcp_config
+
+            args += ["--permission-mode", "default", "--permission-prompt-tool", PROMPT_TOOL]
+            args += ["--mcp-config", mcp_config(turn.proxy_url)]
         else:
             args += ["--permission-mode", "acceptEdits"]
         if turn.resume:

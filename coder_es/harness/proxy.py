@@ -27,7 +27,7 @@ import contextlib
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -254,6 +254,9 @@ class RecordingProxy:
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _unix: asyncio.Server | None = None
+    local: dict[str, Callable[[bytes], Awaitable[tuple[int, bytes]]]] = field(default_factory=dict)
+    """Paths (after the token) coder-es answers itself, never forwarded nor recorded as model
+    traffic (Claude Code's permission prompts: ``coder_es.harness.approve``)."""
 
     async def start(self, host: str = "127.0.0.1") -> RecordingProxy:
         self._server = await asyncio.start_server(self._serve, host, 0, limit=1 << 20)
@@ -346,6 +349,16 @@ class RecordingProxy:
             await _respond(writer, 403, b"not this proxy's harness")
             return keep
         path = target[len(prefix) :] or "/"
+        handler = self.local.get(path.split("?")[0])
+        if handler is not None:
+            status, answer = await handler(body) if method == "POST" else (405, b"")
+            writer.write(
+                f"HTTP/1.1 {status} {_reason(status)}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(answer)}\r\n\r\n".encode()
+                + answer
+            )
+            await writer.drain()
+            return keep
         forward = [
             (k, v) for k, v in headers if k.lower() not in _HOP and k.lower() != "content-length"
         ]

@@ -43,6 +43,8 @@ from coder_es.domain.session import Session
 from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
+from coder_es.harness.approve import ROUTE as APPROVE_ROUTE
+from coder_es.harness.approve import ApprovalServer
 from coder_es.harness.files import Attribution
 from coder_es.harness.netns import forwarded
 from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
@@ -150,6 +152,10 @@ class HarnessTurn:
         applied: list[Applied] = []
         route_dir: str | None = None
         try:
+            prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
+            if prompt_tool:
+                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
+                proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
                 prompt=prompt,
                 resume=resume,
@@ -157,6 +163,7 @@ class HarnessTurn:
                 yes=self.yes,
                 workspace=str(self.workspace),
                 proxy_url=proxy.base_url,
+                prompt_tool=prompt_tool,
             )
             sandbox = SandboxSpec(
                 workspace=self.workspace,
@@ -309,9 +316,7 @@ class HarnessTurn:
                 err_tail,
                 on_event,
                 workspace=self.workspace,
-                rule=PermissionRule(
-                    self.read_only, self.yes, self.agent, self.rules, self.default_permission
-                ),
+                rule=self._rule(),
                 record_decision=self._record_decision,
                 prompt=prompt,
                 resume=resume,
@@ -497,6 +502,11 @@ class HarnessTurn:
             )
 
         self._ops.append(respond)
+
+    def _rule(self) -> PermissionRule:
+        return PermissionRule(
+            self.read_only, self.yes, self.agent, self.rules, self.default_permission
+        )
 
     def _record_decision(
         self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str

@@ -225,3 +225,16 @@ def test_an_acp_agents_questions_are_decided_by_our_rules(henv: HarnessEnv) -> N
     exported = h.cli("export", _session_id(h.json_lines(done.stdout)), "--format", "jsonl")
     lines = exported.stdout.splitlines()
     assert sum(1 for line in lines if "PermissionDecided" in line) == 2
+
+
+def test_claude_codes_prompts_are_decided_by_our_rules(henv: HarnessEnv) -> None:
+    h = henv
+    done = h.cli("run", "--harness", "claude", "--deny", "bash", "--json", "go")
+    assert done.returncode == 0, done.stderr
+    decided = [u for u in h.json_lines(done.stdout) if u["type"] == "permission_decided"]
+    assert [(d["tool"], d["decision"], d["decided_by"]) for d in decided] == [
+        ("edit", "allow", "rule"),  # the build preset allows edits
+        ("bash", "deny", "rule"),  # --deny bash
+    ], done.stdout
+    assert (h.workspace / "notes.md").exists()
+    assert not (h.workspace / "made.txt").exists()
