@@ -227,7 +227,7 @@ def proxy_overhead(requests: int) -> tuple[float, float, float]:
     return got["direct"], got["proxy"], got["cpu"]
 
 
-def apply_figure(base: Path, files: int, runs: int) -> list[float]:
+def apply_figure(base: Path, files: int, runs: int) -> tuple[list[float], list[float]]:
     """Plan + commit + attribution of a turn that changed 10 files, in a ``files``-file tree."""
     from coder_es.harness.files import Attribution
     from coder_es.sandbox import Transaction
@@ -240,7 +240,8 @@ def apply_figure(base: Path, files: int, runs: int) -> list[float]:
         if i % 100 == 0:
             d.mkdir(parents=True, exist_ok=True)
         (d / f"mod{i % 100:03d}.py").write_text(f"VALUE_{i} = {i}\n")
-    times = []
+    times: list[float] = []
+    own: list[float] = []  # the attribution's part: walks of the upper directory, reconciling
     for run in range(runs):
         blobs = MemoryBlobStore()
         tx = Transaction.begin(root)
@@ -256,13 +257,17 @@ def apply_figure(base: Path, files: int, runs: int) -> list[float]:
         attribution = Attribution(root, tx.upper, blobs.put)
         t = time.perf_counter()
         attribution.boundary("call")
+        t_walk = time.perf_counter() - t
         plan = tx.plan(root, {}, blobs)
         outcome = tx.commit(plan, root, blobs)
+        t2 = time.perf_counter()
         per_call = attribution.files_changed(outcome.applied, "call")
-        times.append((time.perf_counter() - t) * 1000)
+        end = time.perf_counter()
+        times.append((end - t) * 1000)
+        own.append((t_walk + end - t2) * 1000)
         tx.close()
         assert len(per_call["call"]) == 10, per_call
-    return times
+    return times, own
 
 
 def main() -> None:
@@ -306,12 +311,15 @@ def main() -> None:
                     f"in-process {i:.2f} s (x{i / d:.3f}) (target <= 1.15x)"
                 )
         if not args.skip_apply:
-            times = apply_figure(base, args.files, args.runs)
-            m = statistics.median(times)
+            times, own = apply_figure(base, args.files, args.runs)
+            m, o = statistics.median(times), statistics.median(own)
             results["apply_ms"] = m
+            results["attribution_ms"] = o
             print(
                 f"apply 10 changed files in a {args.files}-file workspace: {m:.1f} ms median "
-                f"(runs: {', '.join(f'{t:.1f}' for t in times)}) (target < 100 ms)"
+                f"(runs: {', '.join(f'{t:.1f}' for t in times)}); of which the per-call "
+                f"attribution {o:.1f} ms, the rest the transaction's journal and durable apply "
+                "(shared with bash) (target < 100 ms)"
             )
     print(json.dumps(results))
 
