@@ -16,12 +16,89 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
-from coder_es.cli.run import Renderer, report_ignored
 from coder_es.errors import UsageError
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import parse_harness
+from coder_es.service import updates as up
+
+
+def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    """``coder-es run``: a harness turn, else a native one (``coder_es.cli.run``, imported only
+    then: the native agent's modules are most of a native run's start-up)."""
+    if is_harness_run(args, ctx):
+        return harness_run(args, ctx)
+    from coder_es.cli.run import cmd_run as native
+
+    return native(args, ctx)
+
+
+def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
+    if is_harness_run(args, ctx):
+        return harness_chat(args, ctx)
+    from coder_es.cli.run import cmd_chat as native
+
+    return native(args, ctx)
+
+
+class Renderer:
+    """The harness's text on stdout, its tool calls and the turn's end on stderr (the lines of
+    a native run's renderer, ``coder_es.cli.run.Renderer``)."""
+
+    def __init__(self, out: Console, err: Console) -> None:
+        self.out = out
+        self.err = err
+        self.in_text = False
+
+    def line(self, markup: str) -> None:
+        if self.in_text:
+            self.out.file.write("\n")
+            self.out.file.flush()
+            self.in_text = False
+        self.err.print(markup, highlight=False, soft_wrap=True)
+
+    def show(self, u: up.Update) -> None:
+        if isinstance(u, up.TextDelta):
+            self.out.file.write(u.text)
+            self.out.file.flush()
+            self.in_text = True
+        elif isinstance(u, up.SessionOpened):
+            verb = "resumed" if u.resumed else "started"
+            self.line(
+                f"[dim]session {u.session_id} {verb} ({escape(u.agent)}, "
+                f"{escape(u.provider)}/{escape(u.model)})[/dim]"
+            )
+        elif isinstance(u, up.ToolStarted):
+            arg = u.input.get("command") or u.input.get("file_path") or u.input.get("path") or ""
+            self.line(f"[cyan]▶ {escape(u.name)}[/cyan] {escape(str(arg)[:200])}")
+        elif isinstance(u, up.ToolCompleted):
+            mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
+            first = (u.output.strip().splitlines() or [""])[0]
+            self.line(f"  {mark} {escape(u.name)} [dim]{escape(first[:100])}[/dim]")
+        elif isinstance(u, up.PermissionDecision):
+            color = "green" if u.decision == "allow" else "red"
+            self.line(
+                f"  [{color}]{u.decision}[/{color}] {escape(u.tool)} {escape(u.subject)} "
+                f"[dim]({escape(f'by {u.decided_by}: {u.reason}')})[/dim]"
+            )
+        elif isinstance(u, up.Error):
+            self.line(f"[red]error ({escape(u.kind)}): {escape(u.message)}[/red]")
+        elif isinstance(u, up.TurnCancelled):
+            self.line(f"[yellow]cancelled: {escape(u.reason)}[/yellow]")
+        elif isinstance(u, up.TurnEnded):
+            if self.in_text:
+                self.out.file.write("\n")
+                self.in_text = False
+            if u.reason not in ("end_turn", "stop_sequence"):
+                self.line(f"[dim]turn ended: {escape(u.reason)} after {u.steps} step(s)[/dim]")
+
+
+def report_ignored(ctx: Context) -> None:
+    """Say, on stderr, which settings of an untrusted project config do not apply, and why."""
+    for line in ctx.settings.ignored_lines():
+        print(f"coder-es: {line}", file=sys.stderr)
 
 
 def is_harness_run(args: argparse.Namespace, ctx: Context) -> bool:
@@ -42,12 +119,18 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
     report_ignored(ctx)
     configured = dict(ctx.settings.harnesses)
     spec = parse_harness(args.harness, configured) if args.harness else None
-    for flag, given in (("--provider", args.provider), ("--model", args.model), ("--script", args.script)):
+    for flag, given in (
+        ("--provider", args.provider),
+        ("--model", args.model),
+        ("--script", args.script),
+    ):
         if given:
             msg = f"{flag} does not apply to a harness session: the harness chooses its own model"
             raise UsageError(msg)
     kw: dict[str, Any] = {
         "yes": args.yes,
+        "rules": _rules(args, ctx),
+        "default_permission": ctx.settings.permissions.default,
         "network": ctx.settings.sandbox.network,
         "store_path": ctx.app.config.path.resolve(),
     }
@@ -58,6 +141,27 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
     assert spec is not None
     kw["title"] = args.title or (getattr(args, "prompt", None) or "")[:80]
     return HarnessSession.create(ctx.app, ctx.workspace, spec, **kw)
+
+
+def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
+    """The config's rules, then the command line's (the last match wins), as a native run has
+    them (``coder_es.cli.run._rules``)."""
+    from coder_es.permissions.policy import UNTRUSTED_SOURCE
+    from coder_es.permissions.rules import Rule, parse_rule
+
+    rules = [
+        Rule(
+            tool=r.tool,
+            pattern=r.pattern or None,
+            action=r.action,
+            source="config" if r.trusted else UNTRUSTED_SOURCE,
+        )
+        for r in ctx.settings.permissions.rules
+        if r.source not in ("--allow", "--deny")
+    ]
+    rules += [parse_rule(r, "allow") for r in args.allow]
+    rules += [parse_rule(r, "deny") for r in args.deny]
+    return tuple(rules)
 
 
 @contextlib.contextmanager

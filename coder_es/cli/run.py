@@ -348,10 +348,6 @@ class RunningTools:
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
-    from coder_es.cli.harness_cmd import harness_run, is_harness_run
-
-    if is_harness_run(args, ctx):
-        return harness_run(args, ctx)
     if not args.prompt and not args.session:
         raise UsageError("run needs a PROMPT (or --session ID to continue an interrupted turn)")
     if args.image and not args.prompt:
@@ -440,9 +436,5 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
 
 def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
     from coder_es.cli.chat import cmd_chat as chat
-    from coder_es.cli.harness_cmd import harness_chat, is_harness_run
-
-    if is_harness_run(args, ctx):
-        return harness_chat(args, ctx)
 
     return int(chat(args, ctx))

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.client.connection import ClientSideConnection
@@ -53,33 +51,7 @@ from acp.schema import (
 )
 
 from coder_es.harness import stream as hs
-
-WRITE_KINDS = frozenset({"edit", "delete", "move", "execute"})
-STDIN_FD_MIN = 10
-# The command inside the sandbox: its stdin comes back from the descriptor it was handed.
-STDIN_SHIM = 'fd=$1; shift; eval "exec 0<&$fd $fd<&-"; exec "$@"'
-
-
-@dataclass
-class PermissionRule:
-    """How a ``request_permission`` is answered (our rules, for this turn)."""
-
-    read_only: bool
-    yes: bool
-
-    def decide(self, kind: str | None, title: str) -> tuple[bool, str, str]:
-        """(allowed, decided_by, reason)."""
-        if self.read_only and (kind or "other") in WRITE_KINDS | {"other"}:
-            return False, "rule", f"the agent preset is read-only: {kind or 'this call'} is not allowed"
-        if self.yes:
-            return True, "user", "allowed once (--yes)"
-        if kind in ("read", "search", "think", "fetch"):
-            return True, "rule", "reads are allowed"
-        return (
-            False,
-            "client",
-            f"{title or kind} needs permission and this run is non-interactive; rerun with --yes",
-        )
+from coder_es.harness.acp_shim import PermissionRule
 
 
 @dataclass
@@ -132,7 +104,9 @@ class HarnessClient:
             name = str(update.kind or "tool")
             self._titles[update.tool_call_id] = update.title or name
             raw = update.raw_input if isinstance(update.raw_input, dict) else {}
-            await self.on_event(hs.ToolUse(update.tool_call_id, name, {"title": update.title, **raw}))
+            await self.on_event(
+                hs.ToolUse(update.tool_call_id, name, {"title": update.title, **raw})
+            )
             if update.status in ("completed", "failed"):
                 await self._finish(update)
         elif kind == "tool_call_update" and update.status in ("completed", "failed"):
@@ -144,21 +118,28 @@ class HarnessClient:
         self._done.add(update.tool_call_id)
         parts = []
         for c in update.content or []:
-            inner = getattr(c, "content", None)
-            if getattr(inner, "text", None):
-                parts.append(inner.text)
+            text = getattr(getattr(c, "content", None), "text", None)
+            if text:
+                parts.append(str(text))
             elif getattr(c, "type", None) == "diff":
                 parts.append(f"diff of {c.path}")
         if not parts and update.raw_output is not None:
             parts.append(str(update.raw_output))
-        await self.on_event(hs.ToolResult(update.tool_call_id, "\n".join(parts), update.status == "failed"))
+        await self.on_event(
+            hs.ToolResult(update.tool_call_id, "\n".join(parts), update.status == "failed")
+        )
 
     # ------------------------------------------------------------------ permissions
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> Any:
         title = tool_call.title or self._titles.get(tool_call.tool_call_id, "")
-        allowed, by, reason = self.rule.decide(tool_call.kind, title)
-        self.record_decision(tool_call.tool_call_id, str(tool_call.kind or "tool"), title, allowed, by, reason)
+        paths = [loc.path for loc in tool_call.locations or []]
+        allowed, by, reason, tool = self.rule.decide(
+            tool_call.kind, title, tool_call.raw_input, paths, self.workspace
+        )
+        self.record_decision(tool_call.tool_call_id, tool, title, allowed, by, reason)
         wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
         for kind in wanted:
             for option in options:
@@ -173,7 +154,9 @@ class HarnessClient:
     def _inside(self, path: str, *, writing: bool) -> Path:
         target = Path(path)
         if not target.is_absolute():
-            raise RequestError.invalid_params({"path": path, "reason": "an absolute path is needed"})
+            raise RequestError.invalid_params(
+                {"path": path, "reason": "an absolute path is needed"}
+            )
         if writing and not (target == self.workspace or self.workspace in target.parents):
             raise RequestError.invalid_params(
                 {"path": path, "reason": "coder-es writes only inside the workspace"}
@@ -184,7 +167,12 @@ class HarnessClient:
         return Path(str(root) + str(target))
 
     async def read_text_file(
-        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
     ) -> Any:
         where = self._inside(path, writing=False)
         try:
@@ -227,9 +215,19 @@ class HarnessClient:
             raise RequestError.internal_error({"reason": "the agent's sandbox is gone"})
         extra = {e.name: e.value for e in env or []}
         argv = [
-            "nsenter", "--target", str(pid), "--user", "--mount", "--pid", "--preserve-credentials",
-            f"--wd={cwd or self.workspace}", "--", "env", *(f"{k}={v}" for k, v in extra.items()),
-            command, *(args or []),
+            "nsenter",
+            "--target",
+            str(pid),
+            "--user",
+            "--mount",
+            "--pid",
+            "--preserve-credentials",
+            f"--wd={cwd or self.workspace}",
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in extra.items()),
+            command,
+            *(args or []),
         ]
         if not args:
             argv[-1:] = ["/bin/sh", "-c", command]
@@ -257,7 +255,9 @@ class HarnessClient:
     def _terminal(self, terminal_id: str) -> _Terminal:
         term = self.terminals.get(terminal_id)
         if term is None:
-            raise RequestError.invalid_params({"terminalId": terminal_id, "reason": "no such terminal"})
+            raise RequestError.invalid_params(
+                {"terminalId": terminal_id, "reason": "no such terminal"}
+            )
         return term
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
@@ -302,21 +302,6 @@ class HarnessClient:
 
     def on_connect(self, conn: Any) -> None:
         pass
-
-
-def stdin_descriptor() -> tuple[int, int]:
-    """A pipe for the agent's stdin: (read end, numbered >= 10 so no fd the sandbox's PID 1
-    moves can clash with it; write end)."""
-    r, w = os.pipe()
-    high = fcntl.fcntl(r, fcntl.F_DUPFD, STDIN_FD_MIN)
-    os.close(r)
-    return high, w
-
-
-def shimmed(command: list[str], fd: int) -> list[str]:
-    # bash: dash redirects only descriptors 0-9.
-    shell = shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", STDIN_SHIM, "coder-es-acp", str(fd), *command]
 
 
 def sandbox_init_pid(outer_pid: int) -> int | None:
@@ -364,7 +349,9 @@ async def run_acp_turn(
         session_id = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
     client.replaying = False
     await on_event(hs.HarnessStarted(session_id, "", version))
-    response = await conn.prompt(session_id=session_id, prompt=[TextContentBlock(type="text", text=prompt)])
+    response = await conn.prompt(
+        session_id=session_id, prompt=[TextContentBlock(type="text", text=prompt)]
+    )
     usage = getattr(response, "usage", None)
     if usage is not None:
         fields = usage.model_dump() if hasattr(usage, "model_dump") else {}
@@ -372,3 +359,51 @@ async def run_acp_turn(
     stop = str(response.stop_reason)
     ok = stop in ("end_turn", "max_tokens", "max_turn_requests")
     await on_event(hs.Finished(ok, stop, None if ok else f"the agent stopped: {stop}"))
+
+
+async def converse(
+    proc: asyncio.subprocess.Process,
+    write_fd: int,
+    err_tail: bytearray,
+    on_event: Callable[[hs.HarnessEvent], Any],
+    *,
+    workspace: Path,
+    rule: PermissionRule,
+    record_decision: Callable[[str, str, str, bool, str, str], None],
+    prompt: str,
+    resume: str | None,
+) -> None:
+    """One prompt over ACP with the agent ``proc`` (stdin: ``write_fd``; stdout: its pipe)."""
+    assert proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(write_fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    init_pid: int | None = None
+
+    def pid() -> int | None:
+        nonlocal init_pid
+        if init_pid is None:
+            init_pid = sandbox_init_pid(proc.pid)
+        return init_pid
+
+    def root() -> Path | None:
+        p = pid()
+        return None if p is None else Path(f"/proc/{p}/root")
+
+    client = HarnessClient(on_event, workspace, root, pid, rule, record_decision)
+    conn = ClientSideConnection(cast(Any, client), writer, proc.stdout)
+    try:
+        await run_acp_turn(
+            conn, client, workspace=workspace, prompt=prompt, resume=resume, on_event=on_event
+        )
+    except (RequestError, RuntimeError, ConnectionError) as e:
+        await asyncio.sleep(0.2)  # its last words, on stderr
+        said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
+        why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
+        await on_event(hs.Finished(False, "error", why))
+    finally:
+        await client.close()
+        with contextlib.suppress(Exception):
+            await conn.close()
+        writer.close()

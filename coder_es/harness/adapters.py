@@ -34,6 +34,7 @@ class TurnRequest:
     yes: bool  # the user allowed what would be asked (--yes)
     workspace: str
     proxy_url: str  # base URL with the proxy's token
+    prompt_tool: bool = False  # the proxy serves coder_es.harness.approve
 
 
 class Adapter:
@@ -73,6 +74,12 @@ class ClaudeAdapter(Adapter):
             args += ["--permission-mode", "plan"]
         elif turn.yes:
             args += ["--dangerously-skip-permissions"]
+        elif turn.prompt_tool:
+            # What Claude Code would ask the user, our rules decide (coder_es.harness.approve).
+            from coder_es.harness.approve import PROMPT_TOOL, mcp_config
+
+            args += ["--permission-mode", "default", "--permission-prompt-tool", PROMPT_TOOL]
+            args += ["--mcp-config", mcp_config(turn.proxy_url)]
         else:
             args += ["--permission-mode", "acceptEdits"]
         if turn.resume:
@@ -98,7 +105,9 @@ class ClaudeAdapter(Adapter):
         if kind == "system" and obj.get("subtype") == "init":
             out.append(
                 hs.HarnessStarted(
-                    obj.get("session_id"), str(obj.get("model") or ""), obj.get("claude_code_version")
+                    obj.get("session_id"),
+                    str(obj.get("model") or ""),
+                    obj.get("claude_code_version"),
                 )
             )
         elif kind == "assistant" and obj.get("parent_tool_use_id") is None:
@@ -109,7 +118,9 @@ class ClaudeAdapter(Adapter):
                 elif block.get("type") == "thinking" and block.get("thinking"):
                     out.append(hs.Thinking(block["thinking"]))
                 elif block.get("type") == "tool_use":
-                    out.append(hs.ToolUse(block["id"], block["name"], dict(block.get("input") or {})))
+                    out.append(
+                        hs.ToolUse(block["id"], block["name"], dict(block.get("input") or {}))
+                    )
         elif kind == "user" and obj.get("parent_tool_use_id") is None:
             content = (obj.get("message") or {}).get("content")
             for block in content if isinstance(content, list) else []:
@@ -126,7 +137,11 @@ class ClaudeAdapter(Adapter):
             out.append(hs.Usage(_ints(usage), obj.get("total_cost_usd")))
             for d in obj.get("permission_denials") or []:
                 out.append(
-                    hs.Denied(str(d.get("tool_use_id", "")), str(d.get("tool_name", "")), "denied by Claude Code")
+                    hs.Denied(
+                        str(d.get("tool_use_id", "")),
+                        str(d.get("tool_name", "")),
+                        "denied by Claude Code",
+                    )
                 )
             failed = bool(obj.get("is_error")) or obj.get("subtype") != "success"
             reason = str(obj.get("stop_reason") or obj.get("subtype") or "end_turn")
@@ -208,8 +223,13 @@ class CodexAdapter(Adapter):
             ]
         if itype == "mcp_tool_call":
             result = item.get("result") or item.get("error") or ""
-            return [hs.ToolResult(iid, json.dumps(result) if not isinstance(result, str) else result,
-                                  item.get("status") == "failed")]
+            return [
+                hs.ToolResult(
+                    iid,
+                    json.dumps(result) if not isinstance(result, str) else result,
+                    item.get("status") == "failed",
+                )
+            ]
         if itype == "error":
             return [hs.Note(str(item.get("message", "")))]
         return []
@@ -262,16 +282,29 @@ class GeminiAdapter(Adapter):
                 output = (output + "\n" if output else "") + str(
                     error.get("message") if isinstance(error, dict) else error
                 )
-            return [hs.ToolResult(str(obj.get("tool_id", "")), output, obj.get("status") != "success")]
+            return [
+                hs.ToolResult(str(obj.get("tool_id", "")), output, obj.get("status") != "success")
+            ]
         if kind == "error":
             return [hs.Note(str(obj.get("message") or obj))]
         if kind == "result":
             stats = obj.get("stats") or {}
-            usage = {k: v for k, v in stats.items() if k in ("input_tokens", "output_tokens", "total_tokens", "cached")}
+            usage = {
+                k: v
+                for k, v in stats.items()
+                if k in ("input_tokens", "output_tokens", "total_tokens", "cached")
+            }
             ok = obj.get("status") == "success"
             error = obj.get("error")
-            message = (error.get("message") if isinstance(error, dict) else error) if error else None
-            return [hs.Usage(_ints(usage)), hs.Finished(ok, "end_turn" if ok else "error", None if ok else str(message or "failed"))]
+            message = (
+                (error.get("message") if isinstance(error, dict) else error) if error else None
+            )
+            return [
+                hs.Usage(_ints(usage)),
+                hs.Finished(
+                    ok, "end_turn" if ok else "error", None if ok else str(message or "failed")
+                ),
+            ]
         return []
 
 
@@ -327,4 +360,8 @@ def _text_of(content: Any) -> str:
 
 
 def _ints(usage: Mapping[str, Any]) -> dict[str, int]:
-    return {k: int(v) for k, v in usage.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {
+        k: int(v)
+        for k, v in usage.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }

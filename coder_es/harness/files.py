@@ -85,7 +85,9 @@ class Attribution:
         if call_id not in self.order:
             self.order.append(call_id)
 
-    def files_changed(self, applied: list[Applied], fallback_call: str | None) -> dict[str, list[dict[str, Any]]]:
+    def files_changed(
+        self, applied: list[Applied], fallback_call: str | None
+    ) -> dict[str, list[dict[str, Any]]]:
         """Per call, its ``files_changed`` records, reconciled with what the apply did.
 
         A path the apply changed that no boundary saw (changed after the last one) goes to

@@ -35,6 +35,10 @@ class HarnessSession:
     session_id: UUID
     agent: str = "build"
     yes: bool = False
+    rules: tuple[Any, ...] = ()
+    """The user's permission rules (``coder_es.permissions.rules.Rule``): an ACP agent's
+    questions are decided by them first."""
+    default_permission: str = "ask"
     network: bool = True
     title: str = ""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -64,11 +68,14 @@ class HarnessSession:
         if spec is not None and spec.name != recorded.get("name"):
             msg = (
                 f"session {session.id} is run by the {recorded.get('name')} harness, not "
-                f"{spec.name}; continue it with --harness {recorded.get('name')} (or without --harness)"
+                f"{spec.name}; continue it with --harness {recorded.get('name')} "
+                "(or without --harness)"
             )
             raise UsageError(msg)
         if Path(session.workspace).resolve() != workspace.resolve():
-            msg = f"session {session.id} belongs to the workspace {session.workspace}; run from there"
+            msg = (
+                f"session {session.id} belongs to the workspace {session.workspace}; run from there"
+            )
             raise UsageError(msg)
         if spec is None:
             spec = HarnessSpec(
@@ -125,6 +132,9 @@ class HarnessSession:
             environ=self.environ,
             read_only=preset.read_only_shell,
             yes=self.yes,
+            agent=self.agent,
+            rules=self.rules,
+            default_permission=self.default_permission,
             network=self.network,
             hidden=hidden_paths(self.workspace, self.store_path),
             turn_timeout_s=self.turn_timeout_s,
@@ -144,7 +154,12 @@ class HarnessSession:
             task = asyncio.ensure_future(run())
             try:
                 yield up.SessionOpened(
-                    self.id, self.exists, self.agent, f"harness:{self.spec.name}", version or "", str(self.workspace)
+                    self.id,
+                    self.exists,
+                    self.agent,
+                    f"harness:{self.spec.name}",
+                    version or "",
+                    str(self.workspace),
                 )
                 while (update := await queue.get()) is not None:
                     yield update
@@ -154,4 +169,3 @@ class HarnessSession:
                 if not task.done():
                     self._cancel.set()
                     await asyncio.gather(task, return_exceptions=True)
-

@@ -20,7 +20,12 @@ from typing import Any
 from coder_es.errors import UsageError
 
 KINDS = ("claude-code", "codex", "gemini", "acp")
-BUILTIN = {"claude": "claude-code", "claude-code": "claude-code", "codex": "codex", "gemini": "gemini"}
+BUILTIN = {
+    "claude": "claude-code",
+    "claude-code": "claude-code",
+    "codex": "codex",
+    "gemini": "gemini",
+}
 DEFAULT_COMMANDS = {"claude-code": ("claude",), "codex": ("codex",), "gemini": ("gemini",)}
 
 
@@ -33,10 +38,17 @@ class HarnessSpec:
 
     def to_settings(self) -> dict[str, Any]:
         # The env's values may be credentials: only its names are recorded.
-        return {"name": self.name, "kind": self.kind, "command": list(self.command), "env": sorted(self.env)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "command": list(self.command),
+            "env": sorted(self.env),
+        }
 
 
-def parse_harness(value: str, configured: Mapping[str, Mapping[str, Any]] | None = None) -> HarnessSpec:
+def parse_harness(
+    value: str, configured: Mapping[str, Mapping[str, Any]] | None = None
+) -> HarnessSpec:
     """The harness ``value`` names (``--harness``), from the built-ins and ``[harnesses.NAME]``."""
     configured = configured or {}
     if value.startswith("acp:"):
@@ -74,7 +86,9 @@ def resolve_command(spec: HarnessSpec, environ: Mapping[str, str] = os.environ) 
             "codex": "npm install -g @openai/codex",
             "gemini": "npm install -g @google/gemini-cli",
         }.get(spec.kind, "install it or give its full path")
-        msg = f"the {spec.name} harness needs the program {program!r}, which is not on PATH ({hint})"
+        msg = (
+            f"the {spec.name} harness needs the program {program!r}, which is not on PATH ({hint})"
+        )
         raise UsageError(msg)
     return [found, *spec.command[1:]]
 
@@ -99,7 +113,9 @@ def package_version(program: str, package: str) -> str | None:
     candidate = modules / package / "package.json"
     if modules.name == "node_modules" and candidate.is_file():
         try:
-            return str(json.loads(candidate.read_text(encoding="utf-8")).get("version") or "") or None
+            return (
+                str(json.loads(candidate.read_text(encoding="utf-8")).get("version") or "") or None
+            )
         except (OSError, ValueError):
             return None
     return None

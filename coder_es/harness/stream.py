@@ -74,7 +74,9 @@ class Note:
     text: str
 
 
-HarnessEvent = HarnessStarted | Text | Thinking | ToolUse | ToolResult | Usage | Denied | Finished | Note
+HarnessEvent = (
+    HarnessStarted | Text | Thinking | ToolUse | ToolResult | Usage | Denied | Finished | Note
+)
 
 
 @dataclass

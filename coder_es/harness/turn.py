@@ -28,7 +28,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,19 +41,12 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.harness import stream as hs
-from acp import RequestError
-from acp.client.connection import ClientSideConnection
-
-from coder_es.harness.acp import (
-    HarnessClient,
-    PermissionRule,
-    run_acp_turn,
-    sandbox_init_pid,
-    shimmed,
-    stdin_descriptor,
-)
+from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
+from coder_es.harness.approve import ROUTE as APPROVE_ROUTE
+from coder_es.harness.approve import ApprovalServer
 from coder_es.harness.files import Attribution
+from coder_es.harness.netns import forwarded
 from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
 from coder_es.harness.spec import HarnessSpec
 from coder_es.sandbox import SandboxSettings, Transaction, availability
@@ -101,6 +96,9 @@ class HarnessTurn:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     read_only: bool = False
     yes: bool = False
+    agent: str = "build"
+    rules: tuple[Any, ...] = ()
+    default_permission: str = "ask"
     network: bool = True
     hidden: tuple[Path, ...] = ()
     turn_timeout_s: float = 1800.0
@@ -122,14 +120,13 @@ class HarnessTurn:
     _notes: list[str] = field(default_factory=list)
     _last_call: str | None = None
     _steps: int = 0
+    _request_model: str = ""
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
-        self._ops.append(lambda s: s.add_user_message(prompt))
+        self._ops.append(lambda s: void(s.add_user_message(prompt)))
         self.emit(up.UserMessage("", prompt))
-        found = await asyncio.to_thread(
-            availability, SandboxSettings(mode="auto"), self.workspace
-        )
+        found = await asyncio.to_thread(availability, SandboxSettings(mode="auto"), self.workspace)
         if not found.active:
             raise HarnessFailed(
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
@@ -153,7 +150,12 @@ class HarnessTurn:
         outcome = "ok"
         message: str | None = None
         applied: list[Applied] = []
+        route_dir: str | None = None
         try:
+            prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
+            if prompt_tool:
+                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
+                proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
                 prompt=prompt,
                 resume=resume,
@@ -161,6 +163,7 @@ class HarnessTurn:
                 yes=self.yes,
                 workspace=str(self.workspace),
                 proxy_url=proxy.base_url,
+                prompt_tool=prompt_tool,
             )
             sandbox = SandboxSpec(
                 workspace=self.workspace,
@@ -176,6 +179,13 @@ class HarnessTurn:
             if self.spec.kind == "acp":
                 acp_stdin = stdin_descriptor()
                 inner = shimmed(inner, acp_stdin[0])
+            if not self.network:
+                # No network for the harness's commands: its model is reached through the
+                # proxy's Unix socket, relayed on the namespace's own loopback (netns.py).
+                route_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-model-")
+                route = os.path.join(route_dir, "proxy.sock")
+                await proxy.listen_unix(route)
+                inner = forwarded(inner, route, proxy.port)
             argv = wrap(sandbox, inner)
             env = {
                 **self.environ,
@@ -191,6 +201,8 @@ class HarnessTurn:
         finally:
             await proxy.aclose()
             await asyncio.to_thread(tx.close)
+            if route_dir is not None:
+                shutil.rmtree(route_dir, ignore_errors=True)
         if outcome == "ok" and self._finished is not None and not self._finished.ok:
             outcome, message = "error", self._finished.error
         if outcome == "ok" and self._finished is None:
@@ -231,13 +243,14 @@ class HarnessTurn:
             self._ops.append(lambda s: s.record_error(kind="HarnessError", message=message))
         if outcome == "cancelled":
             self._ops.append(lambda s: s.cancel(reason="cancelled by the user"))
-        head = await asyncio.to_thread(self._record, session_ref, version, started.model)
+        model = started.model or self._request_model
+        head = await asyncio.to_thread(self._record, session_ref, version, model)
         if outcome == "error" and message:
             self.emit(up.Error("HarnessError", message, False))
         if outcome == "cancelled":
             self.emit(up.TurnCancelled("cancelled by the user"))
         self.emit(up.TurnEnded(reason, self._steps, head))
-        return TurnResult(reason, message, session_ref, version, started.model, head, self._steps)
+        return TurnResult(reason, message, session_ref, version, model, head, self._steps)
 
     # ------------------------------------------------------------------ the process
 
@@ -288,64 +301,38 @@ class HarnessTurn:
                     for event in self.adapter.decode(obj):
                         await self._on(event, attribution)
 
-        client: HarnessClient | None = None
-
         async def converse() -> None:
-            nonlocal client
-            assert acp_stdin is not None and proc.stdout is not None
-            loop = asyncio.get_running_loop()
-            pipe = os.fdopen(acp_stdin[1], "wb", buffering=0)
-            transport, protocol = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, pipe
-            )
-            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+            # Imported here: the ACP schema costs a second of start-up to the other kinds.
+            from coder_es.harness.acp import converse as acp_converse
+
+            assert acp_stdin is not None
 
             async def on_event(event: hs.HarnessEvent) -> None:
                 await self._on(event, attribution)
 
-            init_pid = None
-
-            def pid() -> int | None:
-                nonlocal init_pid
-                if init_pid is None:
-                    init_pid = sandbox_init_pid(proc.pid)
-                return init_pid
-
-            def root() -> Path | None:
-                p = pid()
-                return None if p is None else Path(f"/proc/{p}/root")
-
-            client = HarnessClient(
-                on_event, self.workspace, root, pid,
-                PermissionRule(self.read_only, self.yes), self._record_decision,
+            await acp_converse(
+                proc,
+                acp_stdin[1],
+                err_tail,
+                on_event,
+                workspace=self.workspace,
+                rule=self._rule(),
+                record_decision=self._record_decision,
+                prompt=prompt,
+                resume=resume,
             )
-            conn = ClientSideConnection(client, writer, proc.stdout)
-            try:
-                await run_acp_turn(
-                    conn, client, workspace=self.workspace, prompt=prompt, resume=resume,
-                    on_event=on_event,
-                )
-            except (RequestError, RuntimeError, ConnectionError) as e:
-                await asyncio.sleep(0.2)  # its last words, on stderr
-                said = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:]
-                why = f"the ACP agent failed: {e}" + (f" ({said[0][:300]})" if said else "")
-                await on_event(hs.Finished(False, "error", why))
-            finally:
-                await client.close()
-                with contextlib.suppress(Exception):
-                    await conn.close()
-                writer.close()
-                await _stop(proc)
+            await _stop(proc)
 
         pumps = asyncio.gather(converse() if acp_stdin else pump_out(), pump_err())
-        watchers = {
+        watchers: dict[asyncio.Future[Any], str] = {
             asyncio.ensure_future(self.cancelled.wait()): "cancelled",
             asyncio.ensure_future(proxy.unreachable.wait()): "unreachable",
         }
         outcome, message = "ok", None
         try:
+            waited: list[asyncio.Future[Any]] = [pumps, *watchers]
             done, _ = await asyncio.wait(
-                [pumps, *watchers], timeout=self.turn_timeout_s, return_when=asyncio.FIRST_COMPLETED
+                waited, timeout=self.turn_timeout_s, return_when=asyncio.FIRST_COMPLETED
             )
             if pumps not in done:
                 which = next((watchers[w] for w in done if w in watchers), "timeout")
@@ -355,7 +342,10 @@ class HarnessTurn:
                     outcome, message = "error", f"{self.spec.name}: {proxy.unreachable_reason}"
                 else:
                     outcome = "error"
-                    message = f"the {self.spec.name} harness did not finish its turn within {self.turn_timeout_s:.0f} s"
+                    message = (
+                        f"the {self.spec.name} harness did not finish its turn within "
+                        f"{self.turn_timeout_s:.0f} s"
+                    )
                 await _stop(proc)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pumps, KILL_GRACE_S)
@@ -371,7 +361,10 @@ class HarnessTurn:
         report = await reading
         if not report.ready and outcome == "ok":
             why = report.setup_failure or err_tail.decode("utf-8", "replace").strip()[-300:]
-            raise HarnessFailed(f"the {self.spec.name} harness did not start: its sandbox could not be set up ({why})")
+            raise HarnessFailed(
+                f"the {self.spec.name} harness did not start: its sandbox could not be set up "
+                f"({why})"
+            )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
 
     # ------------------------------------------------------------------ stream -> ops
@@ -401,7 +394,12 @@ class HarnessTurn:
         elif isinstance(event, hs.ToolResult):
             if event.id not in self._tool_names:
                 self._open_segment().blocks.append(
-                    {"type": "tool_use", "id": event.id, "name": event.name or "tool", "input": event.input or {}}
+                    {
+                        "type": "tool_use",
+                        "id": event.id,
+                        "name": event.name or "tool",
+                        "input": event.input or {},
+                    }
                 )
                 self._tool_names[event.id] = event.name or "tool"
                 self._open_calls.append(event.id)
@@ -413,12 +411,19 @@ class HarnessTurn:
             self._usage = event.usage
             self._cost = event.cost_usd
         elif isinstance(event, hs.Denied):
-            self._ops.append(
-                lambda s, e=event: s.decide_permission(
-                    tool_use_id=e.id, tool=e.tool, subject=e.tool, decision="deny",
-                    decided_by="client", reason=e.reason,
+            denied = event
+
+            def deny(s: Session) -> None:
+                s.decide_permission(
+                    tool_use_id=denied.id,
+                    tool=denied.tool,
+                    subject=denied.tool,
+                    decision="deny",
+                    decided_by="client",
+                    reason=denied.reason,
                 )
-            )
+
+            self._ops.append(deny)
         elif isinstance(event, hs.Finished):
             self._finished = event
         elif isinstance(event, hs.Note):
@@ -434,7 +439,7 @@ class HarnessTurn:
         if seg is None or not seg.blocks:
             return
         self._steps += 1
-        model = lambda: (self._started.model if self._started else "")  # noqa: E731
+        model = lambda: self._started.model if self._started else ""  # noqa: E731
         final = stop_reason != "tool_use"
         usage_ref = self
 
@@ -448,7 +453,9 @@ class HarnessTurn:
             )
             for b in blocks:
                 if b["type"] == "tool_use":
-                    s.request_tool_call(node=node, tool_use_id=b["id"], name=b["name"], input=b["input"])
+                    s.request_tool_call(
+                        node=node, tool_use_id=b["id"], name=b["name"], input=b["input"]
+                    )
 
         self._ops.append(respond)
         text = "".join(b.get("text", "") for b in seg.blocks if b["type"] == "text")
@@ -481,16 +488,25 @@ class HarnessTurn:
         def respond(s: Session) -> None:
             node = s.record_model_response(
                 blocks=[{"type": "tool_use", "id": call, "name": "harness_files", "input": {}}],
-                stop_reason="tool_use", usage={}, provider=f"harness:{self.spec.name}", model="",
+                stop_reason="tool_use",
+                usage={},
+                provider=f"harness:{self.spec.name}",
+                model="",
             )
             s.request_tool_call(node=node, tool_use_id=call, name="harness_files", input={})
             s.complete_tool_call(
-                tool_use_id=call, name="harness_files",
+                tool_use_id=call,
+                name="harness_files",
                 output="files the harness changed outside any tool call it reported",
                 files_changed=self._files.get(call, []),
             )
 
         self._ops.append(respond)
+
+    def _rule(self) -> PermissionRule:
+        return PermissionRule(
+            self.read_only, self.yes, self.agent, self.rules, self.default_permission
+        )
 
     def _record_decision(
         self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str
@@ -498,14 +514,22 @@ class HarnessTurn:
         decision = "allow" if allowed else "deny"
         self._ops.append(
             lambda s: s.decide_permission(
-                tool_use_id=call, tool=tool, subject=subject, decision=decision,
-                decided_by=by, reason=reason,
+                tool_use_id=call,
+                tool=tool,
+                subject=subject,
+                decision=decision,
+                decided_by=by,
+                reason=reason,
             )
         )
         self.emit(up.PermissionDecision(call, tool, subject, decision, "once", by, None, reason))
 
     def _exchange(self, blobs: Any) -> Callable[[Exchange], None]:
         def on_exchange(x: Exchange) -> None:
+            if not self._request_model:
+                # The model the harness asked for (Codex's stream never names it).
+                with contextlib.suppress(ValueError, AttributeError):
+                    self._request_model = str(json.loads(x.request_body).get("model") or "")
             request_blob = blobs.put(x.request_body)
             response_blob = blobs.put(x.response_body)
             self._ops.append(
@@ -528,7 +552,11 @@ class HarnessTurn:
     # ------------------------------------------------------------------ apply + record
 
     def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
-        views = Workspace.views_from_events(self.app.unsealed_events(self.session_id)) if not self.new_session else {}
+        views = (
+            Workspace.views_from_events(self.app.unsealed_events(self.session_id))
+            if not self.new_session
+            else {}
+        )
         plan = tx.plan(self.workspace, views, blobs, protected=self.hidden)
         outcome = tx.commit(plan, self.workspace, blobs)
         self._notes.extend(outcome.notes)
@@ -548,6 +576,10 @@ class HarnessTurn:
             op(session)
         self.app.save(session)
         return session.head
+
+
+def void(_: object) -> None:
+    """An op records events; what the recording method returns (a node id) is not needed."""
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_model import FakeModel, Script  # noqa: E402
+from fake_model import FakeModel, Script
 
 REPO = Path(__file__).resolve().parents[2]
 CLIS = REPO / ".ci" / "harness-clis"

@@ -55,23 +55,25 @@ class FakeModel:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body are two writes: without this, Nagle and delayed ACKs add 40 ms.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 model.requests.append({"method": "GET", "path": self.path})
                 if self.path.rstrip("/").endswith("/models"):
                     self._json(200, {"data": [], "models": []})
                     return
                 self._json(404, {"error": {"message": "not found"}})
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else self._chunked()
                 try:
@@ -150,7 +152,12 @@ class FakeModel:
                         name, inp = "Write", {"file_path": step[1], "content": step[2]}
                     else:
                         name, inp = "Bash", {"command": step[1], "description": "run it"}
-                    content = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": name, "input": {}}
+                    content = {
+                        "type": "tool_use",
+                        "id": f"toolu_{n:04d}",
+                        "name": name,
+                        "input": {},
+                    }
                     deltas = [{"type": "input_json_delta", "partial_json": json.dumps(inp)}]
                     stop = "tool_use"
                 usage = {"input_tokens": 100, "output_tokens": 20}
@@ -181,7 +188,10 @@ class FakeModel:
                 ]
                 for d in deltas:
                     events.append(
-                        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d})
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": 0, "delta": d},
+                        )
                     )
                 events += [
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
@@ -216,7 +226,9 @@ class FakeModel:
                         "id": f"msg_{n:04d}",
                         "role": "assistant",
                         "status": "completed",
-                        "content": [{"type": "output_text", "text": model.script.final, "annotations": []}],
+                        "content": [
+                            {"type": "output_text", "text": model.script.final, "annotations": []}
+                        ],
                     }
                 elif step[0] == "write" and "apply_patch" in tools:
                     patch = _add_file_patch(step[1], step[2])
@@ -232,7 +244,9 @@ class FakeModel:
                     command = step[1] if step[0] == "shell" else _write_command(step[1], step[2])
                     name = "exec_command" if "exec_command" in tools else "shell"
                     args: dict[str, Any] = (
-                        {"cmd": command} if name == "exec_command" else {"command": ["bash", "-lc", command]}
+                        {"cmd": command}
+                        if name == "exec_command"
+                        else {"command": ["bash", "-lc", command]}
                     )
                     item = {
                         "type": "function_call",
@@ -251,21 +265,47 @@ class FakeModel:
                 }
                 base = {"id": rid, "object": "response", "model": body.get("model", "gpt-fake")}
                 events: list[tuple[str | None, Any]] = [
-                    ("response.created", {"type": "response.created", "response": {**base, "status": "in_progress", "output": []}}),
-                    ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
+                    (
+                        "response.created",
+                        {
+                            "type": "response.created",
+                            "response": {**base, "status": "in_progress", "output": []},
+                        },
+                    ),
+                    (
+                        "response.output_item.added",
+                        {"type": "response.output_item.added", "output_index": 0, "item": item},
+                    ),
                 ]
                 if step is None:
                     events.append(
                         (
                             "response.output_text.delta",
-                            {"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": model.script.final},
+                            {
+                                "type": "response.output_text.delta",
+                                "item_id": item["id"],
+                                "output_index": 0,
+                                "content_index": 0,
+                                "delta": model.script.final,
+                            },
                         )
                     )
                 events += [
-                    ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
+                    (
+                        "response.output_item.done",
+                        {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    ),
                     (
                         "response.completed",
-                        {"type": "response.completed", "response": {**base, "status": "completed", "output": [item], "usage": usage}},
+                        {
+                            "type": "response.completed",
+                            "response": {
+                                **base,
+                                "status": "completed",
+                                "output": [item],
+                                "usage": usage,
+                            },
+                        },
                     ),
                 ]
                 self._sse(events)
@@ -284,7 +324,11 @@ class FakeModel:
                     for p in c.get("parts") or []
                     if isinstance(p, dict) and "functionResponse" in p
                 )
-                usage = {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120}
+                usage = {
+                    "promptTokenCount": 100,
+                    "candidatesTokenCount": 20,
+                    "totalTokenCount": 120,
+                }
                 if not decls:
                     # The routing call (or another side request): a JSON answer naming a model.
                     text = json.dumps(
@@ -301,11 +345,27 @@ class FakeModel:
                     if step is None:
                         part = {"text": model.script.final}
                     elif step[0] == "write":
-                        part = {"functionCall": {"name": "write_file", "args": {"file_path": step[1], "content": step[2]}}}
+                        part = {
+                            "functionCall": {
+                                "name": "write_file",
+                                "args": {"file_path": step[1], "content": step[2]},
+                            }
+                        }
                     else:
-                        part = {"functionCall": {"name": "run_shell_command", "args": {"command": step[1], "description": "run it"}}}
+                        part = {
+                            "functionCall": {
+                                "name": "run_shell_command",
+                                "args": {"command": step[1], "description": "run it"},
+                            }
+                        }
                 chunk = {
-                    "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                    "candidates": [
+                        {
+                            "content": {"role": "model", "parts": [part]},
+                            "finishReason": "STOP",
+                            "index": 0,
+                        }
+                    ],
                     "usageMetadata": usage,
                     "modelVersion": "gemini-fake",
                 }
@@ -349,7 +409,24 @@ def standard_script(workspace: str, *, absolute: bool = True, latency_s: float =
     """Write notes.md (the CLI's own write tool), run a command that creates made.txt, answer."""
     notes = f"{workspace}/notes.md" if absolute else "notes.md"
     return Script(
-        steps=[("write", notes, "# Notes\nwritten by the harness\n"), ("shell", "echo made > made.txt")],
+        steps=[
+            ("write", notes, "# Notes\nwritten by the harness\n"),
+            ("shell", "echo made > made.txt"),
+        ],
         latency_s=latency_s,
     )
 
+
+def _serve_forever() -> None:
+    """``python fake_model.py``: serve an empty script (a text answer) until killed; prints the
+    URL on the first line (the bench runs the model in its own process)."""
+    import sys
+
+    model = FakeModel(Script(steps=[])).start()
+    print(model.url, flush=True)
+    sys.stdin.read()
+    model.stop()
+
+
+if __name__ == "__main__":
+    _serve_forever()

@@ -93,13 +93,20 @@ def test_a_harness_turn_is_a_recorded_rewindable_session(kind: str, henv: Harnes
     assert (h.workspace / "user.txt").read_text() == "the user's own words\n"
 
 
-def test_another_harness_cannot_continue_a_session(henv: HarnessEnv) -> None:
+def test_a_configured_harness_runs_and_no_other_continues_its_session(henv: HarnessEnv) -> None:
     h = henv
-    done = h.cli("run", "--harness", "claude", "--yes", "--json", "hello")
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text(
+        '[harnesses.mine]\nkind = "claude-code"\ncommand = ["claude"]\n'
+        'env = { DISABLE_AUTOUPDATER = "1" }\n'
+    )
+    done = h.cli("run", "--harness", "mine", "--yes", "--json", "hello")
+    assert done.returncode == 0, done.stderr
     sid = _session_id(h.json_lines(done.stdout))
-    refused = h.cli("run", "--session", sid, "--harness", "gemini", "more")
+    refused = h.cli("run", "--session", sid, "--harness", "claude", "more")
     assert refused.returncode == 2
-    assert "run by the claude harness" in refused.stderr
+    assert "run by the mine harness" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
@@ -149,18 +156,85 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     h.model.on_request = hold
     marker = "cancel-me-Q7Z"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(h.workspace), "run",
-         "--harness", "claude", "--yes", marker],
-        cwd=h.workspace, env=h.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "run",
+            "--harness",
+            "claude",
+            "--yes",
+            marker,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert asked.wait(120), "the harness never made its second request"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
     assert gone(marker, within_s=10), "the harness outlived the cancel"
     assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
+
+
+def test_without_network_the_harness_reaches_only_its_recorded_model(henv: HarnessEnv) -> None:
+    import sys
+
+    from fake_model import Script
+
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("[sandbox]\nnetwork = false\n")
+    reach = (
+        f'{sys.executable} -c "import urllib.request; '
+        f"urllib.request.urlopen('{h.model.url}/v1/models', timeout=3)\" "
+        "&& echo reached > out.txt || echo blocked > out.txt"
+    )
+    h.model.script = Script(steps=[("shell", reach)])
+    done = h.cli("run", "--harness", "claude", "--yes", "--json", "try the network")
+    assert done.returncode == 0, done.stderr
+    assert (h.workspace / "out.txt").read_text() == "blocked\n"  # the model itself: unreachable
+    assert any(r["method"] == "POST" for r in h.model.requests)  # ...except through the proxy
+    assert not any(r["path"] == "/v1/models" for r in h.model.requests)
+
+
+def test_an_acp_agents_questions_are_decided_by_our_rules(henv: HarnessEnv) -> None:
+    h = henv
+    done = h.cli(
+        "run", "--harness", "acp:claude-agent-acp", "--yes", "--deny", "bash", "--json", "go"
+    )
+    assert done.returncode == 0, done.stderr
+    decided = [u for u in h.json_lines(done.stdout) if u["type"] == "permission_decided"]
+    assert [(d["tool"], d["decision"], d["decided_by"]) for d in decided] == [
+        ("edit", "allow", "rule"),  # the build preset allows edits
+        ("bash", "deny", "rule"),  # --deny bash wins over --yes
+    ]
+    assert (h.workspace / "notes.md").exists()
+    assert not (h.workspace / "made.txt").exists()
+    exported = h.cli("export", _session_id(h.json_lines(done.stdout)), "--format", "jsonl")
+    lines = exported.stdout.splitlines()
+    assert sum(1 for line in lines if "PermissionDecided" in line) == 2
+
+
+def test_claude_codes_prompts_are_decided_by_our_rules(henv: HarnessEnv) -> None:
+    h = henv
+    done = h.cli("run", "--harness", "claude", "--deny", "bash", "--json", "go")
+    assert done.returncode == 0, done.stderr
+    decided = [u for u in h.json_lines(done.stdout) if u["type"] == "permission_decided"]
+    assert [(d["tool"], d["decision"], d["decided_by"]) for d in decided] == [
+        ("edit", "allow", "rule"),  # the build preset allows edits
+        ("bash", "deny", "rule"),  # --deny bash
+    ], done.stdout
+    assert (h.workspace / "notes.md").exists()
+    assert not (h.workspace / "made.txt").exists()

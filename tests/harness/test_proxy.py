@@ -35,9 +35,14 @@ def test_the_proxy_forwards_its_harness_only_and_records_no_credential(tmp_path:
             proxy = await RecordingProxy(ForwardUpstream(model.url)).start()
             try:
                 async with httpx.AsyncClient() as client:
-                    headers = {"x-api-key": "sk-ant-secret-1", "authorization": "Bearer sk-2",
-                               "anthropic-version": "2023-06-01"}
-                    direct = await client.post(f"{model.url}/v1/messages", json=BODY, headers=headers)
+                    headers = {
+                        "x-api-key": "sk-ant-secret-1",
+                        "authorization": "Bearer sk-2",
+                        "anthropic-version": "2023-06-01",
+                    }
+                    direct = await client.post(
+                        f"{model.url}/v1/messages", json=BODY, headers=headers
+                    )
                     seen = len(model.requests)
                     via = await client.post(
                         f"{proxy.base_url}/v1/messages?beta=true&key=AIza-secret",
@@ -47,17 +52,22 @@ def test_the_proxy_forwards_its_harness_only_and_records_no_credential(tmp_path:
                     assert via.status_code == 200
                     # the same SSE bytes (message ids count the requests: compare the rest)
                     assert via.text.replace("0002", "0001") == direct.text
-                    stranger = await client.post(f"http://127.0.0.1:{proxy.port}/v1/messages", json=BODY)
-                    guess = await client.post(f"http://127.0.0.1:{proxy.port}/x{proxy.token}/v1/messages", json=BODY)
+                    stranger = await client.post(
+                        f"http://127.0.0.1:{proxy.port}/v1/messages", json=BODY
+                    )
+                    guess = await client.post(
+                        f"http://127.0.0.1:{proxy.port}/x{proxy.token}/v1/messages", json=BODY
+                    )
                     assert stranger.status_code == guess.status_code == 403
                     assert len(model.requests) == seen + 1  # the refused ones never left
                     assert model.requests[-1]["path"] == "/v1/messages?beta=true&key=AIza-secret"
             finally:
                 await proxy.aclose()
             (exchange,) = proxy.exchanges
-            recorded = json.dumps(
-                [exchange.path, exchange.request_headers, exchange.response_headers]
-            ) + exchange.request_body.decode()
+            recorded = (
+                json.dumps([exchange.path, exchange.request_headers, exchange.response_headers])
+                + exchange.request_body.decode()
+            )
             assert "secret" not in recorded and "sk-2" not in recorded
             assert exchange.path == "/v1/messages?beta=true"
             assert exchange.request_headers["anthropic-version"] == "2023-06-01"

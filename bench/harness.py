@@ -1,0 +1,328 @@
+"""Harness-session benchmark: what running another agent CLI through coder-es costs.
+
+Three figures, measured in the same run against the tests' fake model server (50 ms latency
+per model request):
+
+1. a 10-call Claude Code turn through coder-es (``coder-es run --harness claude``: sandbox
+   transaction, recording proxy, stream decoding, per-call attribution, apply, events) vs the
+   same CLI run directly on the same script: wall-clock medians and their ratio (target
+   <= 1.15x). Both the whole command (a fresh Python process) and the turn alone (in-process,
+   without the interpreter's start-up) are shown;
+2. the recording proxy's overhead per model request: the same request straight to the fake
+   server and through the proxy (no latency), median difference (target < 2 ms);
+3. applying a turn's changes (10 files) in a 100,000-file workspace: the transaction's plan and
+   commit plus the per-call attribution, after a real sandboxed command wrote them (target
+   < 100 ms).
+
+Run:  python3 bench/harness.py [--runs 5] [--files 100000] [--skip-turn] [--skip-apply]
+Needs the pinned CLIs (``npm ci --prefix .ci/harness-clis``) for figure 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "harness"))
+
+from fake_model import FakeModel, Script  # noqa: E402
+
+from coder_es.harness.proxy import ForwardUpstream, RecordingProxy  # noqa: E402
+
+BIN = REPO / ".ci" / "harness-clis" / "node_modules" / ".bin"
+LATENCY_S = 0.05
+
+
+def ten_calls(workspace: Path) -> Script:
+    steps: list[tuple[str, ...]] = []
+    for i in range(5):
+        steps.append(("write", str(workspace / f"note{i}.md"), f"note {i}\n"))
+        steps.append(("shell", f"echo {i} > made{i}.txt"))
+    return Script(steps=steps, latency_s=LATENCY_S)
+
+
+def claude_env(home: Path, model: FakeModel) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "PYTHONPATH": str(REPO),
+        "ANTHROPIC_BASE_URL": model.url,
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "IS_SANDBOX": "1",
+    }
+
+
+def fresh(base: Path, name: str) -> tuple[Path, Path]:
+    ws = Path(tempfile.mkdtemp(prefix=f"{name}-ws-", dir=base))
+    home = Path(tempfile.mkdtemp(prefix=f"{name}-home-", dir=base))
+    return ws, home
+
+
+def turn_direct(base: Path) -> float:
+    ws, home = fresh(base, "direct")
+    with FakeModel(ten_calls(ws)) as model:
+        t = time.perf_counter()
+        done = subprocess.run(
+            [
+                str(BIN / "claude"),
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--",
+                "go",
+            ],
+            cwd=ws,
+            env=claude_env(home, model),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        took = time.perf_counter() - t
+    assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
+    return took
+
+
+def turn_coder_es(base: Path) -> float:
+    ws, home = fresh(base, "coder-es")
+    with FakeModel(ten_calls(ws)) as model:
+        t = time.perf_counter()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coder_es.cli.main",
+                "--workspace",
+                str(ws),
+                "run",
+                "--harness",
+                "claude",
+                "--yes",
+                "go",
+            ],
+            cwd=ws,
+            env=claude_env(home, model),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        took = time.perf_counter() - t
+    assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
+    return took
+
+
+def turn_in_process(base: Path) -> float:
+    """The turn alone: the harness machinery without the interpreter's start-up."""
+    from coder_es.application import CoderApp
+    from coder_es.harness.runner import HarnessSession
+    from coder_es.harness.spec import parse_harness
+    from coder_es.store.config import StoreConfig
+
+    ws, home = fresh(base, "inproc")
+    with FakeModel(ten_calls(ws)) as model:
+        env = claude_env(home, model)
+        app = CoderApp(StoreConfig(backend="lmdb", path=ws / ".coder-es"))
+        try:
+            session = HarnessSession.create(
+                app,
+                ws,
+                parse_harness("claude"),
+                yes=True,
+                environ=env,
+                store_path=(ws / ".coder-es").resolve(),
+            )
+
+            async def turn() -> None:
+                async for _ in session.send("go"):
+                    pass
+
+            t = time.perf_counter()
+            asyncio.run(turn())
+            took = time.perf_counter() - t
+        finally:
+            app.close()
+    assert (ws / "made4.txt").exists()
+    return took
+
+
+_CLIENT = r"""
+import http.client, json, statistics, sys, time
+from urllib.parse import urlsplit
+n = int(sys.argv[1])
+body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+out = {}
+for url in sys.argv[2:] * 2:
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port)
+    times = out.setdefault(url, [])
+    for _ in range(n // 2):
+        t = time.perf_counter()
+        conn.request("POST", u.path + "/v1/messages", body, {"content-type": "application/json"})
+        r = conn.getresponse(); r.read()
+        times.append(time.perf_counter() - t)
+    conn.close()
+print(json.dumps({k: statistics.median(v) * 1000 for k, v in out.items()}))
+"""
+
+
+def proxy_overhead(requests: int) -> tuple[float, float, float]:
+    """The same request straight to the model and through the proxy, from a client process (as
+    a harness is), the model in a process of its own (as a remote endpoint is)."""
+    server = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "harness" / "fake_model.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        model_url = server.stdout.readline().strip()
+
+        async def measure() -> dict[str, float]:
+            proxy = await RecordingProxy(ForwardUpstream(model_url)).start()
+            via = proxy.base_url
+            cpu = time.process_time()
+            try:
+                client = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-c",
+                    _CLIENT,
+                    str(requests),
+                    model_url,
+                    via,
+                    stdout=asyncio.subprocess.PIPE,
+                )
+                out, _ = await client.communicate()
+            finally:
+                cpu = time.process_time() - cpu
+                await proxy.aclose()
+            medians = json.loads(out)
+            # The proxy's own CPU per request it forwarded (load-independent: the client and
+            # the model are other processes).
+            per_request = cpu / max(len(proxy.exchanges), 1) * 1000
+            return {"direct": medians[model_url], "proxy": medians[via], "cpu": per_request}
+
+        got = asyncio.run(measure())
+    finally:
+        server.kill()
+        server.wait()
+    return got["direct"], got["proxy"], got["cpu"]
+
+
+def apply_figure(base: Path, files: int, runs: int) -> tuple[list[float], list[float]]:
+    """Plan + commit + attribution of a turn that changed 10 files, in a ``files``-file tree."""
+    from coder_es.harness.files import Attribution
+    from coder_es.sandbox import Transaction
+    from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
+    from coder_es.store.blobs import MemoryBlobStore
+
+    root = base / "big"
+    for i in range(files):
+        d = root / f"pkg{i // 100:04d}"
+        if i % 100 == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i % 100:03d}.py").write_text(f"VALUE_{i} = {i}\n")
+    times: list[float] = []
+    own: list[float] = []  # the attribution's part: walks of the upper directory, reconciling
+    for run in range(runs):
+        blobs = MemoryBlobStore()
+        tx = Transaction.begin(root)
+        spec = SandboxSpec(root, root, tx.upper, tx.work, tx.path / "mounts.fstab")
+        dirs = max(files // 100, 1)
+        edits = "; ".join(
+            f"echo changed {run} >> pkg{k * dirs // 10:04d}/mod00{k}.py" for k in range(10)
+        )
+        r, w = os.pipe()
+        subprocess.run(wrap(spec, ["/bin/sh", "-c", edits]), stdin=w, cwd=root, check=True)
+        os.close(w)
+        read_report(r)
+        attribution = Attribution(root, tx.upper, blobs.put)
+        t = time.perf_counter()
+        attribution.boundary("call")
+        t_walk = time.perf_counter() - t
+        plan = tx.plan(root, {}, blobs)
+        outcome = tx.commit(plan, root, blobs)
+        t2 = time.perf_counter()
+        per_call = attribution.files_changed(outcome.applied, "call")
+        end = time.perf_counter()
+        times.append((end - t) * 1000)
+        own.append((t_walk + end - t2) * 1000)
+        tx.close()
+        assert len(per_call["call"]) == 10, per_call
+    return times, own
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--skip-turn", action="store_true")
+    parser.add_argument("--skip-apply", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
+        base = Path(tmp)
+        direct_ms, via_ms, cpu_ms = proxy_overhead(args.requests)
+        results["proxy"] = {
+            "direct_ms": direct_ms,
+            "proxy_ms": via_ms,
+            "overhead_ms": via_ms - direct_ms,
+            "proxy_cpu_ms": cpu_ms,
+        }
+        print(
+            f"proxy: direct {direct_ms:.2f} ms, through the proxy {via_ms:.2f} ms per request "
+            f"(median of {args.requests}): overhead {via_ms - direct_ms:.2f} ms; the proxy's "
+            f"own CPU {cpu_ms:.2f} ms per request (target < 2 ms)"
+        )
+        if not args.skip_turn:
+            if not (BIN / "claude").exists():
+                print("turn: skipped (npm ci --prefix .ci/harness-clis first)")
+            else:
+                direct, cli, inproc = [], [], []
+                turn_direct(base)  # warm the file cache
+                for _ in range(args.runs):
+                    direct.append(turn_direct(base))
+                    cli.append(turn_coder_es(base))
+                    inproc.append(turn_in_process(base))
+                d, c, i = (statistics.median(x) for x in (direct, cli, inproc))
+                results["turn"] = {"direct_s": d, "coder_es_s": c, "in_process_s": i}
+                print(
+                    f"10-call Claude Code turn, 50 ms model (median of {args.runs}): direct "
+                    f"{d:.2f} s; coder-es run --harness {c:.2f} s (x{c / d:.3f}); the turn "
+                    f"in-process {i:.2f} s (x{i / d:.3f}) (target <= 1.15x)"
+                )
+        if not args.skip_apply:
+            times, own = apply_figure(base, args.files, args.runs)
+            m, o = statistics.median(times), statistics.median(own)
+            results["apply_ms"] = m
+            results["attribution_ms"] = o
+            print(
+                f"apply 10 changed files in a {args.files}-file workspace: {m:.1f} ms median "
+                f"(runs: {', '.join(f'{t:.1f}' for t in times)}); of which the per-call "
+                f"attribution {o:.1f} ms, the rest the transaction's journal and durable apply "
+                "(shared with bash) (target < 100 ms)"
+            )
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
