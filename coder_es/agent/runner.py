@@ -546,9 +546,12 @@ class AgentLoop:
             return False
         if not hooks_for(self.hook_specs, "PreToolUse", call.name):
             return False
-        await self._run_hooks("PreToolUse", call)
+        out = await self._run_hooks("PreToolUse", call)
         state.pre_hooked = True  # even when no hook answered (the records say they ran)
-        self.flush()
+        if out.files_changed:
+            self.flush()  # a hook that wrote is saved at once, like a tool that may write
+        # Otherwise saved with the decision they lead to (before anything runs): one commit
+        # per call, and a crash before it only runs the hooks again.
         return True
 
     async def _permission_hooks(self, call: ToolCall, ev: Evaluation) -> bool:

@@ -214,6 +214,16 @@ def from_update(update: up.Update, turn_usage: dict[str, int]) -> dict[str, Any]
         return out
     if isinstance(update, up.TurnCancelled):
         return message("cancelled", reason=update.reason, tool_use_ids=list(update.tool_use_ids))
+    if isinstance(update, up.HookRan):
+        return message(
+            "hook_ran",
+            event=update.event,
+            hook=update.hook,
+            tool_use_id=update.tool_use_id,
+            exit_code=update.exit_code,
+            duration_ms=update.duration_ms,
+            effect=dict(update.effect),
+        )
     if isinstance(update, up.TurnEnded):
         return message(
             "finished",

@@ -95,3 +95,15 @@ def test_import_then_trust_then_run_blocks_rm_rf(cli: Cli, repo: Path, tmp_path:
     assert "hook" in kinds
     denied = next(u for u in ran.json_lines() if u["type"] == "permission_decided")
     assert denied["decision"] == "deny"
+
+
+def test_import_refuses_a_linked_settings_file(cli: Cli, repo: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text(json.dumps(SETTINGS))
+    settings = repo / ".claude" / "settings.json"
+    settings.unlink()
+    settings.symlink_to(secret)
+    done = cli("hooks", "import")
+    assert done.code == 2
+    assert "not a regular file" in done.err and "Traceback" not in done.err
+    assert not (repo / ".coder-es" / "config.toml").exists()

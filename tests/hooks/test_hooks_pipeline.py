@@ -204,3 +204,24 @@ def test_permission_request_notification_and_session_end_hooks(h: Harness) -> No
     assert ran[2].input["reason"] == "other"
     decided = {d.tool: d.decided_by for d in h.of(handle, "PermissionDecided")}
     assert decided == {"bash": "hook", "write": "user"}
+
+
+def test_precompact_hooks_run_before_a_compaction_and_are_recorded(h: Harness) -> None:
+    too_long = {
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: maximum context length exceeded",
+        }
+    }
+    # Exit 2 cannot stop our compaction (it is what lets the turn go on): recorded only.
+    hooks = [HookSpec("PreCompact", "jq -e '.trigger == \"auto\"' > /dev/null && exit 2")]
+    turns = [turn(text(f"answer {i}")) for i in range(3)] + [too_long, turn(text("final"))]
+    handle = start(h, turns, hooks)
+    for i in range(4):
+        collect(handle, f"question {i}")
+    (ran,) = h.of(handle, "HookRan")
+    assert ran.hook_event == "PreCompact" and ran.exit_code == 2
+    assert ran.input["trigger"] == "auto"
+    kinds = h.kinds(handle)
+    assert kinds.index("HookRan") < kinds.index("ContextCompacted")
+    assert h.of(handle, "ModelResponded")[-1].blocks == [{"type": "text", "text": "final"}]
