@@ -529,6 +529,33 @@ def _(p: Probe) -> None:
     assert _hook(p, 'dialect = "claude-code"').dialect == "claude-code"
 
 
+# ------------------------------------------------------------------ harnesses
+
+
+def _harness(p: Probe, body: str) -> Any:
+    from coder_es.harness.spec import parse_harness
+
+    config = p.config(f"[harnesses.work]\n{body}\n")
+    return parse_harness("work", config.harnesses)  # what `run --harness work` runs
+
+
+@probe("harnesses:kind")
+def _(p: Probe) -> None:
+    assert _harness(p, 'kind = "codex"').kind == "codex"
+
+
+@probe("harnesses:command")
+def _(p: Probe) -> None:
+    spec = _harness(p, 'kind = "claude-code"\ncommand = ["claude", "--model", "opus"]')
+    assert spec.command == ("claude", "--model", "opus")
+
+
+@probe("harnesses:env")
+def _(p: Probe) -> None:
+    spec = _harness(p, 'kind = "gemini"\nenv = { GEMINI_X = "1" }')
+    assert spec.env == {"GEMINI_X": "1"}
+
+
 # ------------------------------------------------------------------ store
 
 
