@@ -720,6 +720,20 @@ def _(p: Probe) -> None:
     assert found.root != p.tmp  # the walk stopped below the ceiling
 
 
+@probe("env:CODER_ES_SAFE_DIRECTORIES")
+def _(p: Probe) -> None:
+    import os
+
+    from coder_es.store.discover import check_owner
+
+    if os.geteuid() != 0:
+        pytest.skip("making a directory another user's needs root")
+    os.chown(p.workspace, 54321, 54321)
+    with pytest.raises(Exception, match="CODER_ES_SAFE_DIRECTORIES"):
+        check_owner(p.workspace, {})
+    check_owner(p.workspace, {"CODER_ES_SAFE_DIRECTORIES": str(p.workspace)})
+
+
 def test_every_documented_key_has_a_probe() -> None:
     keys = documented()
     assert len(keys) > 60, keys  # the tables were read
