@@ -40,6 +40,7 @@ from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
+from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
@@ -62,8 +63,8 @@ STDERR_TAIL = 4000
 Op = Callable[[Session], None]
 
 
-class HarnessFailed(Exception):
-    """The harness could not run this turn (one line, for the user)."""
+class HarnessFailed(CoderESError):
+    """The harness could not run this turn (one line for the user, exit 1)."""
 
 
 @dataclass
