@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HarnessEnv, make_env, sandbox_reason
 from fake_model import standard_script
+from harness_helpers import HarnessEnv, make_env, sandbox_reason
 
 # Claude Code runs in the default suite; the others take 40-60 s each on a loaded machine
 # (Gemini CLI alone needs ~10 s to start and ~5 s to exit): ``-m slow``.
