@@ -40,6 +40,7 @@ from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
+from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
@@ -62,8 +63,8 @@ STDERR_TAIL = 4000
 Op = Callable[[Session], None]
 
 
-class HarnessFailed(Exception):
-    """The harness could not run this turn (one line, for the user)."""
+class HarnessFailed(CoderESError):
+    """The harness could not run this turn (one line for the user, exit 1)."""
 
 
 @dataclass
@@ -193,9 +194,20 @@ class HarnessTurn:
                 **self.adapter.env(request, self.environ),
                 "GIT_DISCOVERY_ACROSS_FILESYSTEM": "1",
             }
-            exit_code, stderr, outcome, message = await self._drive(
-                argv, env, proxy, attribution, acp_stdin, prompt, resume
-            )
+            try:
+                exit_code, stderr, outcome, message = await self._drive(
+                    argv, env, proxy, attribution, acp_stdin, prompt, resume
+                )
+            except BaseException:
+                # Whatever ended the turn (a task cancelled from outside, a failure of ours),
+                # what the harness did lands, as one transaction: recording never changes an
+                # effect. The turn's record is lost with the exception.
+                # Synchronously: a cancelled await must not leave an apply running while the
+                # transaction is closed.
+                if not self.read_only:
+                    with contextlib.suppress(Exception):
+                        self._commit(tx, blobs)
+                raise
             if not self.read_only:
                 applied = await asyncio.to_thread(self._commit, tx, blobs)
         finally:

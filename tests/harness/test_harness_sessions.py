@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HarnessEnv, make_env, sandbox_reason
 from fake_model import standard_script
+from harness_helpers import HarnessEnv, make_env, sandbox_reason
 
 # Claude Code runs in the default suite; the others take 40-60 s each on a loaded machine
 # (Gemini CLI alone needs ~10 s to start and ~5 s to exit): ``-m slow``.
@@ -209,6 +209,7 @@ def test_without_network_the_harness_reaches_only_its_recorded_model(henv: Harne
     assert not any(r["path"] == "/v1/models" for r in h.model.requests)
 
 
+@pytest.mark.slow
 def test_an_acp_agents_questions_are_decided_by_our_rules(henv: HarnessEnv) -> None:
     h = henv
     done = h.cli(
@@ -238,3 +239,33 @@ def test_claude_codes_prompts_are_decided_by_our_rules(henv: HarnessEnv) -> None
     ], done.stdout
     assert (h.workspace / "notes.md").exists()
     assert not (h.workspace / "made.txt").exists()
+
+
+@pytest.mark.slow
+def test_chat_runs_one_harness_turn_per_line(henv: HarnessEnv) -> None:
+    import subprocess
+    import sys
+
+    h = henv
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "chat",
+            "--harness",
+            "claude",
+            "--yes",
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        input="write the notes\nand again\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("FAKE-ANSWER-7Q") == 2
+    assert done.stderr.count("started") == 1 and done.stderr.count("resumed") == 1
