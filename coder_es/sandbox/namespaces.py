@@ -66,11 +66,8 @@ SETUP_FAILED = 125
 # run is ~10 ms): all is done by two mount -a runs, and mountinfo is read by the shell itself.
 INIT = r"""
 set -uf
-cwd=$1 net=$2 first=$3 aside=$4 last=$5 keep=$6
+cwd=$1 net=$2 first=$3 last=$4 keep=$5
 shift 6
-n=0
-while [ "$1" != -- ]; do n=$((n + 1)); eval "carried_$n=\$1"; shift; done
-shift
 exec 3>&0 0</dev/null
 fail() { echo "setup $1" >&3; exit 125; }
 mount -n -a -T "$first" || fail mounts
@@ -88,32 +85,12 @@ while read -r _ _ _ _ m o _; do
   [ "$m" = / ] && root=remount,bind,ro${o#r[ow]} m=//
   printf 'none %s none remount,bind,ro%s 0 0\n' "$m" "${o#r[ow]}"
 done < /proc/self/mountinfo > "$all" || fail "read-only plan"
-add() { while IFS= read -r line; do printf '%s\n' "$line"; done < "$1" >> "$all" || fail mounts; }
-add "$aside"
-[ -s "$aside" ] || add "$last"
+while IFS= read -r line; do printf '%s\n' "$line"; done < "$last" >> "$all" || fail mounts
 mount -n -a -T "$all" 2>/dev/shm/err || { read -r why < /dev/shm/err; fail "mounts: $why"; }
 # mount -a skips a line for "/" (written "//" above, which it takes): checked, and done on its own
 # where a version of mount skipped it anyway.
 if [ -n "$root" ] && [ -w / ]; then
   why=$(mount -n -o "$root" / 2>&1) || fail "read-only /: $(echo $why)"
-fi
-if [ -s "$aside" ]; then
-  # A workspace under /tmp: its private /tmp shows the real one read-only (the workspace's
-  # parents, a repository's .git above it), writes kept in memory; a plain tmpfs where overlayfs
-  # cannot use tmpfs as its upper layer.
-  mkdir /dev/shm/.tmp /dev/shm/.tmp/upper /dev/shm/.tmp/work || fail tmp
-  layers=lowerdir=/tmp,upperdir=/dev/shm/.tmp/upper,workdir=/dev/shm/.tmp/work,userxattr
-  mount -n -t overlay -o "$layers" tmp /tmp 2>/dev/null \
-    || mount -n -t tmpfs -o mode=1777 tmp /tmp || fail tmp
-  # Bound back one by one: mount -a would take such a line for "already mounted" (the original
-  # mount is still listed, under the new /tmp) and skip it.
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    i=$((i + 1)); eval "c=\$carried_$i"
-    [ -d "$c" ] || mkdir -p "$c" || fail "keep $c"
-    mount -n --rbind "/dev/shm/.carried/$i" "$c" || fail "keep $c"
-  done
-  mount -n -a -T "$last" 2>/dev/shm/err || { read -r why < /dev/shm/err; fail "mounts: $why"; }
 fi
 if [ "$net" = 0 ] && command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null; fi
 cd "$cwd" || fail cwd
@@ -195,10 +172,8 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     ]
     if not spec.network:
         outer.append("--net")
-    first, aside, last, kept, carried = _mount_files(spec)
-    files = {".first": first, ".aside": aside, "": last}
-    for suffix, lines in files.items():
-        path = spec.fstab.with_suffix(suffix) if suffix else spec.fstab
+    first, last, kept = _mount_files(spec)
+    for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
         path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
     return [
         *outer,
@@ -210,10 +185,8 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         str(spec.cwd),
         "1" if spec.network else "0",
         str(spec.fstab.with_suffix(".first")),
-        str(spec.fstab.with_suffix(".aside")),
         str(spec.fstab),
         " ".join(_escape(p) for p in kept),
-        *(str(p) for p in carried),
         "--",
         *argv,
     ]
@@ -247,12 +220,9 @@ def writable_places(writable: Sequence[Path], workspace: Path) -> tuple[Path, ..
     return tuple(sorted(found, key=lambda p: len(p.parts)))
 
 
-def _mount_files(
-    spec: SandboxSpec,
-) -> tuple[list[str], list[str], list[str], list[Path], list[Path]]:
-    """The first mounts (writable places, the overlay, the scratch /dev/shm), what is bound aside
-    to carry it over /tmp, the last mounts (it bound back, /tmp unless something is carried,
-    /dev/shm, the hidden paths), the mounts kept writable."""
+def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[Path]]:
+    """The first mounts (writable places, the overlay, the scratch /dev/shm), the last mounts
+    (what is carried over /tmp, /tmp, /dev/shm, the hidden paths), the mounts kept writable."""
     first: list[str] = []
     writable = writable_places(spec.writable, spec.workspace)
     for place in writable:
@@ -265,12 +235,14 @@ def _mount_files(
         options = f"{layers},userxattr,volatile"
         first.append(f"overlay {_escape(spec.workspace)} overlay {_escape(options)} 0 0\n")
         kept.append(spec.workspace)
-        candidates = kept
-    else:
-        candidates = [*kept, spec.workspace]
-        if _contains(TMP, spec.workspace) and not any(_contains(p, spec.workspace) for p in kept):
-            # The workspace is carried over the private /tmp (read-only): a mount of its own.
-            first.append(f"{_escape(spec.workspace)} {_escape(spec.workspace)} none rbind 0 0\n")
+    # A workspace under /tmp is carried over the private /tmp with the repository it is part of
+    # (a monorepo's subdirectory: git needs the .git above it), read-only around the workspace.
+    top = _enclosing_repository(spec.workspace)
+    own_mount = top != spec.workspace or spec.upper is None  # else the overlay is the mount
+    if own_mount and _contains(TMP, top) and not any(_contains(p, top) for p in writable):
+        # A mount of its own to carry (made after the overlay: it takes the overlay along).
+        first.append(f"{_escape(top)} {_escape(top)} none rbind 0 0\n")
+    candidates = [*writable, top]
     first.append("scratch /dev/shm tmpfs mode=700 0 0\n")
     # What lives under /tmp is carried over the private /tmp, outermost mounts only (the mounts
     # below come along): bound aside into the scratch tmpfs after the read-only remount (a bind
@@ -282,12 +254,10 @@ def _mount_files(
         and _contains(TMP, path)
         and not any(o != path and _contains(o, path) for o in candidates)
     ]
-    aside = [
-        f"{_escape(p)} /dev/shm/.carried/{n} none rbind,X-mount.mkdir 0 0\n"
-        for n, p in enumerate(carried, start=1)
-    ]
-    # Nothing carried: a plain private /tmp (else PID 1 mounts one showing the real /tmp).
-    last = [] if carried else ["tmp /tmp tmpfs mode=1777 0 0\n"]
+    aside = [(_escape(p), f"/dev/shm/.carried/{n}") for n, p in enumerate(carried)]
+    last = [f"{p} {a} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
+    last.append("tmp /tmp tmpfs mode=1777 0 0\n")
+    last += [f"{a} {p} none rbind,X-mount.mkdir 0 0\n" for p, a in aside]
     last.append("shm /dev/shm tmpfs mode=1777 0 0\n")
     for path in spec.hidden:
         if _contains(path, spec.workspace):
@@ -296,7 +266,7 @@ def _mount_files(
             last.append(f"hidden {_escape(path)} tmpfs ro,size=4k,mode=755,X-mount.mkdir 0 0\n")
         elif path.exists():
             last.append(f"/dev/null {_escape(path)} none bind,ro 0 0\n")
-    return first, aside, last, kept, carried
+    return first, last, kept
 
 
 def _escape(value: object) -> str:
@@ -386,6 +356,17 @@ def parse_report(data: bytes) -> Report:
         elif kind == "left":
             left.append(rest.strip())
     return Report(ready, setup, tuple(left))
+
+
+def _enclosing_repository(workspace: Path) -> Path:
+    """The nearest directory at or above a workspace under /tmp holding a ``.git``, below /tmp;
+    the workspace itself when there is none (or it is not under /tmp)."""
+    path = workspace
+    while path != TMP and _contains(TMP, path):
+        if os.path.lexists(path / ".git"):
+            return path
+        path = path.parent
+    return workspace
 
 
 def _contains(outer: Path, inner: Path) -> bool:
