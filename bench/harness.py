@@ -75,6 +75,13 @@ def fresh(base: Path, name: str) -> tuple[Path, Path]:
     return ws, home
 
 
+def _to_files(base: Path) -> dict[str, Any]:
+    """Output to files, not pipes: a process is done when it exits, not when every process it
+    left behind has closed a pipe (a CLI run directly leaves some; the sandbox kills them)."""
+    out = tempfile.NamedTemporaryFile(dir=base, delete=False)  # noqa: SIM115
+    return {"stdout": out, "stderr": subprocess.STDOUT, "timeout": 300}
+
+
 def turn_direct(base: Path) -> float:
     ws, home = fresh(base, "direct")
     with FakeModel(ten_calls(ws)) as model:
@@ -92,12 +99,10 @@ def turn_direct(base: Path) -> float:
             ],
             cwd=ws,
             env=claude_env(home, model),
-            capture_output=True,
-            text=True,
-            timeout=300,
+            **_to_files(base),
         )
         took = time.perf_counter() - t
-    assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
+    assert done.returncode == 0 and (ws / "made4.txt").exists(), "the turn failed"
     return took
 
 
@@ -120,12 +125,10 @@ def turn_coder_es(base: Path) -> float:
             ],
             cwd=ws,
             env=claude_env(home, model),
-            capture_output=True,
-            text=True,
-            timeout=300,
+            **_to_files(base),
         )
         took = time.perf_counter() - t
-    assert done.returncode == 0 and (ws / "made4.txt").exists(), done.stderr[-500:]
+    assert done.returncode == 0 and (ws / "made4.txt").exists(), "the turn failed"
     return took
 
 

@@ -54,6 +54,7 @@ from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import Applied
 from coder_es.service import updates as up
+from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.workspace import Workspace
 
@@ -122,6 +123,7 @@ class HarnessTurn:
     _last_call: str | None = None
     _steps: int = 0
     _request_model: str = ""
+    _exchanges: list[Exchange] = field(default_factory=list)
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
@@ -542,22 +544,26 @@ class HarnessTurn:
                 # The model the harness asked for (Codex's stream never names it).
                 with contextlib.suppress(ValueError, AttributeError):
                     self._request_model = str(json.loads(x.request_body).get("model") or "")
-            request_blob = blobs.put(x.request_body)
-            response_blob = blobs.put(x.response_body)
-            self._ops.append(
-                lambda s: s.record_exchange(
+
+            self._exchanges.append(x)
+
+            # The bodies are stored when the turn is recorded (in one write, off the event
+            # loop: a durable write per body here would hold the harness's next request).
+            def record(s: Session) -> None:
+                s.record_exchange(
                     harness=self.spec.name,
                     method=x.method,
                     path=x.path,
                     request_headers=x.request_headers,
-                    request_blob=request_blob,
+                    request_blob=digest_of(x.request_body),
                     status=x.status,
                     response_headers=x.response_headers,
-                    response_blob=response_blob,
+                    response_blob=digest_of(x.response_body),
                     duration_ms=int(x.duration_ms),
                     error=x.error,
                 )
-            )
+
+            self._ops.append(record)
 
         return on_exchange
 
@@ -574,7 +580,19 @@ class HarnessTurn:
         self._notes.extend(outcome.notes)
         return outcome.applied
 
+    def _store_exchanges(self) -> None:
+        items: list[tuple[bytes, str | None]] = []
+        last: str | None = None
+        for x in self._exchanges:
+            # Each request repeats the conversation so far: stored as a delta of the last one.
+            items.append((x.request_body, last))
+            last = digest_of(x.request_body)
+            items.append((x.response_body, None))
+        if items:
+            self.app.blobs.for_session(self.session_id).put_many(items)
+
     def _record(self, harness_session: str | None, version: str | None, model: str) -> str | None:
+        self._store_exchanges()
         if self.new_session is not None:
             fields = dict(self.new_session)
             settings = dict(fields.pop("settings", {}))
