@@ -10,7 +10,6 @@ its own session id and version (``settings["harness"]``); every turn then record
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from coder_es.harness.adapters import ADAPTERS
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
 from coder_es.harness.turn import HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
+from coder_es.secret_env import command_environ
 from coder_es.service import updates as up
 
 
@@ -41,7 +41,8 @@ class HarnessSession:
     default_permission: str = "ask"
     network: bool = True
     title: str = ""
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The harness and its commands get no coder-es variable or key value (secret_env).
+    environ: Mapping[str, str] = field(default_factory=command_environ)
     store_path: Path | None = None
     turn_timeout_s: float = 1800.0
     exists: bool = False

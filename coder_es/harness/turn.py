@@ -53,6 +53,7 @@ from coder_es.harness.spec import HarnessSpec
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import Applied
+from coder_es.secret_env import command_environ, scrubbed
 from coder_es.service import updates as up
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
@@ -95,7 +96,8 @@ class HarnessTurn:
     adapter: Adapter
     command: list[str]
     emit: Callable[[up.Update], None]
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The harness and its commands get no coder-es variable or key value (secret_env).
+    environ: Mapping[str, str] = field(default_factory=command_environ)
     read_only: bool = False
     yes: bool = False
     agent: str = "build"
@@ -135,7 +137,7 @@ class HarnessTurn:
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
                 f"({found.reason}); see coder-es doctor"
             )
-        user_env = {**self.environ, **self.spec.env}
+        user_env = {**self.environ, **scrubbed(self.spec.env)}
         upstream = ForwardUpstream(self.adapter.upstream(user_env))
         routes: dict[str, Upstream] = {}
         if self.spec.kind == "acp":
