@@ -164,6 +164,17 @@ LIST_PAGE = 100
 """Sessions per ``session/list`` page."""
 
 
+def invalid_params(data: dict[str, Any]) -> RequestError:
+    """``RequestError.invalid_params`` with the human reason as the message: clients (acpx,
+    ``acp-client``) print only the message, so "Invalid params" alone told the user nothing."""
+    return RequestError(-32602, str(data.get("details") or "Invalid params"), data)
+
+
+def internal_error(data: dict[str, Any]) -> RequestError:
+    """``RequestError.internal_error`` with the reason as the message (see ``invalid_params``)."""
+    return RequestError(-32603, str(data.get("details") or "Internal error"), data)
+
+
 def _cursor_of(session_id: str) -> str:
     return base64.urlsafe_b64encode(f"after:{session_id}".encode()).decode()
 
@@ -175,7 +186,7 @@ def _cursor_session(cursor: str) -> str:
     except (binascii.Error, UnicodeError, ValueError):
         text = ""
     if not text.startswith("after:"):
-        raise RequestError.invalid_params({"details": "the cursor is not one this agent gave"})
+        raise invalid_params({"details": "the cursor is not one this agent gave"})
     return text[len("after:") :]
 
 
@@ -232,7 +243,7 @@ def prompt_images(blocks: list[Any]) -> list[tuple[str, bytes]]:
             try:
                 images.append((block.mime_type, base64.b64decode(block.data, validate=True)))
             except binascii.Error as e:
-                raise RequestError.invalid_params(
+                raise invalid_params(
                     {"details": f"prompt block {i}: the image data is not base64 ({e})"}
                 ) from e
     return images
@@ -344,7 +355,7 @@ class CoderAcpAgent:
     @property
     def client(self) -> Client:
         if self._client is None:
-            raise RequestError.internal_error({"details": "no client is connected"})
+            raise internal_error({"details": "no client is connected"})
         return self._client
 
     async def _guard(self, work: Awaitable[T]) -> T:
@@ -354,9 +365,9 @@ class CoderAcpAgent:
         except RequestError:
             raise
         except UsageError as e:
-            raise RequestError.invalid_params({"details": str(e)}) from e
+            raise invalid_params({"details": str(e)}) from e
         except CoderESError as e:
-            raise RequestError.internal_error({"details": str(e)}) from e
+            raise internal_error({"details": str(e)}) from e
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -652,7 +663,7 @@ class CoderAcpAgent:
     ) -> SetSessionModeResponse:
         session = self._session(session_id)
         if mode_id not in MODES:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"unknown mode {mode_id!r}; choose one of {', '.join(MODES)}"}
             )
         if await self._guard(self._reopen(session, agent=mode_id)):
@@ -665,11 +676,11 @@ class CoderAcpAgent:
         session = self._session(session_id)
         choices = {o.id: [c.value for c in o.options] for o in self._config_options(session)}
         if config_id not in choices:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"unknown option {config_id!r}; the options are mode and model"}
             )
         if value not in choices[config_id]:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"{value!r} is not a choice of the option {config_id!r}"}
             )
         if config_id == "mode":
@@ -693,11 +704,11 @@ class CoderAcpAgent:
         starts. With ``_meta.query``, only the sessions whose text matches it, best first, each
         with its hits in ``_meta.coderEs.hits``."""
         if cwd is not None and not Path(cwd).is_absolute():
-            raise RequestError.invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
+            raise invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
         where = str(Path(cwd).resolve()) if cwd else None
         size = kwargs.get("pageSize", LIST_PAGE)
         if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= LIST_PAGE:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"_meta.pageSize must be a number from 1 to {LIST_PAGE}"}
             )
         app = self.runtime.app
@@ -711,7 +722,7 @@ class CoderAcpAgent:
                 # the sessions this agent is running.
                 matches = await asyncio.to_thread(sessions_matching, app, kwargs["query"])
             except ClientError as e:
-                raise RequestError.invalid_params({"details": str(e)}) from e
+                raise invalid_params({"details": str(e)}) from e
             rank = {sid: i for i, sid in enumerate(matches)}
             ordered = sorted(
                 (s for s in ordered if str(s.id) in rank), key=lambda s: rank[str(s.id)]
@@ -720,7 +731,7 @@ class CoderAcpAgent:
             after = _cursor_session(cursor)
             ids = [str(s.id) for s in ordered]
             if after not in ids:
-                raise RequestError.invalid_params(
+                raise invalid_params(
                     {"details": "the cursor is not one this agent gave (or its list changed)"}
                 )
             ordered = ordered[ids.index(after) + 1 :]
@@ -798,7 +809,7 @@ class CoderAcpAgent:
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"session {session_id} is not open: use session/new or session/load"}
             )
         return session
@@ -809,13 +820,20 @@ class CoderAcpAgent:
         session = self._session(session_id)
         text = prompt_text(prompt)
         if text.lstrip().startswith("/"):
-            reply = await self._guard(self._command(session, text.strip()))
+            try:
+                reply = await self._guard(self._command(session, text.strip()))
+            except RequestError as e:
+                if e.code != -32602:
+                    raise
+                # A mistake in the command (no node, an unknown one) is the user's to fix: an
+                # answer, not a failed prompt (Toad shows a failed one as "failed to start").
+                reply = f"{text.strip().split()[0]}: {e}"
             if reply is not None:
                 await self._say(session, reply)
                 return PromptResponse(stop_reason="end_turn")
         images = prompt_images(prompt)
         if not text.strip() and not images:
-            raise RequestError.invalid_params({"details": "the prompt has no text"})
+            raise invalid_params({"details": "the prompt has no text"})
         try:
             return await self._guard(self._turn(session, text, images))
         finally:
@@ -838,7 +856,7 @@ class CoderAcpAgent:
         outcome = handle.outcome
         reason = outcome.reason if outcome is not None else "cancelled"
         if reason == "error":
-            raise RequestError.internal_error(
+            raise internal_error(
                 {"details": error or (outcome and outcome.error) or "the turn failed"}
             )
         return PromptResponse(stop_reason=STOP_REASONS.get(reason, "end_turn"))  # type: ignore[arg-type]
