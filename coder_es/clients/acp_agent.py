@@ -1071,13 +1071,15 @@ class CoderAcpAgent:
         name, args = words[0], words[1:]
         app, cwd = self.runtime.app, session.cwd
         if name == "tree":
-            return branch_ops.tree_text(app, cwd, session.id)
+            return m.code_block(branch_ops.tree_text(app, cwd, session.id))
         if name == "search":
             return self._search(session, " ".join(args))
         if name == "diff":
             if not 1 <= len(args) <= 2:
                 raise UsageError("/diff needs NODE_A [NODE_B] (default HEAD); see /tree")
-            return branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
+            return m.code_block(
+                branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
+            )
         if session.handle.running:
             raise UsageError("a turn is running; cancel it first")
         flags = {a for a in args if a.startswith("--")}
@@ -1127,7 +1129,8 @@ class CoderAcpAgent:
                 "Files left as you have them (conflicts): "
                 + ", ".join(c.path for c in result.conflicts)
             )
-        reply = "\n".join(lines)
+        # The sentence as prose, the file list as a code block (its columns and lines kept).
+        reply = lines[0] + ("\n\n" + m.code_block("\n".join(lines[1:])) if lines[1:] else "")
         session.moves += 1
         call = m.move_call(f"{result.reason}-{session.moves}", result, reply, cwd)
         await self.client.session_update(session_id=session.id, update=call)
@@ -1142,8 +1145,11 @@ class CoderAcpAgent:
             raise UsageError(str(e)) from e
         if not hits:
             return f"no match for {text!r} in this session"
-        return "\n".join(
-            f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}" for h in hits
+        return m.code_block(
+            "\n".join(
+                f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}"
+                for h in hits
+            )
         )
 
     def config_changed(self, config: Config, sections: list[str]) -> None:

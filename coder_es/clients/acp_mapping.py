@@ -7,6 +7,7 @@ history replay of ``session/load``, so a reloaded session looks the way it did l
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +85,15 @@ def locations(name: str, inp: dict[str, Any], root: Path) -> list[ToolCallLocati
 
 def text_content(text: str) -> ContentToolCallContent:
     return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=text))
+
+
+def code_block(text: str) -> str:
+    """``text`` as a Markdown code block: clients render agent messages as Markdown, which
+    joins plain lines into one paragraph (``/tree`` became one line). The fence is longer than
+    any run of backticks in the text, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def proposed_diff(
