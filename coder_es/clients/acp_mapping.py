@@ -200,9 +200,13 @@ def move_call(call_id: str, result: MoveResult, summary: str, root: Path) -> Too
 def replay(items: list[HistoryItem], root: Path, blob: BlobReader) -> list[SessionUpdate]:
     """The notifications that show a stored conversation (``session/load``)."""
     out: list[SessionUpdate] = []
+    # Calls shown but not answered yet: a head rewound to a call, or a turn that ended first.
+    # Each is ended when its turn is over, or clients show it running forever (Toad spins).
+    open_calls: list[str] = []
     for item in items:
         block = TextContentBlock(type="text", text=item.text)
         if item.kind == USER:
+            out.extend(_unanswered(open_calls))
             out.append(UserMessageChunk(session_update="user_message_chunk", content=block))
         elif item.kind in (TEXT, SUMMARY):
             out.append(AgentMessageChunk(session_update="agent_message_chunk", content=block))
@@ -210,8 +214,31 @@ def replay(items: list[HistoryItem], root: Path, blob: BlobReader) -> list[Sessi
             out.append(AgentThoughtChunk(session_update="agent_thought_chunk", content=block))
         elif item.kind == TOOL_CALL and item.tool_use_id and item.name:
             out.append(start(item.tool_use_id, item.name, item.input, root))
+            open_calls.append(item.tool_use_id)
         elif item.kind == TOOL_RESULT and item.tool_use_id:
+            if item.tool_use_id in open_calls:
+                open_calls.remove(item.tool_use_id)
             out.append(
                 finish(item.tool_use_id, item.text, item.is_error, item.files_changed, root, blob)
             )
+    out.extend(_unanswered(open_calls))
     return out
+
+
+NO_RESULT = "cancelled: no result was recorded (the turn ended, or the head was moved, before it)"
+
+
+def _unanswered(calls: list[str]) -> list[SessionUpdate]:
+    """``calls`` ended as failed (ACP has no cancelled status for a tool call); empties it."""
+    ended: list[SessionUpdate] = [
+        ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=call,
+            status="failed",
+            content=[text_content(NO_RESULT)],
+            raw_output={"output": NO_RESULT, "is_error": True},
+        )
+        for call in calls
+    ]
+    calls.clear()
+    return ended

@@ -76,3 +76,32 @@ def test_tree_search_diff_and_rewind_summaries_are_code_blocks(tmp_path: Path) -
             assert "a.txt" in files
 
     run(scenario())
+
+
+def test_a_replayed_call_without_result_is_not_left_pending(tmp_path: Path) -> None:
+    # After /rewind to the node holding an unanswered call, session/load showed it spinning.
+    from coder_es.clients import acp_mapping as m
+    from coder_es.clients.history import TOOL_CALL, TOOL_RESULT, USER, HistoryItem
+
+    def call(tid: str) -> HistoryItem:
+        return HistoryItem(
+            TOOL_CALL, "s", "2", tool_use_id=tid, name="bash", input={"command": "ls"}
+        )
+
+    items = [
+        HistoryItem(USER, "s", "1", text="go"),
+        call("t1"),
+        HistoryItem(TOOL_RESULT, "s", "3", text="ok", tool_use_id="t1", name="bash"),
+        call("t2"),
+        HistoryItem(USER, "s", "5", text="again"),
+        call("t3"),
+    ]
+    updates = m.replay(items, tmp_path, lambda h: b"")
+    ended: dict[str, str] = {}
+    for u in updates:
+        if u.session_update == "tool_call_update" and u.status in ("completed", "failed"):
+            ended[u.tool_call_id] = u.status
+    assert ended == {"t1": "completed", "t2": "failed", "t3": "failed"}
+    # t2 ends before the next user message, where its turn was over.
+    kinds = [(u.session_update, getattr(u, "tool_call_id", None)) for u in updates]
+    assert kinds.index(("tool_call_update", "t2")) < kinds.index(("user_message_chunk", None), 1)
