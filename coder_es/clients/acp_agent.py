@@ -1112,9 +1112,18 @@ class CoderAcpAgent:
                     files=only_f or not only_c,
                 )
         if result.forked_from is not None:
+            # The sessions share one working tree, which now holds the new session's start
+            # (branching.fork records that on this session too): say so, files listed below.
+            at = result.forked_from[1]
+            where = (
+                f"the working tree was restored to node {at} for it (the files below); "
+                if result.files
+                else f"the working tree already held the files of node {at}; "
+            )
             lines = [
-                f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
-                "Load that session to continue there; this one is unchanged."
+                f"Forked into a new session {result.session} at node {at}; load that session "
+                f"to continue there. {where[0].upper()}{where[1:]}this session's conversation "
+                "and head are unchanged."
             ]
         else:
             session.handle.reload()

@@ -105,3 +105,29 @@ def test_a_replayed_call_without_result_is_not_left_pending(tmp_path: Path) -> N
     # t2 ends before the next user message, where its turn was over.
     kinds = [(u.session_update, getattr(u, "tool_call_id", None)) for u in updates]
     assert kinds.index(("tool_call_update", "t2")) < kinds.index(("user_message_chunk", None), 1)
+
+
+def test_fork_new_session_says_what_it_does_to_the_files(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, ASK_EDITS, WRITE_THEN_ANSWER)
+    client = EditorClient()
+
+    async def scenario() -> str:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("write it")])
+            client.updates.clear()
+            await conn.prompt(session_id=sid, prompt=[text_block("/tree")])
+            tree = client.text()
+            node = next(line.split()[0] for line in tree.splitlines() if "user write it" in line)
+            assert (ws / "a.txt").exists()
+            client.updates.clear()
+            await conn.prompt(session_id=sid, prompt=[text_block(f"/fork --new-session {node}")])
+            return client.text()
+
+    said = run(scenario())
+    # The new session starts at the node, in the shared working tree: a.txt is gone, and the
+    # message says so instead of "this one is unchanged".
+    assert not (ws / "a.txt").exists()
+    assert "this one is unchanged" not in said
+    assert "restored to node" in said and "a.txt" in said, said
