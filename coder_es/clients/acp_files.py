@@ -107,7 +107,9 @@ class ClientFileExecutor:
         except CoderESError as e:
             return error_result(call, e)
         except RequestError as e:
-            return ToolResult(f"{call.name} failed: the editor answered: {e}", is_error=True)
+            return ToolResult(
+                f"{call.name} failed: the editor answered: {editor_reason(e)}", is_error=True
+            )
         return await self.inner.execute(call, ctx)
 
     async def _buffer(self, path: Path) -> str | None:
@@ -252,6 +254,17 @@ class ClientFileExecutor:
             tool_use_id=ctx.tool_use_id,
         )
         return ToolResult(r.message, is_error=True)
+
+
+def editor_reason(e: RequestError) -> str:
+    """What the client said when it refused: its message, with the reason its ``data`` carries
+    (SDKs answer a thrown error as "Internal error" with the reason in ``data.details``)."""
+    data, said = e.data, str(e)
+    if isinstance(data, dict):
+        data = data.get("details") or data.get("message") or data.get("reason")
+    if isinstance(data, str) and data and data not in said:
+        return f"{said}: {data}"
+    return said
 
 
 def _put(blobs: BlobStore, data: bytes | None, like: str | None) -> str | None:

@@ -131,3 +131,23 @@ def test_fork_new_session_says_what_it_does_to_the_files(tmp_path: Path) -> None
     assert not (ws / "a.txt").exists()
     assert "this one is unchanged" not in said
     assert "restored to node" in said and "a.txt" in said, said
+
+
+class RefusingEditor(EditorClient):
+    async def write_text_file(self, session_id: str, path: str, content: str, **kw: Any) -> Any:
+        raise RequestError.internal_error({"details": "a.txt is read-only in this editor"})
+
+
+def test_a_client_refusing_a_write_gives_the_model_its_reason(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, ASK_EDITS, WRITE_THEN_ANSWER)
+    client = RefusingEditor()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("write it")])
+
+    run(scenario())
+    (failed,) = [u for u in client.of("tool_call_update") if u.status == "failed"]
+    assert "read-only in this editor" in failed.raw_output["output"], failed.raw_output
