@@ -166,6 +166,9 @@ def finish(
     content (it shows the output), followed by the diffs and the ``summary`` of the result
     beyond the output; ``rawOutput`` has the whole result either way."""
     content: list[Any] = list(result_diffs(files_changed, root, blob))
+    if content:
+        # The diff blocks show the change: the output's own copy of it would be shown again.
+        output = without_diff(output)
     if terminal is not None:
         content.insert(0, TerminalToolCallContent(type="terminal", terminal_id=terminal))
         if summary:
@@ -179,6 +182,15 @@ def finish(
         content=content or None,
         raw_output={"output": output, "is_error": is_error},
     )
+
+
+def without_diff(output: str) -> str:
+    """``output`` up to the unified diff it ends with (``Edited a.py`` and the diff)."""
+    lines = output.split("\n")
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("--- ") and lines[i + 1].startswith("+++ "):
+            return "\n".join(lines[:i]).rstrip("\n")
+    return output
 
 
 def move_call(call_id: str, result: MoveResult, summary: str, root: Path) -> ToolCallStart:

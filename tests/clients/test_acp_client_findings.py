@@ -151,3 +151,40 @@ def test_a_client_refusing_a_write_gives_the_model_its_reason(tmp_path: Path) ->
     run(scenario())
     (failed,) = [u for u in client.of("tool_call_update") if u.status == "failed"]
     assert "read-only in this editor" in failed.raw_output["output"], failed.raw_output
+
+
+EDIT_TURNS: list[dict[str, Any]] = [
+    {"blocks": [{"type": "tool_use", "name": "read", "input": {"path": "greet.py"}}]},
+    {
+        "blocks": [
+            {
+                "type": "tool_use",
+                "name": "edit",
+                "input": {"path": "greet.py", "old_string": "Hello", "new_string": "Howdy"},
+            }
+        ]
+    },
+    {"blocks": [{"type": "text", "text": "Edited."}]},
+]
+
+
+def test_an_edit_diff_is_sent_once(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, ASK_EDITS, EDIT_TURNS)
+    (ws / "greet.py").write_text('print("Hello")\n')
+    client = EditorClient()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("edit")])
+
+    run(scenario())
+    assert (ws / "greet.py").read_text() == 'print("Howdy")\n'
+    (done,) = [
+        u
+        for u in client.of("tool_call_update")
+        if u.status and u.content and any(c.type == "diff" for c in u.content)
+    ]
+    sent = done.model_dump_json()
+    assert sent.count("+print") == 0 and sent.count("Howdy") == 1, sent
