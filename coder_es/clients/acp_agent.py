@@ -104,7 +104,7 @@ from acp.utils import normalize_result
 from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
-from coder_es.clients.acp_files import ClientFileExecutor
+from coder_es.clients.acp_files import ClientFileExecutor, certain_refusal
 from coder_es.clients.acp_terminal import AcpTerminal, ClientTerminalExecutor
 from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
@@ -1028,6 +1028,12 @@ class CoderAcpAgent:
         async def answer(question: up.PermissionRequired) -> PermissionAnswer:
             # The question goes out after the tool_call it refers to (and everything before it).
             await session.shown.setdefault(question.tool_use_id, asyncio.Event()).wait()
+            loop = session.handle.loop
+            if question.tool_use_id in loop.state.calls:  # this session's call, its views
+                refusal = certain_refusal(question.tool, question.input, loop.workspace)
+                if refusal is not None:
+                    # Not asked: the tool would refuse it anyway; nothing runs either way.
+                    return PermissionAnswer.reject(refusal, decided_by="coder-es")
             path = question.input.get("path")
             current = None
             if question.tool in ("write", "edit") and isinstance(path, str) and path:

@@ -256,6 +256,35 @@ class ClientFileExecutor:
         return ToolResult(r.message, is_error=True)
 
 
+def certain_refusal(tool: str, inp: dict[str, Any], workspace: Any) -> str | None:
+    """Why ``edit`` will refuse this call whatever the disk holds by then, or None: asking the
+    user to approve an edit that then fails ("you have not read greet.py") wastes their
+    attention. Only what the agent's own views decide counts (they change only by its calls),
+    never the disk, which may change between the question and the run."""
+    if tool != "edit":
+        return None
+    try:
+        args: Any = parse_input(EditInput, inp)
+        rel = workspace.resolve(args.path, outside_ok=True).rel
+    except (CoderESError, ValueError):
+        return None
+    views = workspace.views
+    if rel not in views:
+        if args.old_string == "":
+            return None  # creates the file if it is absent then
+        return f"you have not read {rel}: read it first, then edit it"
+    base_hash = views[rel]
+    base = workspace.blobs.get(base_hash) if base_hash is not None else None
+    text = decode_text(base) if base is not None else None
+    if text is None:
+        return None  # the tool says why (absent when read, or binary)
+    try:
+        replace(text, args.old_string, args.new_string, replace_all=args.replace_all, path=rel)
+    except MatchError as e:
+        return str(e)
+    return None
+
+
 def editor_reason(e: RequestError) -> str:
     """What the client said when it refused: its message, with the reason its ``data`` carries
     (SDKs answer a thrown error as "Internal error" with the reason in ``data.details``)."""

@@ -188,3 +188,22 @@ def test_an_edit_diff_is_sent_once(tmp_path: Path) -> None:
     ]
     sent = done.model_dump_json()
     assert sent.count("+print") == 0 and sent.count("Howdy") == 1, sent
+
+
+def test_an_edit_the_tool_will_refuse_is_not_asked_about(tmp_path: Path) -> None:
+    unread = [EDIT_TURNS[1], {"blocks": [{"type": "text", "text": "Oh."}]}]
+    ws = make_workspace(tmp_path, ASK_EDITS, unread)
+    (ws / "greet.py").write_text('print("Hello")\n')
+    client = EditorClient()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("edit")])
+
+    run(scenario())
+    assert client.questions == []
+    assert (ws / "greet.py").read_text() == 'print("Hello")\n' and client.writes == []
+    (failed,) = [u for u in client.of("tool_call_update") if u.status == "failed"]
+    assert "you have not read greet.py" in str(failed.raw_output), failed
