@@ -105,7 +105,7 @@ from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor, certain_refusal
-from coder_es.clients.acp_terminal import AcpTerminal, ClientTerminalExecutor
+from coder_es.clients.acp_terminal import SHOWN_WAIT_S, AcpTerminal, ClientTerminalExecutor
 from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
@@ -274,6 +274,16 @@ class _Buffers:
         await self.agent.client.write_text_file(
             session_id=self.session_id, path=str(path), content=text
         )
+
+    async def shown(self, ctx: ToolContext) -> None:
+        """The session's own call waits for its ``tool_call`` (a subagent's is not shown);
+        bounded, as for a terminal, so a call somehow not shown still runs."""
+        session = self.agent.sessions.get(self.session_id)
+        if session is None or ctx.sink is not session.handle.loop.sink:
+            return
+        shown = session.announced.setdefault(ctx.tool_use_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(shown.wait(), SHOWN_WAIT_S)
 
 
 @dataclass

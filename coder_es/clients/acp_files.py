@@ -51,6 +51,10 @@ class BufferAccess(Protocol):
 
     async def write(self, path: Path, text: str) -> None: ...
 
+    async def shown(self, ctx: ToolContext) -> None:
+        """Returns once the client has been told of the call (its ``tool_call``), so that it
+        sees the call before the file requests the call makes."""
+
 
 class _BufferView:
     """The workspace as ``ReadTool`` uses it, with one file's content taken from the buffer."""
@@ -95,6 +99,8 @@ class ClientFileExecutor:
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
+            if call.name in ("read", "write", "edit") and self.access.can_read:
+                await self.access.shown(ctx)
             if call.name == "read" and self.access.can_read:
                 result = await self._read(call, ctx)
                 if result is not None:

@@ -207,3 +207,34 @@ def test_an_edit_the_tool_will_refuse_is_not_asked_about(tmp_path: Path) -> None
     assert (ws / "greet.py").read_text() == 'print("Hello")\n' and client.writes == []
     (failed,) = [u for u in client.of("tool_call_update") if u.status == "failed"]
     assert "you have not read greet.py" in str(failed.raw_output), failed
+
+
+class OrderedEditor(EditorClient):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, str]] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.log.append((update.session_update, getattr(update, "tool_call_id", "") or ""))
+        await super().session_update(session_id, update, **kwargs)
+
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+        self.log.append(("fs/read_text_file", path))
+        return await super().read_text_file(session_id, path, **kwargs)
+
+
+def test_the_tool_call_is_announced_before_its_file_read(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, ASK_EDITS, EDIT_TURNS)
+    (ws / "greet.py").write_text('print("Hello")\n')
+    client = OrderedEditor()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn)
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("edit")])
+
+    run(scenario())
+    kinds = [k for k, _ in client.log]
+    assert "fs/read_text_file" in kinds
+    assert kinds.index("tool_call") < kinds.index("fs/read_text_file"), client.log
