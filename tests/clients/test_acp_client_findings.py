@@ -218,9 +218,16 @@ class OrderedEditor(EditorClient):
         self.log.append((update.session_update, getattr(update, "tool_call_id", "") or ""))
         await super().session_update(session_id, update, **kwargs)
 
-    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
         self.log.append(("fs/read_text_file", path))
-        return await super().read_text_file(session_id, path, **kwargs)
+        return await super().read_text_file(session_id, path, line, limit, **kwargs)
 
 
 def test_the_tool_call_is_announced_before_its_file_read(tmp_path: Path) -> None:
