@@ -104,8 +104,8 @@ from acp.utils import normalize_result
 from coder_es import __version__
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
-from coder_es.clients.acp_files import ClientFileExecutor
-from coder_es.clients.acp_terminal import AcpTerminal, ClientTerminalExecutor
+from coder_es.clients.acp_files import ClientFileExecutor, certain_refusal
+from coder_es.clients.acp_terminal import SHOWN_WAIT_S, AcpTerminal, ClientTerminalExecutor
 from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
 from coder_es.clients.jsonrpc_guard import LineGuard, ProtocolErrorsOnOneLine
@@ -164,6 +164,17 @@ LIST_PAGE = 100
 """Sessions per ``session/list`` page."""
 
 
+def invalid_params(data: dict[str, Any]) -> RequestError:
+    """``RequestError.invalid_params`` with the human reason as the message: clients (acpx,
+    ``acp-client``) print only the message, so "Invalid params" alone told the user nothing."""
+    return RequestError(-32602, str(data.get("details") or "Invalid params"), data)
+
+
+def internal_error(data: dict[str, Any]) -> RequestError:
+    """``RequestError.internal_error`` with the reason as the message (see ``invalid_params``)."""
+    return RequestError(-32603, str(data.get("details") or "Internal error"), data)
+
+
 def _cursor_of(session_id: str) -> str:
     return base64.urlsafe_b64encode(f"after:{session_id}".encode()).decode()
 
@@ -175,7 +186,7 @@ def _cursor_session(cursor: str) -> str:
     except (binascii.Error, UnicodeError, ValueError):
         text = ""
     if not text.startswith("after:"):
-        raise RequestError.invalid_params({"details": "the cursor is not one this agent gave"})
+        raise invalid_params({"details": "the cursor is not one this agent gave"})
     return text[len("after:") :]
 
 
@@ -232,7 +243,7 @@ def prompt_images(blocks: list[Any]) -> list[tuple[str, bytes]]:
             try:
                 images.append((block.mime_type, base64.b64decode(block.data, validate=True)))
             except binascii.Error as e:
-                raise RequestError.invalid_params(
+                raise invalid_params(
                     {"details": f"prompt block {i}: the image data is not base64 ({e})"}
                 ) from e
     return images
@@ -263,6 +274,16 @@ class _Buffers:
         await self.agent.client.write_text_file(
             session_id=self.session_id, path=str(path), content=text
         )
+
+    async def shown(self, ctx: ToolContext) -> None:
+        """The session's own call waits for its ``tool_call`` (a subagent's is not shown);
+        bounded, as for a terminal, so a call somehow not shown still runs."""
+        session = self.agent.sessions.get(self.session_id)
+        if session is None or ctx.sink is not session.handle.loop.sink:
+            return
+        shown = session.announced.setdefault(ctx.tool_use_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(shown.wait(), SHOWN_WAIT_S)
 
 
 @dataclass
@@ -344,7 +365,7 @@ class CoderAcpAgent:
     @property
     def client(self) -> Client:
         if self._client is None:
-            raise RequestError.internal_error({"details": "no client is connected"})
+            raise internal_error({"details": "no client is connected"})
         return self._client
 
     async def _guard(self, work: Awaitable[T]) -> T:
@@ -354,9 +375,9 @@ class CoderAcpAgent:
         except RequestError:
             raise
         except UsageError as e:
-            raise RequestError.invalid_params({"details": str(e)}) from e
+            raise invalid_params({"details": str(e)}) from e
         except CoderESError as e:
-            raise RequestError.internal_error({"details": str(e)}) from e
+            raise internal_error({"details": str(e)}) from e
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -652,7 +673,7 @@ class CoderAcpAgent:
     ) -> SetSessionModeResponse:
         session = self._session(session_id)
         if mode_id not in MODES:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"unknown mode {mode_id!r}; choose one of {', '.join(MODES)}"}
             )
         if await self._guard(self._reopen(session, agent=mode_id)):
@@ -665,11 +686,11 @@ class CoderAcpAgent:
         session = self._session(session_id)
         choices = {o.id: [c.value for c in o.options] for o in self._config_options(session)}
         if config_id not in choices:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"unknown option {config_id!r}; the options are mode and model"}
             )
         if value not in choices[config_id]:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"{value!r} is not a choice of the option {config_id!r}"}
             )
         if config_id == "mode":
@@ -693,11 +714,11 @@ class CoderAcpAgent:
         starts. With ``_meta.query``, only the sessions whose text matches it, best first, each
         with its hits in ``_meta.coderEs.hits``."""
         if cwd is not None and not Path(cwd).is_absolute():
-            raise RequestError.invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
+            raise invalid_params({"details": f"cwd must be absolute, got {cwd!r}"})
         where = str(Path(cwd).resolve()) if cwd else None
         size = kwargs.get("pageSize", LIST_PAGE)
         if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= LIST_PAGE:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"_meta.pageSize must be a number from 1 to {LIST_PAGE}"}
             )
         app = self.runtime.app
@@ -711,7 +732,7 @@ class CoderAcpAgent:
                 # the sessions this agent is running.
                 matches = await asyncio.to_thread(sessions_matching, app, kwargs["query"])
             except ClientError as e:
-                raise RequestError.invalid_params({"details": str(e)}) from e
+                raise invalid_params({"details": str(e)}) from e
             rank = {sid: i for i, sid in enumerate(matches)}
             ordered = sorted(
                 (s for s in ordered if str(s.id) in rank), key=lambda s: rank[str(s.id)]
@@ -720,7 +741,7 @@ class CoderAcpAgent:
             after = _cursor_session(cursor)
             ids = [str(s.id) for s in ordered]
             if after not in ids:
-                raise RequestError.invalid_params(
+                raise invalid_params(
                     {"details": "the cursor is not one this agent gave (or its list changed)"}
                 )
             ordered = ordered[ids.index(after) + 1 :]
@@ -798,7 +819,7 @@ class CoderAcpAgent:
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params(
+            raise invalid_params(
                 {"details": f"session {session_id} is not open: use session/new or session/load"}
             )
         return session
@@ -809,13 +830,20 @@ class CoderAcpAgent:
         session = self._session(session_id)
         text = prompt_text(prompt)
         if text.lstrip().startswith("/"):
-            reply = await self._guard(self._command(session, text.strip()))
+            try:
+                reply = await self._guard(self._command(session, text.strip()))
+            except RequestError as e:
+                if e.code != -32602:
+                    raise
+                # A mistake in the command (no node, an unknown one) is the user's to fix: an
+                # answer, not a failed prompt (Toad shows a failed one as "failed to start").
+                reply = f"{text.strip().split()[0]}: {e}"
             if reply is not None:
                 await self._say(session, reply)
                 return PromptResponse(stop_reason="end_turn")
         images = prompt_images(prompt)
         if not text.strip() and not images:
-            raise RequestError.invalid_params({"details": "the prompt has no text"})
+            raise invalid_params({"details": "the prompt has no text"})
         try:
             return await self._guard(self._turn(session, text, images))
         finally:
@@ -838,7 +866,7 @@ class CoderAcpAgent:
         outcome = handle.outcome
         reason = outcome.reason if outcome is not None else "cancelled"
         if reason == "error":
-            raise RequestError.internal_error(
+            raise internal_error(
                 {"details": error or (outcome and outcome.error) or "the turn failed"}
             )
         return PromptResponse(stop_reason=STOP_REASONS.get(reason, "end_turn"))  # type: ignore[arg-type]
@@ -1010,6 +1038,12 @@ class CoderAcpAgent:
         async def answer(question: up.PermissionRequired) -> PermissionAnswer:
             # The question goes out after the tool_call it refers to (and everything before it).
             await session.shown.setdefault(question.tool_use_id, asyncio.Event()).wait()
+            loop = session.handle.loop
+            if question.tool_use_id in loop.state.calls:  # this session's call, its views
+                refusal = certain_refusal(question.tool, question.input, loop.workspace)
+                if refusal is not None:
+                    # Not asked: the tool would refuse it anyway; nothing runs either way.
+                    return PermissionAnswer.reject(refusal, decided_by="coder-es")
             path = question.input.get("path")
             current = None
             if question.tool in ("write", "edit") and isinstance(path, str) and path:
@@ -1053,13 +1087,15 @@ class CoderAcpAgent:
         name, args = words[0], words[1:]
         app, cwd = self.runtime.app, session.cwd
         if name == "tree":
-            return branch_ops.tree_text(app, cwd, session.id)
+            return m.code_block(branch_ops.tree_text(app, cwd, session.id))
         if name == "search":
             return self._search(session, " ".join(args))
         if name == "diff":
             if not 1 <= len(args) <= 2:
                 raise UsageError("/diff needs NODE_A [NODE_B] (default HEAD); see /tree")
-            return branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
+            return m.code_block(
+                branch_ops.diff_text(app, cwd, session.id, args[0], (args[1:] or ["HEAD"])[0])
+            )
         if session.handle.running:
             raise UsageError("a turn is running; cancel it first")
         flags = {a for a in args if a.startswith("--")}
@@ -1092,9 +1128,18 @@ class CoderAcpAgent:
                     files=only_f or not only_c,
                 )
         if result.forked_from is not None:
+            # The sessions share one working tree, which now holds the new session's start
+            # (branching.fork records that on this session too): say so, files listed below.
+            at = result.forked_from[1]
+            where = (
+                f"the working tree was restored to node {at} for it (the files below); "
+                if result.files
+                else f"the working tree already held the files of node {at}; "
+            )
             lines = [
-                f"Forked into a new session {result.session} at node {result.forked_from[1]}. "
-                "Load that session to continue there; this one is unchanged."
+                f"Forked into a new session {result.session} at node {at}; load that session "
+                f"to continue there. {where[0].upper()}{where[1:]}this session's conversation "
+                "and head are unchanged."
             ]
         else:
             session.handle.reload()
@@ -1109,7 +1154,8 @@ class CoderAcpAgent:
                 "Files left as you have them (conflicts): "
                 + ", ".join(c.path for c in result.conflicts)
             )
-        reply = "\n".join(lines)
+        # The sentence as prose, the file list as a code block (its columns and lines kept).
+        reply = lines[0] + ("\n\n" + m.code_block("\n".join(lines[1:])) if lines[1:] else "")
         session.moves += 1
         call = m.move_call(f"{result.reason}-{session.moves}", result, reply, cwd)
         await self.client.session_update(session_id=session.id, update=call)
@@ -1124,8 +1170,11 @@ class CoderAcpAgent:
             raise UsageError(str(e)) from e
         if not hits:
             return f"no match for {text!r} in this session"
-        return "\n".join(
-            f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}" for h in hits
+        return m.code_block(
+            "\n".join(
+                f"{h['node']:>6} {h['kind']:<11} {' '.join(str(h['snippet']).split())}"
+                for h in hits
+            )
         )
 
     def config_changed(self, config: Config, sections: list[str]) -> None:

@@ -51,6 +51,10 @@ class BufferAccess(Protocol):
 
     async def write(self, path: Path, text: str) -> None: ...
 
+    async def shown(self, ctx: ToolContext) -> None:
+        """Returns once the client has been told of the call (its ``tool_call``), so that it
+        sees the call before the file requests the call makes."""
+
 
 class _BufferView:
     """The workspace as ``ReadTool`` uses it, with one file's content taken from the buffer."""
@@ -95,6 +99,8 @@ class ClientFileExecutor:
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         try:
+            if call.name in ("read", "write", "edit") and self.access.can_read:
+                await self.access.shown(ctx)
             if call.name == "read" and self.access.can_read:
                 result = await self._read(call, ctx)
                 if result is not None:
@@ -107,7 +113,9 @@ class ClientFileExecutor:
         except CoderESError as e:
             return error_result(call, e)
         except RequestError as e:
-            return ToolResult(f"{call.name} failed: the editor answered: {e}", is_error=True)
+            return ToolResult(
+                f"{call.name} failed: the editor answered: {editor_reason(e)}", is_error=True
+            )
         return await self.inner.execute(call, ctx)
 
     async def _buffer(self, path: Path) -> str | None:
@@ -252,6 +260,46 @@ class ClientFileExecutor:
             tool_use_id=ctx.tool_use_id,
         )
         return ToolResult(r.message, is_error=True)
+
+
+def certain_refusal(tool: str, inp: dict[str, Any], workspace: Any) -> str | None:
+    """Why ``edit`` will refuse this call whatever the disk holds by then, or None: asking the
+    user to approve an edit that then fails ("you have not read greet.py") wastes their
+    attention. Only what the agent's own views decide counts (they change only by its calls),
+    never the disk, which may change between the question and the run."""
+    if tool != "edit":
+        return None
+    try:
+        args: Any = parse_input(EditInput, inp)
+        rel = workspace.resolve(args.path, outside_ok=True).rel
+    except (CoderESError, ValueError):
+        return None
+    views = workspace.views
+    if rel not in views:
+        if args.old_string == "":
+            return None  # creates the file if it is absent then
+        return f"you have not read {rel}: read it first, then edit it"
+    base_hash = views[rel]
+    base = workspace.blobs.get(base_hash) if base_hash is not None else None
+    text = decode_text(base) if base is not None else None
+    if text is None:
+        return None  # the tool says why (absent when read, or binary)
+    try:
+        replace(text, args.old_string, args.new_string, replace_all=args.replace_all, path=rel)
+    except MatchError as e:
+        return str(e)
+    return None
+
+
+def editor_reason(e: RequestError) -> str:
+    """What the client said when it refused: its message, with the reason its ``data`` carries
+    (SDKs answer a thrown error as "Internal error" with the reason in ``data.details``)."""
+    data, said = e.data, str(e)
+    if isinstance(data, dict):
+        data = data.get("details") or data.get("message") or data.get("reason")
+    if isinstance(data, str) and data and data not in said:
+        return f"{said}: {data}"
+    return said
 
 
 def _put(blobs: BlobStore, data: bytes | None, like: str | None) -> str | None:

@@ -7,6 +7,7 @@ history replay of ``session/load``, so a reloaded session looks the way it did l
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -86,6 +87,15 @@ def text_content(text: str) -> ContentToolCallContent:
     return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=text))
 
 
+def code_block(text: str) -> str:
+    """``text`` as a Markdown code block: clients render agent messages as Markdown, which
+    joins plain lines into one paragraph (``/tree`` became one line). The fence is longer than
+    any run of backticks in the text, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
 def proposed_diff(
     name: str, inp: dict[str, Any], root: Path, current: str | None
 ) -> FileEditToolCallContent | None:
@@ -156,6 +166,9 @@ def finish(
     content (it shows the output), followed by the diffs and the ``summary`` of the result
     beyond the output; ``rawOutput`` has the whole result either way."""
     content: list[Any] = list(result_diffs(files_changed, root, blob))
+    if content:
+        # The diff blocks show the change: the output's own copy of it would be shown again.
+        output = without_diff(output)
     if terminal is not None:
         content.insert(0, TerminalToolCallContent(type="terminal", terminal_id=terminal))
         if summary:
@@ -169,6 +182,15 @@ def finish(
         content=content or None,
         raw_output={"output": output, "is_error": is_error},
     )
+
+
+def without_diff(output: str) -> str:
+    """``output`` up to the unified diff it ends with (``Edited a.py`` and the diff)."""
+    lines = output.split("\n")
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("--- ") and lines[i + 1].startswith("+++ "):
+            return "\n".join(lines[:i]).rstrip("\n")
+    return output
 
 
 def move_call(call_id: str, result: MoveResult, summary: str, root: Path) -> ToolCallStart:
@@ -190,9 +212,13 @@ def move_call(call_id: str, result: MoveResult, summary: str, root: Path) -> Too
 def replay(items: list[HistoryItem], root: Path, blob: BlobReader) -> list[SessionUpdate]:
     """The notifications that show a stored conversation (``session/load``)."""
     out: list[SessionUpdate] = []
+    # Calls shown but not answered yet: a head rewound to a call, or a turn that ended first.
+    # Each is ended when its turn is over, or clients show it running forever (Toad spins).
+    open_calls: list[str] = []
     for item in items:
         block = TextContentBlock(type="text", text=item.text)
         if item.kind == USER:
+            out.extend(_unanswered(open_calls))
             out.append(UserMessageChunk(session_update="user_message_chunk", content=block))
         elif item.kind in (TEXT, SUMMARY):
             out.append(AgentMessageChunk(session_update="agent_message_chunk", content=block))
@@ -200,8 +226,31 @@ def replay(items: list[HistoryItem], root: Path, blob: BlobReader) -> list[Sessi
             out.append(AgentThoughtChunk(session_update="agent_thought_chunk", content=block))
         elif item.kind == TOOL_CALL and item.tool_use_id and item.name:
             out.append(start(item.tool_use_id, item.name, item.input, root))
+            open_calls.append(item.tool_use_id)
         elif item.kind == TOOL_RESULT and item.tool_use_id:
+            if item.tool_use_id in open_calls:
+                open_calls.remove(item.tool_use_id)
             out.append(
                 finish(item.tool_use_id, item.text, item.is_error, item.files_changed, root, blob)
             )
+    out.extend(_unanswered(open_calls))
     return out
+
+
+NO_RESULT = "cancelled: no result was recorded (the turn ended, or the head was moved, before it)"
+
+
+def _unanswered(calls: list[str]) -> list[SessionUpdate]:
+    """``calls`` ended as failed (ACP has no cancelled status for a tool call); empties it."""
+    ended: list[SessionUpdate] = [
+        ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=call,
+            status="failed",
+            content=[text_content(NO_RESULT)],
+            raw_output={"output": NO_RESULT, "is_error": True},
+        )
+        for call in calls
+    ]
+    calls.clear()
+    return ended

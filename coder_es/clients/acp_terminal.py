@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from acp import Client, RequestError
 from acp.schema import EnvVariable, TerminalToolCallContent, ToolCallProgress
 
+from coder_es.clients.acp_files import editor_reason
 from coder_es.tools.base import ToolCall, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.registry import ToolExecutor
 from coder_es.tools.terminal import Terminal, TerminalRun
@@ -91,7 +92,7 @@ class AcpTerminal:
                 output_byte_limit=output_limit,
             )
         except RequestError as e:
-            raise ToolFailure(f"the editor could not start a terminal: {e}") from e
+            raise ToolFailure(f"the editor could not start a terminal: {editor_reason(e)}") from e
         tid = created.terminal_id
         try:
             result = await self._follow(tid, timeout_ms)
@@ -100,7 +101,7 @@ class AcpTerminal:
             raise
         except RequestError as e:
             await asyncio.shield(self._stop(tid))
-            raise ToolFailure(f"the editor's terminal failed: {e}") from e
+            raise ToolFailure(f"the editor's terminal failed: {editor_reason(e)}") from e
         await self._release(tid)
         return result
 

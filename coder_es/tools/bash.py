@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import signal
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +218,8 @@ async def _run_in_terminal(
 ) -> _Ran:
     """Run ``argv`` in the editor's terminal. The terminal's environment is the client's (which
     started this process); only what ``_run_process`` sets on top of it is passed."""
-    command, args = terminal_command(scrub_argv(argv), report)
+    script_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-terminal-"))
+    command, args = terminal_command(scrub_argv(argv), report, script_dir)
     try:
         got = await terminal.run(
             command,
@@ -230,6 +232,8 @@ async def _run_in_terminal(
     except asyncio.CancelledError:
         ctx.cancelled.set()
         raise
+    finally:
+        shutil.rmtree(script_dir, ignore_errors=True)
     out = _Capture()
     # A terminal is usually a pty, whose line discipline turns "\n" into "\r\n".
     out.add(got.output.replace("\r\n", "\n").encode("utf-8", "surrogateescape"))

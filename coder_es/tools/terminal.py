@@ -21,6 +21,7 @@ trusted to do the same way as ``bash`` does locally:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +44,24 @@ exit "$status"
 """
 
 
-def terminal_command(argv: Sequence[str], report: Path | None) -> tuple[str, list[str]]:
-    """(command, args) that run ``argv`` under ``WRAPPER``."""
-    return "/bin/sh", ["-c", WRAPPER, "coder-es-terminal", str(report or ""), *argv]
+SCRIPT_NAME = "coder-es-run"
+
+
+def terminal_command(
+    argv: Sequence[str], report: Path | None, script_dir: Path
+) -> tuple[str, list[str]]:
+    """(command, args) that run ``argv`` under ``WRAPPER``: a small script written into
+    ``script_dir`` (private to this call) holding the wrapper and the sandbox's command line,
+    whose one argument is ``argv``'s last, the model's command. So the client shows (and asks
+    about) ``coder-es-run "<the command>"`` instead of 2 KB of wrapper."""
+    fixed = " ".join(shlex.quote(a) for a in (str(report or ""), *argv[:-1]))
+    script = script_dir / SCRIPT_NAME
+    script.write_text(
+        "#!/bin/sh\n# coder-es: runs its argument, the agent's command, as coder-es would\n"
+        f'set -- {fixed} "$1"\n{WRAPPER}'
+    )
+    script.chmod(0o700)
+    return str(script), [argv[-1]]
 
 
 @dataclass(frozen=True)

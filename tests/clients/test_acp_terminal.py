@@ -62,6 +62,7 @@ class TerminalClient(EditorClient):
         self.requests: list[tuple[str, Any]] = []
         self.created = asyncio.Event()
         self.ended_by_sigterm: list[bool] = []
+        self.scripts: list[str] = []
 
     async def create_terminal(
         self,
@@ -74,6 +75,9 @@ class TerminalClient(EditorClient):
         **kwargs: Any,
     ) -> CreateTerminalResponse:
         self.requests.append(("create", (command, list(args or []), env, cwd)))
+        # What the command runs, read while it exists (coder-es removes it after the run).
+        script = Path(command)
+        self.scripts.append(script.read_text() if script.name == "coder-es-run" else "")
         proc = await asyncio.create_subprocess_exec(
             command,
             *(args or []),
@@ -219,8 +223,11 @@ def test_bash_runs_in_the_client_terminal_and_a_rewind_restores_its_changes(
 
             # The client ran the sandbox's command line (the user's command inside it) in the
             # workspace, then was asked for the output and to release the terminal.
+            # The client is shown the model's command, not the 2 KB wrapper around it (issue 32):
+            # a small script whose one argument is the command; the sandbox is in the script.
             argv = client.created_args()
-            assert argv[0] == "/bin/sh" and "unshare" in argv and argv[-1] == command
+            assert Path(argv[0]).name == "coder-es-run" and argv[1:] == [command]
+            assert "unshare" in client.scripts[0] and not Path(argv[0]).exists()
             [(_c, _a, env, cwd)] = [a for n, a in client.requests if n == "create"]
             assert cwd == str(ws) and {e.name: e.value for e in env}["PAGER"] == "cat"
             assert client.methods() == ["create", "wait", "output", "release"]
@@ -273,7 +280,7 @@ def test_plan_mode_cannot_write_through_the_client_terminal(tmp_path: Path) -> N
             # The permission rules judged the user's command, not the wrapper around it.
             [(question, _kinds)] = client.questions
             assert question.raw_input == {"command": "touch made"}
-            assert "unshare" in client.created_args()
+            assert "unshare" in client.scripts[0]
             return str(sid)
 
     sid = run(scenario())
@@ -376,7 +383,7 @@ def test_the_fallback_runs_the_plain_command_in_the_terminal(tmp_path: Path) -> 
             sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("go")])
             argv = client.created_args()
-            assert "unshare" not in argv and argv[-1] == command
+            assert "unshare" not in client.scripts[0] and argv[1:] == [command]
             return str(sid)
 
     done = completed(ws, run(scenario()))
