@@ -92,8 +92,8 @@ class Policy:
 
     @classmethod
     def for_agent(cls, agent: str, user_rules: Sequence[Rule] = (), default: str = "ask") -> Policy:
-        if default not in ("allow", "ask", "deny"):
-            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+        if default not in ("allow", "ask", "defer", "deny"):
+            msg = f"the default permission must be allow, ask, defer or deny, not {default!r}"
             raise RuleSyntaxError(msg)
         return cls(preset=get_preset(agent), user_rules=tuple(user_rules), default=default)
 

@@ -326,8 +326,8 @@ class SessionHandle:
         the middle of a turn: while one runs, the change waits for its end (the last one wins).
         Returns whether it was recorded now.
         """
-        if default not in ("allow", "ask", "deny"):
-            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+        if default not in ("allow", "ask", "defer", "deny"):
+            msg = f"the default permission must be allow, ask, defer or deny, not {default!r}"
             raise UsageError(msg)
         if self.running:
             self._pending_permissions = (tuple(rules), default)

@@ -41,6 +41,7 @@ def _last_request_results(repo: Path, sid: str) -> dict[str, dict[str, Any]]:
 
         events = app.session_events(UUID(sid))
         last = [e for e in events if isinstance(e, Session.ModelResponded)][-1]
+        assert last.request_digest is not None
         request = expand_request(app.blobs.for_session(UUID(sid)), last.request_digest)
     finally:
         app.close()
