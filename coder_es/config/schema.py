@@ -610,7 +610,8 @@ def _walk_rules(value: object, path: Key, layer: Layer) -> None:
 
 def _walk_defer(value: object, path: Key, layer: Layer) -> None:
     if not isinstance(value, list):
-        layer.problem(path, f"expected a list of TOOL or TOOL:PATTERN, got {toml_type(value)}", path)
+        got = toml_type(value)
+        layer.problem(path, f"expected a list of TOOL or TOOL:PATTERN, got {got}", path)
         return
     rules = (*path[:-1], "rules")
     for i, item in enumerate(value):
