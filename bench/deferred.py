@@ -171,7 +171,12 @@ def _fill(store: Path, sessions: int, waiting: int) -> CoderApp:
         s = Session.start(workspace="/w", model="bench", title=f"s{i}")
         node = s.add_user_message([{"type": "text", "text": "go"}])
         if i % every == 0 and parked < waiting:
-            call = {"type": "tool_use", "id": f"c{i}", "name": "write", "input": {"path": "/x"}}
+            call: dict[str, Any] = {
+                "type": "tool_use",
+                "id": f"c{i}",
+                "name": "write",
+                "input": {"path": "/x"},
+            }
             node = s.record_model_response(
                 blocks=[call], stop_reason="tool_use", usage={}, provider="scripted", model="b"
             )
