@@ -209,3 +209,29 @@ def test_without_defer_a_non_interactive_question_is_still_denied(repo: Path, cl
     assert r.code == 0, r.err
     assert "non-interactive" in r.err
     assert cli("pending", "--json").json_lines() == []
+
+
+def test_an_answer_while_another_process_holds_the_session_records_nothing(
+    repo: Path, cli: Cli
+) -> None:
+    outside = repo.parent / "busy.txt"
+    script = _script(
+        repo, [{"id": "w1", "name": "write", "input": {"path": str(outside), "content": "x"}}]
+    )
+    assert cli("run", "go", "--script", script, "--defer").code == EXIT_WAITING
+    sid = cli("sessions", "--json").json_lines()[0]["id"]
+    # Another process holds the session (a turn, or another answer): one writer per session.
+    app = _app(repo)
+    try:
+        with app.leases.hold(sid, "a turn elsewhere"):
+            busy = run_process(["approve", sid], repo)
+    finally:
+        app.close()
+    assert busy.code != 0 and "Traceback" not in busy.err
+    assert busy.err.count("\n") == 1
+    assert "DeferredAnswered" not in _kinds(cli, sid)
+    assert run_process(["approve", sid], repo).code == 0
+    again = run_process(["approve", sid], repo)
+    assert again.code == 2 and "no question waiting" in again.err
+    kinds = _kinds(cli, sid)
+    assert kinds.count("DeferredAnswered") == 1 and kinds.count("PermissionDecided") == 1
