@@ -292,6 +292,22 @@ class CoderApp(ChainedLog):
                 return
             start = batch[-1].id + 1
 
+    def sessions_with(self, kind: type[Any]) -> list[UUID]:
+        """The sessions that recorded at least one event of this kind, in first-record order
+        (read from the store's topic index, not by loading every session)."""
+        seen: dict[UUID, None] = {}
+        start = 1
+        while True:
+            batch = self.recorder.select_notifications(
+                start=start, limit=500, topics=[get_topic(kind)]
+            )
+            for notification in batch:
+                sid = notification.originator_id
+                seen.setdefault(sid if isinstance(sid, UUID) else UUID(sid), None)
+            if len(batch) < 500:
+                return list(seen)
+            start = batch[-1].id + 1
+
     def list_sessions(self, *, archived: bool | None = False) -> list[SessionSummary]:
         """The sessions in start order: those not archived (``archived=False``), only the
         archived ones (``True``) or all (``None``)."""

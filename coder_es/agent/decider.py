@@ -11,6 +11,10 @@
   permission denied, interrupted by a cancellation or a crash);
 - ``RunTools``: the next allowed calls, in block order: a run of consecutive read-only (or
   ``parallel``: ``task``) calls together (they run concurrently), or one call that may write;
+- ``DeferPermission``: a rule or a hook parks a call's question (``defer``) instead of asking;
+- ``Park``: every call that could run did, and the others wait for an answer given from any
+  process (``coder-es approve`` / ``deny``): the turn stops in a recorded "waiting" state and
+  goes on, the same turn, once they are answered;
 - ``Done``: the model stopped, the step limit was reached, or the turn was cancelled.
 
 Calls are worked through strictly in block order, so results are recorded in the order the model
@@ -22,7 +26,9 @@ that was allowed but has no result may have been running when the process died. 
 are simply run again; a call that may write is closed with an "interrupted" error result telling
 the model to check the state before retrying, because running a half-done shell command or edit
 twice is not safe. Unanswered permission requests are asked again; a model call without a
-recorded response is made again (nothing of it was recorded, so nothing is lost).
+recorded response is made again (nothing of it was recorded, so nothing is lost). A parked call
+answered while its turn waited never started: it runs when the turn is taken up again
+(``TurnResumed``), and only a crash after that closes it as interrupted.
 """
 
 from __future__ import annotations
@@ -135,6 +141,22 @@ class AskPermission:
 
 
 @dataclass(frozen=True)
+class DeferPermission:
+    call: ToolCall
+    evaluation: Evaluation
+    source: str  # "rule" | "hook"
+
+
+@dataclass(frozen=True)
+class Park:
+    """The calls waiting for an answer; ``recorded``: this very wait is already recorded
+    (a resumed run that finds the questions still unanswered only stops again)."""
+
+    calls: tuple[ToolCall, ...]
+    recorded: bool
+
+
+@dataclass(frozen=True)
 class ClosedCall:
     call: ToolCall
     output: str
@@ -156,7 +178,17 @@ class Done:
     reason: str  # a stop reason ("end_turn", ...), "max_steps", "cancelled" or "idle"
 
 
-Action = CallModel | RecordToolCalls | DecideByRule | AskPermission | CloseCalls | RunTools | Done
+Action = (
+    CallModel
+    | RecordToolCalls
+    | DecideByRule
+    | AskPermission
+    | DeferPermission
+    | CloseCalls
+    | RunTools
+    | Park
+    | Done
+)
 
 
 def _call(c: CallState) -> ToolCall:
@@ -229,17 +261,24 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
     ]
     # Every permission first, so a user is asked everything before anything runs.
     for c, result in checked:
-        if isinstance(result, str) or c.decision is not None:
+        if isinstance(result, str) or c.decision is not None or c.deferred:
             continue
         evaluation = evaluate(c, state, ctx, result[1])
         by_hook = _with_hook(c, evaluation)
         if by_hook is not None:
             return by_hook
+        if evaluation.action == "defer":
+            return DeferPermission(_call(c), evaluation, "rule")
         if evaluation.action == "ask":
             return AskPermission(_call(c), evaluation, c.permission_requested)
         return DecideByRule(_call(c), evaluation)
 
+    # Parked calls wait; the others go on in call order around them.
+    waiting = [c for c, r in checked if not isinstance(r, str) and c.deferred and not c.decision]
+    waiting_ids = {c.id for c in waiting}
     for i, (c, result) in enumerate(checked):
+        if c.id in waiting_ids:
+            continue
         if isinstance(result, str):
             return CloseCalls((ClosedCall(_call(c), result),))
         if c.decision == "deny":
@@ -262,13 +301,18 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
             batch.append(_call(c2))
         return RunTools(tuple(batch), concurrent=len(batch) > 1)
 
+    if waiting:
+        ids = tuple(c.id for c in waiting)
+        recorded = state.parked is not None and state.parked == (state.head, ids)
+        return Park(tuple(_call(c) for c in waiting), recorded)
     return _call_model(info.steps, ctx)
 
 
 def _with_hook(c: CallState, ev: Evaluation) -> Action | None:
     """A PreToolUse hook's decision over the rules' (Claude Code's semantics): ``deny`` denies;
-    ``ask`` (and ``defer``, until deferred decisions exist: issue 34's seam) asks even where a
-    rule allows; ``allow`` skips the question but never a rule's deny."""
+    ``ask`` asks even where a rule allows; ``defer`` parks the question (the turn waits for an
+    answer from any process, even when the response made several calls); ``allow`` skips the
+    question but never a rule's deny (nor a rule's defer)."""
     decision = c.hook_decision
     if decision is None:
         return None
@@ -278,8 +322,15 @@ def _with_hook(c: CallState, ev: Evaluation) -> Action | None:
         return DecideByRule(
             _call(c), replace(ev, action="deny", matched_rule=rule, reason=reason), "hook"
         )
-    if decision in ("ask", "defer"):
+    if decision == "defer":
         if ev.action == "deny":
+            return None
+        reason = c.hook_reason or f"the hook {rule} defers"
+        return DeferPermission(
+            _call(c), replace(ev, action="defer", matched_rule=rule, reason=reason), "hook"
+        )
+    if decision == "ask":
+        if ev.action in ("deny", "defer"):
             return None
         reason = c.hook_reason or f"the hook {rule} asks"
         return AskPermission(
@@ -287,7 +338,7 @@ def _with_hook(c: CallState, ev: Evaluation) -> Action | None:
             replace(ev, action="ask", matched_rule=rule, reason=reason),
             c.permission_requested,
         )
-    if ev.action == "ask":
+    if ev.action == "ask":  # an allow never skips a rule's defer: the rule wants a person
         reason = c.hook_reason or f"allowed by the hook {rule}"
         return DecideByRule(
             _call(c), replace(ev, action="allow", matched_rule=rule, reason=reason), "hook"
@@ -307,6 +358,8 @@ def recover(state: LoopState, ctx: DecisionContext) -> CloseCalls | None:
     for c in state.open_calls():
         if c.decision != "allow":
             continue
+        if c.deferred and state.parked is not None:
+            continue  # answered while the turn was parked: it never started
         tool = ctx.tools.get(c.name)
         if tool is not None and not tool.read_only:
             closed.append(ClosedCall(_call(c), INTERRUPTED_BY_CRASH))

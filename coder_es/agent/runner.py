@@ -38,6 +38,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from coder_es.agent import decider as d
+from coder_es.agent.origin import origin
 from coder_es.agent.request import RequestRecorder, RequestSettings
 from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
@@ -115,7 +116,7 @@ class LoopConfig:
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    reason: str  # a stop reason, "max_steps", "cancelled", "error", "idle"
+    reason: str  # a stop reason, "max_steps", "cancelled", "error", "idle", "waiting"
     steps: int
     head: str | None
     error: str | None = None
@@ -221,6 +222,8 @@ class AgentLoop:
         self.tool_cache: dict[str, Any] = {}
         self._running: set[asyncio.Task[Any]] = set()
         self.cancel_reason = "cancelled by the user"
+        # Who runs this loop, as a parked turn records it (``TurnParked.by``).
+        self.client = "coder-es"
         # Questions of this loop's subagents, running side by side, are asked one at a time.
         self.questions = asyncio.Lock()
         # Shell transactions a crashed process left: finished or dropped before anything runs.
@@ -401,6 +404,12 @@ class AgentLoop:
         if recovery is not None:
             self._close(recovery)
             self.flush()
+        if self.state.parked is not None and any(
+            c.deferred and c.decision is not None for c in self.state.open_calls()
+        ):
+            # A parked turn whose questions got answers: taken up again, the same turn.
+            self._trigger(lambda s: s.resume_turn())
+            self.flush()
         return await self._drive()
 
     async def _guarded(self, turn: Awaitable[TurnOutcome]) -> TurnOutcome:
@@ -443,6 +452,10 @@ class AgentLoop:
                     )
             elif isinstance(action, d.DecideByRule):
                 self._decide_by_rule(action.call, action.evaluation, action.decided_by)
+            elif isinstance(action, d.DeferPermission):
+                self._defer(action.call, action.evaluation, action.source)
+            elif isinstance(action, d.Park):
+                return self._park(action)
             elif isinstance(action, d.AskPermission):
                 await self._ask(action)
             elif isinstance(action, d.CloseCalls):
@@ -791,6 +804,35 @@ class AgentLoop:
             )
         )
 
+    def _defer(self, call: ToolCall, ev: Evaluation, source: str) -> None:
+        """Park the call's question: it waits for an answer from any process."""
+        self._trigger(
+            lambda s: s.defer_permission(
+                tool_use_id=call.id,
+                tool=call.name,
+                subject=ev.subject.text,
+                matched_rule=ev.matched_rule,
+                reason=ev.reason,
+                source=source,
+                suggested_pattern=ev.suggested_pattern,
+            )
+        )
+        self.emit(
+            up.PermissionDeferred(
+                call.id, call.name, ev.subject.text, source, ev.matched_rule, ev.reason
+            )
+        )
+
+    def _park(self, action: d.Park) -> TurnOutcome:
+        """The turn stops, waiting: what could run did; the parked calls wait for answers."""
+        ids = [c.id for c in action.calls]
+        if not action.recorded:
+            client = self.client
+            self._trigger(lambda s: s.park_turn(tool_use_ids=ids, by=origin(client)))
+        self.flush()
+        self.emit(up.TurnWaiting(self.session_id, tuple(ids)))
+        return self._finish("waiting")
+
     async def _ask(self, action: d.AskPermission) -> None:
         call, ev = action.call, action.evaluation
         if not action.already_requested:
@@ -826,6 +868,10 @@ class AgentLoop:
             )
             self.flush()
         answer = await self.deps.answerer(question)
+        if answer.decision == "defer":
+            self._defer(call, ev, answer.decided_by)
+            self.flush()
+            return
         if answer.decision not in ("allow", "deny") or answer.scope not in ("once", "always"):
             answer = PermissionAnswer.reject(f"invalid answer {answer!r}", answer.decided_by)
         pattern = answer.pattern

@@ -57,6 +57,9 @@ class CallState:
     # The PermissionRequest hooks ran; their answer (allow / deny) if any.
     permission_hooked: bool = False
     permission_hook: dict[str, Any] | None = None
+    # The question was parked (``PermissionDeferred``): it waits for an answer from any
+    # process instead of being asked now.
+    deferred: bool = False
 
 
 @dataclass
@@ -96,6 +99,8 @@ class LoopState:
     stop_hooks: dict[NodeId, list[dict[str, Any]]] = field(default_factory=dict)
     # A Stop hook blocked the stop: the next user message continues the same turn.
     continue_pending: bool = False
+    # The calls the last ``TurnParked`` left waiting, and the head it parked at.
+    parked: tuple[NodeId | None, tuple[str, ...]] | None = None
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -187,6 +192,14 @@ class LoopState:
         if e.scope == "always":
             self.always.append({"tool": e.tool, "pattern": e.pattern, "decision": e.decision})
 
+    def _permission_deferred(self, e: Session.PermissionDeferred) -> None:
+        call = self.calls.get(e.tool_use_id)
+        if call is not None:
+            call.deferred = True
+
+    def _turn_parked(self, e: Session.TurnParked) -> None:
+        self.parked = (e.node, tuple(e.tool_use_ids))
+
     def _tool_completed(self, e: Session.ToolCallCompleted) -> None:
         self._add_node(e, TOOL_RESULT)
         call = self.calls.get(e.tool_use_id)
@@ -259,6 +272,9 @@ class LoopState:
     def _resumed(self, e: Session.TurnResumed) -> None:
         if e.node is not None and e.node in self.nodes:
             self.nodes[e.node].cancelled = False
+        # A parked turn taken up again: its answered calls may run from here (a crash after
+        # this point is an ordinary crash: a writing call is closed as interrupted).
+        self.parked = None
 
     # ------------------------------------------------------------------ queries
 
@@ -278,6 +294,10 @@ class LoopState:
         """The model response whose tool calls the head is working through, if any."""
         info = self.head_info()
         return info.assistant if info is not None else None
+
+    def waiting_calls(self) -> list[CallState]:
+        """The current response's parked calls that no one has answered yet, in block order."""
+        return [c for c in self.open_calls() if c.deferred and c.decision is None]
 
     def open_calls(self) -> list[CallState]:
         """The current response's tool calls that have no result yet, in block order."""
@@ -299,6 +319,8 @@ _HANDLERS: dict[type, Any] = {
     Session.ToolCallRequested: LoopState._tool_requested,
     Session.PermissionRequested: LoopState._permission_requested,
     Session.PermissionDecided: LoopState._permission_decided,
+    Session.PermissionDeferred: LoopState._permission_deferred,
+    Session.TurnParked: LoopState._turn_parked,
     Session.ToolCallCompleted: LoopState._tool_completed,
     Session.ContextCompacted: LoopState._compacted,
     Session.HeadMoved: LoopState._head_moved,

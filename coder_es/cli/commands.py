@@ -188,7 +188,8 @@ permission rules (--allow / --deny RULE):
   the agent preset (build: all allowed; plan: reads + safe commands, git's read-only
   subcommands with listed options, other commands ask, no writes; explore: reads
   only); otherwise ask.
-  run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once.
+  run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once;
+  a bare --defer parks it: the run exits 3 and `coder-es approve`/`deny` answers it.
 """
 
 
@@ -217,6 +218,17 @@ def _turn_args(p: argparse.ArgumentParser) -> None:
         help="deny TOOL or TOOL:PATTERN (repeatable), e.g. 'edit:secrets/**'",
     )
     p.add_argument(
+        "--defer",
+        action="append",
+        default=[],
+        nargs="?",
+        const=None,
+        metavar="RULE",
+        help="park TOOL or TOOL:PATTERN calls until `coder-es approve`/`deny` answers them "
+        "(repeatable); a bare --defer (after the PROMPT) parks every question instead of "
+        "rejecting it; the run then exits 3",
+    )
+    p.add_argument(
         "--yes", action="store_true", help="answer every permission question with allow once"
     )
     p.add_argument("--max-steps", type=int, default=50, help="model calls per turn (default 50)")
@@ -238,6 +250,37 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         help="attach a PNG, JPEG, GIF or WebP image to the message (repeatable)",
     )
     _turn_args(p)
+
+
+def _pending_args(p: argparse.ArgumentParser) -> None:
+    _json(p, "one JSON object per waiting question")
+
+
+def _answer_args(p: argparse.ArgumentParser) -> None:
+    _session(p)
+    p.add_argument("calls", nargs="*", metavar="CALL", help="tool call ids (default: all)")
+
+
+def _approve_args(p: argparse.ArgumentParser) -> None:
+    _answer_args(p)
+    p.add_argument(
+        "--always",
+        action="store_true",
+        help="allow such calls for the rest of the session (the suggested pattern)",
+    )
+    p.add_argument(
+        "--continue",
+        dest="continue_turn",
+        action="store_true",
+        help="continue the turn now, in this process (else: coder-es run --session S)",
+    )
+    _provider_args(p, "model name (scripted: the script path), for --continue")
+    p.add_argument("--max-steps", type=int, default=50, help="model calls, with --continue")
+
+
+def _deny_args(p: argparse.ArgumentParser) -> None:
+    _answer_args(p)
+    p.add_argument("--message", default=None, help="why: the model reads it as the result")
 
 
 def _tree_args(p: argparse.ArgumentParser) -> None:
@@ -528,6 +571,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "coder_es.cli.sessions:cmd_doctor",
             "which backend, where, and whether it is healthy", _doctor_args, needs_store=True,
             reports_bad_config=True),
+    Command("pending", "coder_es.cli.waiting:cmd_pending",
+            "list the questions parked turns wait for (every session of the store)",
+            _pending_args, needs_store=True, reads_only=True),
+    Command("approve", "coder_es.cli.waiting:cmd_approve",
+            "allow parked calls of a session (all, or the CALLs named)", _approve_args,
+            needs_store=True),
+    Command("deny", "coder_es.cli.waiting:cmd_deny",
+            "refuse parked calls of a session; the model gets the message", _deny_args,
+            needs_store=True),
     Command("run", "coder_es.cli.harness_cmd:cmd_run", _RUN, _run_args, description=_RUN,
             epilog=RULES_HELP),
     Command("chat", "coder_es.cli.harness_cmd:cmd_chat", _CHAT, _turn_args, description=_CHAT,

@@ -15,7 +15,9 @@ project's config, else the first of anthropic / openai whose API key is set, els
 
 Exit codes: 0 the turn ended normally, 1 it ended on an error or the step limit, or a change
 of the agent's (an edit or a command's) conflicted with the user's, 2 bad usage (including no
-usable provider), 130 cancelled (Ctrl-C).
+usable provider), 3 the turn is waiting for answers to parked questions (``--defer``; answer
+with ``coder-es approve`` / ``deny``, then ``coder-es run --session S``), 130 cancelled
+(Ctrl-C).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
     ]
     rules += [parse_rule(r, "allow") for r in args.allow]
     rules += [parse_rule(r, "deny") for r in args.deny]
+    rules += [parse_rule(r, "defer") for r in getattr(args, "defer", []) if r is not None]
     return tuple(rules)
 
 
@@ -177,10 +180,17 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
     return await service.create_session(options)
 
 
+EXIT_WAITING = 3
+"""The turn is parked: questions wait for ``coder-es approve`` / ``deny`` (not 0-2, nor a
+code shells and ``timeout`` use: 124-127, 128+N)."""
+
+
 def _exit_code(handle: SessionHandle) -> int:
     outcome = handle.outcome
     if outcome is None or outcome.reason == "cancelled":
         return 130
+    if outcome.reason == "waiting":
+        return EXIT_WAITING
     if outcome.reason in ("error", "max_steps", "blocked"):
         return 1
     return 0
@@ -272,6 +282,13 @@ class Renderer:
             self.line(
                 f"  [{color}]{u.decision}[/{color}] {escape(u.tool)}{subject} "
                 f"[dim]({escape(f'{u.scope}, by {u.decided_by}{why}')})[/dim]",
+            )
+        elif isinstance(u, up.PermissionDeferred):
+            subject = "" if u.subject == u.tool else f" {escape(u.subject)}"
+            why = f": {u.reason}" if u.reason else ""
+            self.line(
+                f"  [yellow]waits[/yellow] {escape(u.tool)}{subject} [dim]({escape(u.tool_use_id)}"
+                f", parked by {escape(u.source + why)})[/dim]"
             )
         elif isinstance(u, up.HookRan) and (u.effect or u.exit_code != 0):
             # A hook that did something (or failed) says so; a silent pass stays silent.
@@ -392,7 +409,8 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
     handle = await _open(args, ctx)
     try:
         before = _version(ctx, handle)
-        answerer = auto_answerer(args.yes)
+        answerer = auto_answerer(args.yes, defer=None in getattr(args, "defer", []))
+        handle.loop.client = "coder-es run"
         stream: AsyncIterator[up.Update] = (
             handle.send(args.prompt, images=images, answerer=answerer)
             if args.prompt
@@ -425,6 +443,10 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
                 highlight=False,
                 soft_wrap=True,
             )
+        if code == EXIT_WAITING:
+            from coder_es.cli.waiting import how_to_answer
+
+            how_to_answer(ctx, handle.id, Console(stderr=True))
         # A conflict is a problem the user must look at: exit 1, as for rewind (README).
         return 1 if code == 0 and conflicts else code
     finally:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 PROVIDERS = ("anthropic", "openai", "openai-responses", "ollama", "scripted")
 AGENTS = ("build", "plan", "explore")
-ACTIONS = ("allow", "ask", "deny")
+ACTIONS = ("allow", "ask", "defer", "deny")
 TOOLS = ("bash", "read", "write", "edit", "grep", "find")
 ANY_TOOL = "*"
 

@@ -301,7 +301,16 @@ class Hooks:
     doc: str = ""
 
 
-Node = Leaf | Table | Entries | Rules | Hooks
+@dataclass(frozen=True)
+class DeferRules:
+    """``[permissions] defer = ["TOOL", "TOOL:PATTERN", ...]``: calls whose question parks
+    (issue 34). Each entry is the rule ``[permissions.rules] TOOL.PATTERN = "defer"``, so it
+    layers, tightens and reaches the session exactly as the rules do."""
+
+    doc: str = ""
+
+
+Node = Leaf | Table | Entries | Rules | Hooks | DeferRules
 
 ACTION = Choice(ACTIONS, "action")
 
@@ -408,6 +417,7 @@ SCHEMA = Table(
             {
                 "default": Leaf(ACTION, "the action when no rule matches"),
                 "rules": Rules("tool -> action, or tool -> pattern -> action"),
+                "defer": DeferRules("TOOL or TOOL:PATTERN rules whose calls wait for an answer"),
             }
         ),
         "redaction": Table(
@@ -536,6 +546,8 @@ def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
         _walk_rules(value, path, layer)
     elif isinstance(node, Hooks):
         _walk_hooks(value, path, layer)
+    elif isinstance(node, DeferRules):
+        _walk_defer(value, path, layer)
     else:
         _walk_leaf(node, value, path, layer)
 
@@ -594,6 +606,27 @@ def _walk_rules(value: object, path: Key, layer: Layer) -> None:
                 layer.problem(at, err, at)
             else:
                 layer.set((*here, pattern), norm)
+
+
+def _walk_defer(value: object, path: Key, layer: Layer) -> None:
+    if not isinstance(value, list):
+        got = toml_type(value)
+        layer.problem(path, f"expected a list of TOOL or TOOL:PATTERN, got {got}", path)
+        return
+    rules = (*path[:-1], "rules")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            layer.problem(path, f"expected TOOL or TOOL:PATTERN, got {toml_type(item)}", (*path, i))
+            continue
+        tool, sep, pattern = item.partition(":")
+        tool = tool.strip()
+        _, err = TOOL.check(tool)
+        if err is None and sep and not pattern.strip():
+            err = f"empty pattern in '{item}' (leave out ':' to match anything)"
+        if err:
+            layer.problem(path, err, (*path, i))
+            continue
+        layer.set((*rules, tool, pattern if sep else "*"), "defer")
 
 
 _HOOK_KEYS = ("command", "matcher", "timeout", "on_failure", "dialect")

@@ -4,7 +4,8 @@ A project config comes with the repository, so until the user trusts it (``confi
 is an ALLOW-LIST: a key applies only when ``TIGHTENING`` lists it AND its value makes things
 stricter than the layers below (the user's config and the defaults):
 
-- permission rules (``[permissions.rules]``, ``[serve.rules]``) that ``deny`` or ``ask``, unless
+- permission rules (``[permissions.rules]``, ``[permissions] defer``, ``[serve.rules]``) that
+  ``deny``, ``defer`` or ``ask``, unless
   they replace a stricter rule of the user's for the same tool and pattern; they are marked
   ``untrusted`` so the permission layer lets them only tighten a decision (an ``ask`` rule
   cannot turn a preset's deny into a question);
@@ -29,7 +30,8 @@ from coder_es.config.problems import format_path
 from coder_es.config.schema import Key, Layer, Setting
 from coder_es.config.values import IgnoredSetting
 
-_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+# ``defer`` parks a question until someone answers it: stricter than asking now.
+_STRICTNESS = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
 # The presets from the most to the least capable (docs: build writes and runs, plan only looks
 # and asks, explore only reads).
 _AGENT_STRICTNESS = {name: i for i, name in enumerate(AGENTS)}
@@ -76,6 +78,8 @@ TIGHTENING: tuple[tuple[Key, Check], ...] = (
     (("permissions", "rules"), _rule),
     (("serve", "rules"), _rule),
     (("permissions", "default"), _default),
+    # Sugar for ``defer`` rules: its entries are recorded under permissions.rules (above).
+    (("permissions", "defer"), lambda _p, _s, _b: None),
     (("agent",), _agent),
     (("sandbox", "network"), _only(False, _SANDBOX)),
     (("sandbox", "read_only"), _only(True, _SANDBOX)),

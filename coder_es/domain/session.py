@@ -269,6 +269,37 @@ class Session(Aggregate):
 
         node: NodeId | None
 
+    class PermissionDeferred(Event):
+        """A call's permission question was parked instead of asked now (``run --defer``, a
+        ``defer`` rule, a hook's ``defer`` or a client): it waits for ``coder-es approve`` /
+        ``deny`` from any process. ``source`` says who parked it (``run --defer``, ``rule``,
+        ``hook``, ``client``); ``suggested_pattern`` is what an ``--always`` answer covers."""
+
+        tool_use_id: str
+        tool: str
+        subject: str
+        matched_rule: str | None
+        reason: str | None
+        source: str
+        suggested_pattern: str | None
+
+    class TurnParked(Event):
+        """The turn stopped with calls waiting for an answer (``PermissionDeferred``); the
+        calls that could run did. ``node``: the head it stopped at; ``by``: the process that
+        parked it (host, pid, client)."""
+
+        node: NodeId | None
+        tool_use_ids: list[str]
+        by: dict[str, Any]
+
+    class DeferredAnswered(Event):
+        """Who answered a parked question and from where (user, host, pid, client); the
+        decision itself is the ``PermissionDecided`` recorded right after it."""
+
+        tool_use_id: str
+        decision: str
+        by: dict[str, Any]
+
     class StepLimitReached(Event):
         """The turn stopped at its step limit (model calls since the user's message) with work
         still asked for; the session waits for the user."""
@@ -694,6 +725,34 @@ class Session(Aggregate):
 
     def resume_turn(self) -> None:
         self.trigger_event(self.TurnResumed, node=self.head)
+
+    def defer_permission(
+        self,
+        *,
+        tool_use_id: str,
+        tool: str,
+        subject: str,
+        matched_rule: str | None,
+        reason: str | None,
+        source: str,
+        suggested_pattern: str | None,
+    ) -> None:
+        self.trigger_event(
+            self.PermissionDeferred,
+            tool_use_id=tool_use_id,
+            tool=tool,
+            subject=subject,
+            matched_rule=matched_rule,
+            reason=reason,
+            source=source,
+            suggested_pattern=suggested_pattern,
+        )
+
+    def park_turn(self, *, tool_use_ids: list[str], by: dict[str, Any]) -> None:
+        self.trigger_event(self.TurnParked, node=self.head, tool_use_ids=tool_use_ids, by=by)
+
+    def answer_deferred(self, *, tool_use_id: str, decision: str, by: dict[str, Any]) -> None:
+        self.trigger_event(self.DeferredAnswered, tool_use_id=tool_use_id, decision=decision, by=by)
 
     def stop_at_step_limit(self, *, steps: int) -> None:
         self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)

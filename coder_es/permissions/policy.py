@@ -1,4 +1,8 @@
-"""Evaluating a tool call against the rules: allow, ask or deny, and which rule said so.
+"""Evaluating a tool call against the rules: allow, ask, defer or deny, and which rule said so.
+
+``defer`` (a ``--defer RULE`` or ``[permissions] defer``) is a question that parks: the turn
+stops in a recorded "waiting" state until someone answers it from any process
+(``coder-es approve`` / ``deny``); it ranks between ask and deny.
 
 The order, first decisive step wins. A shell command line is read with a real shell grammar
 (``shell_parse``) into every simple command it runs, wrappers unwrapped; each command, each file
@@ -52,7 +56,9 @@ from coder_es.permissions.rules import (
 )
 from coder_es.tools.base import Subject
 
-_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+# ``defer`` is a question that waits for an answer from any process: stricter than one asked
+# now (nothing runs until a person answers, wherever they are), weaker than a deny.
+_STRICTNESS = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
 
 DOOM_LOOP_RULE = "doom_loop"
 OUTSIDE_RULE = "outside_workspace"
@@ -67,7 +73,7 @@ _ANY_TOOL = tuple(n for n in TOOL_NAMES if n != "task")
 
 @dataclass(frozen=True)
 class Evaluation:
-    action: str  # "allow" | "ask" | "deny"
+    action: str  # "allow" | "ask" | "defer" | "deny"
     matched_rule: str
     reason: str
     subject: Subject
@@ -86,8 +92,8 @@ class Policy:
 
     @classmethod
     def for_agent(cls, agent: str, user_rules: Sequence[Rule] = (), default: str = "ask") -> Policy:
-        if default not in ("allow", "ask", "deny"):
-            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+        if default not in ("allow", "ask", "defer", "deny"):
+            msg = f"the default permission must be allow, ask, defer or deny, not {default!r}"
             raise RuleSyntaxError(msg)
         return cls(preset=get_preset(agent), user_rules=tuple(user_rules), default=default)
 
@@ -279,9 +285,11 @@ def _last_match(rules: Sequence[Rule], covers: Any) -> Rule | None:
 
 @dataclass(frozen=True)
 class PermissionAnswer:
-    """An answer to an "ask": allow once, allow always (for ``pattern``), or reject."""
+    """An answer to an "ask": allow once, allow always (for ``pattern``), reject, or defer
+    (park the question: it waits for an answer from any process; ``decided_by`` then names
+    who parked it, e.g. ``run --defer``)."""
 
-    decision: str  # "allow" | "deny"
+    decision: str  # "allow" | "deny" | "defer"
     scope: str = "once"  # "once" | "always"
     pattern: str | None = None
     reason: str | None = None
@@ -295,6 +303,10 @@ class PermissionAnswer:
     @classmethod
     def allow_always(cls, pattern: str | None = None, decided_by: str = "user") -> PermissionAnswer:
         return cls("allow", "always", pattern, decided_by=decided_by)
+
+    @classmethod
+    def defer(cls, source: str) -> PermissionAnswer:
+        return cls("defer", "once", decided_by=source)
 
     @classmethod
     def reject(cls, reason: str, decided_by: str = "user") -> PermissionAnswer:

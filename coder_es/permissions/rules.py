@@ -30,7 +30,7 @@ from functools import lru_cache
 from coder_es.errors import UsageError
 from coder_es.permissions.shell_parse import parse_shell
 
-ACTIONS = ("allow", "ask", "deny")
+ACTIONS = ("allow", "ask", "defer", "deny")
 TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find", "task")
 
 
@@ -42,7 +42,7 @@ class RuleSyntaxError(UsageError):
 class Rule:
     tool: str  # a tool name or "*"
     pattern: str | None
-    action: str  # "allow" | "ask" | "deny"
+    action: str  # "allow" | "ask" | "defer" | "deny"
     source: str = "user"  # "user" | "preset:<name>"
 
     def __post_init__(self) -> None:

@@ -113,12 +113,16 @@ def configured_provider_factory(config: Config) -> ProviderFactory:
     return factory
 
 
-def auto_answerer(yes: bool) -> PermissionAnswerer:
-    """Non-interactive answers: ``yes`` allows once; otherwise every ask is rejected, saying why."""
+def auto_answerer(yes: bool, defer: bool = False) -> PermissionAnswerer:
+    """Non-interactive answers: ``yes`` allows once; ``defer`` parks every question (the turn
+    waits for ``coder-es approve`` / ``deny`` from any process); otherwise every ask is
+    rejected, saying why."""
 
     async def answer(question: up.PermissionRequired) -> PermissionAnswer:
         if yes:
             return PermissionAnswer.allow_once(decided_by="user")
+        if defer:
+            return PermissionAnswer.defer("run --defer")
         return PermissionAnswer.reject(
             f"{question.tool} needs permission ({question.reason}) and this run is "
             "non-interactive; rerun with --yes or --allow "
@@ -173,6 +177,7 @@ class SessionHandle:
     def _load_again(self) -> None:
         old = self.loop
         self.loop = AgentLoop(old.app, old.session.id, old.deps, emit=old.emit, config=old.config)
+        self.loop.client = old.client
 
     @contextlib.contextmanager
     def leased(self, purpose: str) -> Iterator[None]:
@@ -321,8 +326,8 @@ class SessionHandle:
         the middle of a turn: while one runs, the change waits for its end (the last one wins).
         Returns whether it was recorded now.
         """
-        if default not in ("allow", "ask", "deny"):
-            msg = f"the default permission must be allow, ask or deny, not {default!r}"
+        if default not in ("allow", "ask", "defer", "deny"):
+            msg = f"the default permission must be allow, ask, defer or deny, not {default!r}"
             raise UsageError(msg)
         if self.running:
             self._pending_permissions = (tuple(rules), default)

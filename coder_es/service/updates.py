@@ -104,6 +104,28 @@ class PermissionDecision(Update):
 
 
 @dataclass(frozen=True)
+class PermissionDeferred(Update):
+    """A call's question was parked: it waits for ``coder-es approve`` / ``deny``."""
+
+    type: ClassVar[str] = "permission_deferred"
+    tool_use_id: str
+    tool: str
+    subject: str
+    source: str
+    matched_rule: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class TurnWaiting(Update):
+    """The turn stopped with these calls waiting for an answer from any process."""
+
+    type: ClassVar[str] = "turn_waiting"
+    session_id: str
+    tool_use_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ToolStarted(Update):
     type: ClassVar[str] = "tool_started"
     tool_use_id: str

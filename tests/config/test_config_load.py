@@ -360,8 +360,8 @@ def test_bad_rules_are_reported_with_their_pattern(home: ConfigHome) -> None:
     assert problems_of(excinfo) == [
         f"{path}:2: permissions.rules.bash.\"git *\": unknown action 'alow'; did you mean 'allow'?",
         f'{path}:2: permissions.rules.bash."": the pattern must not be empty (use "*" for any)',
-        f"{path}:3: permissions.rules.edit: expected an action (allow, ask, deny) or a table of "
-        "pattern = action, got an integer",
+        f"{path}:3: permissions.rules.edit: expected an action (allow, ask, defer, deny) or a "
+        "table of pattern = action, got an integer",
         "--deny: 'bash:': empty pattern in 'bash:' (leave out ':' to match anything)",
     ]
 

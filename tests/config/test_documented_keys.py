@@ -278,6 +278,13 @@ def _(p: Probe) -> None:
     assert _decision(_policy(config), "bash", _bash("rm -rf build")) == "deny"
 
 
+@probe("permissions:defer")
+def _(p: Probe) -> None:
+    config = p.config('[permissions]\ndefer = ["bash:make deploy*"]\n')
+    assert _decision(_policy(config), "bash", _bash("make deploy")) == "defer"
+    assert _decision(_policy(config), "bash", _bash("make test")) == "allow"
+
+
 # ------------------------------------------------------------------ redaction
 
 

@@ -193,6 +193,7 @@ def test_only_the_listed_keys_can_ever_apply_untrusted() -> None:
         "agent",
         "permissions.default",
         "permissions.rules",
+        "permissions.defer",
         "serve.rules",
         "sandbox.mode",
         "sandbox.network",
@@ -240,3 +241,25 @@ def test_a_resumed_session_keeps_a_stricter_preset_than_the_projects(
     _project(ws, 'agent = "explore"\n')
     assert main([*base, "--session", sid]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["agent"] == "explore"
+
+
+def test_an_untrusted_defer_only_tightens(ws: Path) -> None:
+    """Issue 34: ``[permissions] defer`` of an untrusted project parks a call the user's rules
+    allow (stricter), and never turns the user's deny into a question."""
+    from coder_es.permissions.policy import UNTRUSTED_SOURCE, Policy
+    from coder_es.permissions.rules import Rule
+    from coder_es.tools.base import Subject
+
+    _project(ws, '[permissions]\ndefer = ["bash:make deploy*", "bash:rm *"]\n')
+    config = load_config(ws)
+    rules = [
+        Rule(r.tool, r.pattern or None, r.action, "config" if r.trusted else UNTRUSTED_SOURCE)
+        for r in config.permissions.rules
+    ]
+    assert {(r.pattern, r.action, r.source) for r in rules} == {
+        ("make deploy*", "defer", UNTRUSTED_SOURCE),
+        ("rm *", "defer", UNTRUSTED_SOURCE),
+    }
+    policy = Policy.for_agent("build", [*rules, Rule("bash", "rm *", "deny")])
+    assert policy.evaluate("bash", Subject("command", "make deploy")).action == "defer"
+    assert policy.evaluate("bash", Subject("command", "rm -rf x")).action == "deny"

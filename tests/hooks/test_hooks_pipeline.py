@@ -225,3 +225,23 @@ def test_precompact_hooks_run_before_a_compaction_and_are_recorded(h: Harness) -
     kinds = h.kinds(handle)
     assert kinds.index("HookRan") < kinds.index("ContextCompacted")
     assert h.of(handle, "ModelResponded")[-1].blocks == [{"type": "text", "text": "final"}]
+
+
+def test_a_hooks_defer_parks_the_call_and_the_turn_waits(h: Harness) -> None:
+    """Issue 34: ``permissionDecision: "defer"`` parks the question even where the rules allow
+    (and with several calls in the response: the others run, in call order)."""
+    defer = script(h.root, "defer.py", DECIDE.format(decision="defer", name="gate"))
+    handle = start(
+        h,
+        [turn(tool("bash", command="echo one"), tool("read", path="a.txt")), turn(text("ok"))],
+        [ours("PreToolUse", defer)],
+    )
+    (h.root / "a.txt").write_text("x\n")
+    collect(handle, "go", yes=True)
+    assert handle.outcome is not None and handle.outcome.reason == "waiting"
+    (deferred,) = h.of(handle, "PermissionDeferred")
+    assert (deferred.tool, deferred.source, deferred.reason) == ("bash", "hook", "defer by gate")
+    assert [c.name for c in h.of(handle, "ToolCallCompleted")] == ["read"]
+    (parked,) = h.of(handle, "TurnParked")
+    assert parked.tool_use_ids == [deferred.tool_use_id]
+    assert h.of(handle, "PermissionDecided")[-1].tool == "read"

@@ -1,0 +1,125 @@
+"""``coder-es pending``, ``approve`` and ``deny``: the questions parked turns wait for.
+
+``pending`` lists every waiting question of the store; ``approve`` / ``deny`` record the answer
+(who and from where) under the session's lease; ``approve --continue`` then continues the turn
+in this process, otherwise ``coder-es run --session S`` does. Answering a call that is not
+waiting (answered already, never parked) exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from coder_es.agent.origin import origin
+from coder_es.cli.context import Context, print_json
+from coder_es.service.waiting import Question, answer, pending, questions_in
+
+
+def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
+    questions = pending(ctx.app)
+    if args.json:
+        for q in questions:
+            print_json(q.to_dict())
+        return 0
+    if not questions:
+        print("no question is waiting")
+        return 0
+    for q in questions:
+        print(_line(q))
+    return 0
+
+
+def _line(q: Question) -> str:
+    who = q.matched_rule or q.source
+    by = q.asked_by
+    where = f"{by.get('client', '?')} on {by.get('host', '?')} pid {by.get('pid', '?')}"
+    subject = "" if q.subject == q.tool else f" {q.subject}"
+    return (
+        f"{q.session[:8]} {q.call} {q.tool}{subject}  "
+        f"(asked by {q.source}: {who}; {where}; since {q.since:%Y-%m-%d %H:%M:%S} UTC)"
+    )
+
+
+def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
+    done = answer(
+        ctx.app,
+        args.session,
+        args.calls,
+        decision="allow",
+        by=origin("coder-es approve"),
+        always=args.always,
+    )
+    _said(done, "allowed" + (" always" if args.always else ""))
+    if args.continue_turn:
+        return _continue(args, ctx, done[0].session)
+    print(f"continue the turn: coder-es run --session {done[0].session[:8]}", file=sys.stderr)
+    return 0
+
+
+def cmd_deny(args: argparse.Namespace, ctx: Context) -> int:
+    done = answer(
+        ctx.app,
+        args.session,
+        args.calls,
+        decision="deny",
+        by=origin("coder-es deny"),
+        message=args.message,
+    )
+    _said(done, "denied")
+    print(f"continue the turn: coder-es run --session {done[0].session[:8]}", file=sys.stderr)
+    return 0
+
+
+def _said(done: list[Question], verb: str) -> None:
+    for q in done:
+        subject = "" if q.subject == q.tool else f" {q.subject}"
+        print(f"{verb} {q.call} {q.tool}{subject}")
+
+
+def _continue(args: argparse.Namespace, ctx: Context, session: str) -> int:
+    """The turn goes on here, as ``coder-es run --session S`` would run it (new questions park
+    again: this process answers nothing on its own)."""
+    from coder_es.cli.run import _run
+
+    values = dict(vars(args))
+    values.update(
+        prompt=None,
+        image=[],
+        allow=[],
+        deny=[],
+        defer=[None],
+        yes=False,
+        title="",
+        json=False,
+        harness=None,
+        session=session,
+    )
+    run_args = argparse.Namespace(**values)
+    return asyncio.run(_run(run_args, ctx, []))
+
+
+def how_to_answer(ctx: Context, session: str, err: Console) -> None:
+    """After a run that parked: what waits, and the commands that answer it."""
+    sid = ctx.app.resolve_session(session)
+    questions = questions_in(ctx.app.session_events(sid))
+    err.print(
+        f"waiting: {len(questions)} question(s) of session {sid} wait for an answer (exit 3)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for q in questions:
+        err.print(f"  {escape(_line(q))}", highlight=False, soft_wrap=True)
+    short = str(sid)[:8]
+    err.print(
+        f"answer: coder-es approve {short} [CALL...] [--always] [--continue] | "
+        f"coder-es deny {short} [CALL...] [--message TEXT]; then: coder-es run --session {short}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -1,0 +1,176 @@
+"""Parked questions: listing them across the store and answering them from any process.
+
+A turn that reaches a deferred question (``PermissionDeferred``) stops in a recorded waiting
+state (``TurnParked``). Everything needed to go on is in the log, so the answer can come from
+another process or machine: ``answer`` records who decided and from where
+(``DeferredAnswered``) followed by the decision itself (``PermissionDecided``, the event every
+projection and replay already reads), under the session's lease (one writer per session: two
+processes answering at once record one decision, the other gets ``SessionBusyError`` or finds
+the call answered). The turn then continues with ``run --session S`` (or ``approve
+--continue``): the decider sees the decision and runs (or closes) the call, and the model's
+next request holds its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from coder_es.agent.state import LoopState
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Question:
+    """One parked question: which call of which session, what it would do, who parked it
+    (``source``, the rule or hook, the process that parked the turn) and since when."""
+
+    session: str
+    call: str
+    tool: str
+    subject: str
+    source: str
+    matched_rule: str | None
+    reason: str | None
+    asked_by: dict[str, Any]
+    since: datetime
+    suggested_pattern: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "call": self.call,
+            "tool": self.tool,
+            "subject": self.subject,
+            "source": self.source,
+            "matched_rule": self.matched_rule,
+            "reason": self.reason,
+            "asked_by": dict(self.asked_by),
+            "since": self.since.isoformat(),
+        }
+
+
+def questions_in(events: Sequence[Any]) -> list[Question]:
+    """The questions of a session's events still waiting for an answer, in call order."""
+    state = LoopState.from_events(events)
+    waiting = {c.id for c in state.waiting_calls()}
+    if not waiting:
+        return []
+    deferred: dict[str, Any] = {}
+    parked_by: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if isinstance(e, Session.PermissionDeferred) and e.tool_use_id in waiting:
+            deferred[e.tool_use_id] = e
+        elif isinstance(e, Session.TurnParked):
+            for cid in e.tool_use_ids:
+                parked_by[cid] = dict(e.by)
+    out = []
+    for c in state.waiting_calls():
+        e = deferred[c.id]
+        out.append(
+            Question(
+                session=str(e.originator_id),
+                call=c.id,
+                tool=e.tool,
+                subject=e.subject,
+                source=e.source,
+                matched_rule=e.matched_rule,
+                reason=e.reason,
+                asked_by=parked_by.get(c.id, {}),
+                since=e.timestamp,
+                suggested_pattern=e.suggested_pattern,
+            )
+        )
+    return out
+
+
+def pending(app: CoderApp) -> list[Question]:
+    """Every waiting question of the store, oldest first. Only sessions that ever parked a
+    turn are loaded (found through the store's index of ``TurnParked`` events)."""
+    out: list[Question] = []
+    for sid in app.sessions_with(Session.TurnParked):
+        # The stored (redacted) form: what is listed may leave the terminal.
+        out += questions_in(app.session_events(sid))
+    return sorted(out, key=lambda q: q.since)
+
+
+def answer(
+    app: CoderApp,
+    session_ref: str,
+    calls: Sequence[str],
+    *,
+    decision: str,
+    by: dict[str, Any],
+    always: bool = False,
+    message: str | None = None,
+) -> list[Question]:
+    """Record the answer to the named parked calls (all of them when ``calls`` is empty);
+    returns the questions answered. A call that is not waiting (answered already, never
+    parked, closed since) is a ``UsageError`` naming it, and nothing is recorded."""
+    if decision not in ("allow", "deny"):
+        msg = f"an answer is allow or deny, not {decision!r}"
+        raise ValueError(msg)
+    sid = app.resolve_session(session_ref)
+    with app.leases.hold(str(sid), f"answer ({decision})"):
+        # The real subjects (the loop decides on them; the sealing seals them again on save).
+        events = app.unsealed_events(sid)
+        waiting = {q.call: q for q in questions_in(events)}
+        chosen = _chosen(sid, events, waiting, calls)
+        session = app.get_session(sid)
+        for q in chosen:
+            reason = message if decision == "deny" else None
+            if decision == "deny" and not reason:
+                reason = "rejected by the user"
+            session.answer_deferred(tool_use_id=q.call, decision=decision, by=by)
+            session.decide_permission(
+                tool_use_id=q.call,
+                tool=q.tool,
+                subject=q.subject,
+                decision=decision,
+                scope="always" if always else "once",
+                pattern=q.suggested_pattern if always else None,
+                matched_rule=q.matched_rule,
+                decided_by="user",
+                reason=reason,
+            )
+        app.save(session)
+    return chosen
+
+
+def _chosen(
+    sid: UUID, events: Sequence[Any], waiting: dict[str, Question], calls: Sequence[str]
+) -> list[Question]:
+    if not calls:
+        if not waiting:
+            msg = f"session {sid} has no question waiting for an answer"
+            raise UsageError(msg)
+        return list(waiting.values())
+    chosen = []
+    for ref in calls:
+        matches = [cid for cid in waiting if cid == ref or cid.startswith(ref)]
+        if len(matches) != 1:
+            raise UsageError(_not_waiting(sid, events, ref))
+        chosen.append(waiting[matches[0]])
+    return list({q.call: q for q in chosen}.values())
+
+
+def _not_waiting(sid: UUID, events: Sequence[Any], ref: str) -> str:
+    """One line saying why a call cannot be answered now."""
+    answered = [
+        e
+        for e in events
+        if isinstance(e, Session.PermissionDecided)
+        and (e.tool_use_id == ref or e.tool_use_id.startswith(ref))
+    ]
+    if answered:
+        e = answered[-1]
+        return (
+            f"call {e.tool_use_id} of session {sid} is not waiting: it was already answered "
+            f"({e.decision}, by {e.decided_by})"
+        )
+    return f"call {ref} of session {sid} is not waiting for an answer"
