@@ -80,8 +80,13 @@ def test_a_broken_config_file_is_a_usage_error(
 ) -> None:
     (tmp_path / ".coder-es").mkdir()
     (tmp_path / ".coder-es" / "config.toml").write_text("permisions = 1\n")
-    assert main(["--workspace", str(tmp_path), "--backend", "sqlite", "sessions"]) == 2
+    # A turn needs a valid configuration (its rules may be in the broken file)...
+    assert main(["--workspace", str(tmp_path), "--backend", "sqlite", "run", "hi"]) == 2
     assert "did you mean 'permissions'" in capsys.readouterr().err
+    # ...a command that only reads what is recorded runs with the defaults and says why.
+    assert main(["--workspace", str(tmp_path), "--backend", "sqlite", "sessions"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the configuration has problems" in err and "did you mean" in err
 
 
 NEW_FILE_SCRIPT = {
