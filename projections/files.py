@@ -177,6 +177,9 @@ class FileStates:
         self.depth[node] = self.depth[parent] + 1
         self.took_here.clear()
         changes = dict(self.pending) if parent == self.head else {}
+        # The edit tools list their change in ``files_changed`` too, with the merge result as
+        # ``after``: their ``EditApplied`` said what the session's own content is.
+        edited = set(self.pending)
         self.pending = {}
         for path in sorted(self.dirty):
             # The disk did not hold the head's state for these (files restored without the
@@ -186,6 +189,8 @@ class FileStates:
         self.dirty.clear()
         for change in shell_changes:
             path = change["path"]
+            if path in edited:
+                continue
             if change.get("outcome") == "conflict":
                 # Not applied: the user's version stays; the command's is the session's side.
                 self.conflicts[path] = change.get("proposed")
