@@ -168,14 +168,18 @@ class FileStates:
             if path in self.pending or change.get("outcome") == "conflict":
                 continue
             self._first_sight(path, change.get("before"))
-            if change.get("before") != self.known[path] and "own" not in change:
+            before = change.get("before")
+            if before != self.known.get(path, before) and "own" not in change:
                 # The command rewrote a file holding the user's bytes: it takes them. (A change
                 # merged with a concurrent edit records its ``own`` version without them.)
-                self._took(path, change.get("before"))
+                self._took(path, before)
         self.parent[node] = parent
         self.depth[node] = self.depth[parent] + 1
         self.took_here.clear()
         changes = dict(self.pending) if parent == self.head else {}
+        # The edit tools list their change in ``files_changed`` too, with the merge result as
+        # ``after``: their ``EditApplied`` said what the session's own content is.
+        edited = set(self.pending)
         self.pending = {}
         for path in sorted(self.dirty):
             # The disk did not hold the head's state for these (files restored without the
@@ -185,6 +189,8 @@ class FileStates:
         self.dirty.clear()
         for change in shell_changes:
             path = change["path"]
+            if path in edited:
+                continue
             if change.get("outcome") == "conflict":
                 # Not applied: the user's version stays; the command's is the session's side.
                 self.conflicts[path] = change.get("proposed")
@@ -205,7 +211,9 @@ class FileStates:
         the user's."""
         if path in self.known or path in self.pending:
             return
-        if self._local_value(self.head, path) is not MISSING:
+        current = self._local_value(self.head, path)
+        if current is not MISSING:
+            self.known[path] = current  # a state the session made: its own content
             return
         root = self.entries.setdefault(0, {})
         if path not in root:

@@ -63,3 +63,17 @@ def test_a_command_that_renames_a_file_the_user_appends_to_meanwhile(
         lambda: model.agent_bash(concurrent=False, op="create", path="b.txt"),
         lambda: model.agent_bash(concurrent=True, op="rename", path="b.txt"),
     )
+
+
+def test_a_write_after_a_conflicted_checkout_then_the_same_checkout(model: WorkspaceModel) -> None:
+    _steps(
+        model,
+        lambda: model.user_appends(path="a.txt"),
+        lambda: model.user_appends(path="a.txt"),
+        lambda: model.user_appends(path="a.txt"),
+        lambda: model.agent_write(path="b.txt", read_first=False),
+        lambda: model.user_appends(path="b.txt"),
+        lambda: model.checkout(index=0),
+        lambda: model.agent_write(path="b.txt", read_first=False),
+        lambda: model.checkout(index=0),
+    )
