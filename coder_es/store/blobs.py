@@ -9,9 +9,10 @@ store opaque records by key (``_read`` / ``_write_if_absent``); encoding lives h
 
 A caller that knows the previous version of the same file passes it as ``like=`` so the new
 version is stored as a delta when that is smaller (chains are bounded by ``max_chain`` so reading
-any version back stays fast: a version that would go deeper is a delta against an ancestor
-half-way up its chain, never a whole copy again). The key is always the sha256 of the *content*, so identical content
-is stored once whichever way it was encoded, and ``get`` checks the hash of what it returns.
+any version back stays fast; a version that would go deeper is a delta against an ancestor
+half-way up its chain while that stays small). The key is always the sha256 of the *content*,
+so identical content is stored once whichever way it was encoded, and ``get`` checks the hash
+of what it returns.
 
 Content holding a secret (``sealing.has_secret``) is SEALED whole: the exact bytes go to the
 sealed-secret store of the session that stored them (``for_session``; ``STORE_SCOPE`` when no
@@ -81,6 +82,7 @@ class BlobStore(ABC):
     # Deepest delta chain: reading a version decodes at most this many deltas (~0.3 ms each
     # for a 100 KB file); a longer chain is rebased half-way up (``_delta_record``).
     max_chain = 8
+    rebase_share = 8
     # Deltas are only tried for content at least this big; below it zlib alone is as good.
     min_delta_size = 1024
 
@@ -276,11 +278,15 @@ class BlobStore(ABC):
         base_record = self._read(like)
         if base_record is None or base_record[:1] == SEALED:
             return None
+        rebased = False
         if self._depth(base_record) >= self.max_chain:
             # Rebase on an ancestor half-way up the chain rather than start over with a whole
             # copy: the delta then spans a few versions' changes (a few lines for one-line
             # edits) instead of ~30 KB of compressed file every ``max_chain`` versions, and
             # every chain stays at most ``max_chain`` deep, so any version reads back fast.
+            # The ancestor is the same one until a whole copy is made, so those deltas grow
+            # with every rebase: past ``1 / rebase_share`` of a whole copy, a whole copy it is.
+            rebased = True
             while self._depth(base_record) > self.max_chain // 2:
                 like = base_record[2:34].hex()
                 found = self._read(like)
@@ -291,7 +297,7 @@ class BlobStore(ABC):
         base = self._decode(like, base_record)
         ops = zlib.compress(_encode_delta(base, data), 6)
         full_size = len(zlib.compress(data, 1))
-        if len(ops) + 34 >= full_size:
+        if len(ops) + 34 >= (full_size // self.rebase_share if rebased else full_size):
             return None
         return DELTA + bytes([depth]) + bytes.fromhex(like) + ops
 
