@@ -75,20 +75,22 @@ def test_a_long_edit_history_keeps_one_whole_copy_and_bounded_chains(
 def test_chains_written_deeper_than_the_bound_still_read_and_rebase(
     store_config: StoreConfig,
 ) -> None:
-    """Stores written when chains could reach 16 read unchanged; their next version rebases."""
+    """Chains deeper than the bound (written with another one) read unchanged, and their
+    next version rebases within the bound."""
     app = CoderApp(store_config)
     try:
         blobs = app.blobs
-        versions = _file_versions(24)
+        bound = type(blobs).max_chain
+        versions = _file_versions(bound + 12)
         digests = [blobs.put(versions[0])]
-        blobs.max_chain = 16
-        for data in versions[1:17]:
+        blobs.max_chain = bound + 4
+        for data in versions[1 : bound + 5]:
             digests.append(blobs.put(data, like=digests[-1]))
-        assert _depth(blobs, digests[-1]) == 16
-        blobs.max_chain = type(blobs).max_chain
-        for data in versions[17:]:
+        assert _depth(blobs, digests[-1]) == bound + 4
+        blobs.max_chain = bound
+        for data in versions[bound + 5 :]:
             digests.append(blobs.put(data, like=digests[-1]))
-        assert _depth(blobs, digests[17]) == blobs.max_chain // 2 + 1
+        assert _depth(blobs, digests[bound + 5]) == bound // 2 + 1
         assert [blobs.get(d) for d in digests] == versions
         assert blobs.verify() == []
     finally:
