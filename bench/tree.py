@@ -2,6 +2,7 @@
 cost vs workspace size, and storage per turn for one-line edits of a 100 KB file.
 
     python3 bench/tree.py [--backend sqlite|lmdb] [--quick]
+    python3 bench/tree.py --cli-edits 500     only the whole-session storage scenario (coder-es run)
 
 Every figure is a median over repetitions, printed with its ratio to a baseline measured in the
 same run. Targets (from the issue): fork/label ratio 100k vs 10 events <= 1.5; opening 100k events
@@ -364,6 +365,110 @@ def bench_storage(backend: str, root: Path, turns: int, reps: int) -> dict[str, 
     }
 
 
+def lmdb_db_bytes(path: Path) -> dict[str, int]:
+    """Bytes of pages each named LMDB database of the store at ``path`` holds."""
+    import lmdb
+
+    env = lmdb.open(str(path / "lmdb"), readonly=True, lock=False, max_dbs=64)
+    try:
+        with env.begin() as txn:
+            names = [key for key, _ in txn.cursor()]
+        out = {}
+        for name in names:
+            db = env.open_db(name, create=False)
+            with env.begin(db=db) as txn:
+                st = txn.stat(db)
+            pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+            out[name.decode()] = pages * st["psize"]
+        return out
+    finally:
+        env.close()
+
+
+def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
+    """One ``coder-es run`` with the scripted provider: read a 100 KB file, then ``edits`` edits
+    of distinct lines (one per model step), in a new LMDB store. What a real session stores per
+    edit (request manifests, tool results, file versions, the search index), not only the blobs
+    the API-level ``bench_storage`` writes."""
+    import json
+    import os
+    import subprocess
+
+    rng = random.Random(11)
+    words = ["def", "return", "self", "value", "index", "result", "items", "for", "in", "if"]
+    words += ["None", "data", "path", "config", "node", "event", "session", "=", "(", ")", ":"]
+    lines: list[str] = []
+    while sum(len(x) for x in lines) < 100_000:
+        body = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
+        lines.append(f"x{len(lines):05d} {body}\n")
+    ws = root / "cli-ws"
+    ws.mkdir()
+    (ws / "big.py").write_text("".join(lines))
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    picks = rng.sample(range(len(lines)), edits)
+    turns: list[dict[str, Any]] = [
+        {"blocks": [{"type": "tool_use", "name": "read", "input": {"path": "big.py"}}]}
+    ]
+    for i in picks:
+        edit = {"path": "big.py", "old_string": f"x{i:05d} ", "new_string": f"x{i:05d} edited "}
+        turns.append({"blocks": [{"type": "tool_use", "name": "edit", "input": edit}]})
+    turns.append({"blocks": [{"type": "text", "text": "done"}]})
+    script = root / "cli-edits.json"
+    script.write_text(json.dumps({"turns": turns}))
+    store = root / "cli-store"
+    env = dict(os.environ)
+    code = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-c", "from coder_es.cli.main import run; run()", "run", "edit"]
+    argv += ["--script", str(script), "--allow", "read", "--allow", "edit"]
+    argv += ["--max-steps", str(edits + 5), "--store", str(store), "--backend", "lmdb"]
+    t0 = time.perf_counter()
+    subprocess.run(argv, cwd=ws, env=env, check=True, capture_output=True)
+    run_s = time.perf_counter() - t0
+    dbs = lmdb_db_bytes(store)
+    search = sum(p.stat().st_size for p in store.glob("search*") if p.is_file())
+    blobs = dbs.get("coder_es.blobs", 0)
+    events = sum(v for k, v in dbs.items() if k.endswith(":events"))
+    app = open_app("lmdb", store)
+    try:
+        digests = list(app.blobs._digests())
+        times, cpu = [], []
+        for digest in digests:
+            t, c = time.perf_counter(), time.thread_time()
+            app.blobs.get(digest)
+            times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.thread_time() - c) * 1000)
+    finally:
+        app.close()
+    return {
+        "lmdb_bytes": sum(dbs.values()),
+        "blob_bytes": blobs,
+        "blob_entries": len(digests),
+        "event_bytes": events,
+        "search_bytes": search,
+        "total_bytes": sum(dbs.values()) + search,
+        "read_median_ms": statistics.median(times),
+        "read_max_ms": max(times),
+        # On a loaded machine the wall-clock maximum is a preemption; CPU time is the read's.
+        "read_max_cpu_ms": max(cpu),
+        "run_s": run_s,
+    }
+
+
+def print_cli_storage(edits: int, st: dict[str, float]) -> None:
+    print(f"\ncoder-es run (scripted): read a 100 KB file, then {edits} one-line edits")
+    print(
+        f"  store holds {st['total_bytes'] / 1e6:.2f} MB (target < 2 MB): LMDB "
+        f"{st['lmdb_bytes'] / 1e6:.2f} MB (blobs {st['blob_bytes'] / 1e6:.2f} MB in "
+        f"{st['blob_entries']:.0f} entries, events {st['event_bytes'] / 1e6:.2f} MB) + search "
+        f"index {st['search_bytes'] / 1e6:.2f} MB; run {st['run_s']:.1f} s"
+    )
+    print(
+        f"  read every blob back: median {st['read_median_ms']:.2f} ms, "
+        f"max {st['read_max_ms']:.2f} ms wall, {st['read_max_cpu_ms']:.2f} ms CPU (target < 10 ms)"
+    )
+
+
 def store_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -372,9 +477,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=["sqlite", "lmdb"], default=None)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--cli-edits",
+        type=int,
+        metavar="N",
+        help="only the coder-es run storage scenario, with N edits (the full run uses 500)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coder-es-bench-") as tmp:
         root = Path(tmp)
+        if args.cli_edits:
+            print_cli_storage(args.cli_edits, bench_cli_storage(root, args.cli_edits))
+            return
         backend = pick_backend(args.backend, root)
         big = 10_000 if args.quick else 100_000
         reps = 7 if args.quick else 21
@@ -423,6 +537,9 @@ def main() -> None:
             f"  read any version back: median {st['read_median_ms']:.2f} ms, "
             f"max {st['read_max_ms']:.2f} ms (target < 10 ms)"
         )
+
+        edits = 100 if args.quick else 500
+        print_cli_storage(edits, bench_cli_storage(root, edits))
 
 
 if __name__ == "__main__":
