@@ -39,6 +39,7 @@ class _Parser(argparse.ArgumentParser):
         choice = _INVALID_CHOICE.match(message)
         if choice is not None:
             import difflib  # only on a mistake: start-up time
+
             word = choice.group(1)
             names = [n for n in _command_names() if not n.startswith("_")]
             near = difflib.get_close_matches(word, names, n=3, cutoff=0.6)
