@@ -127,6 +127,12 @@ class HarnessTurn:
     _request_model: str = ""
     _exchanges: list[Exchange] = field(default_factory=list)
 
+    def state_dirs(self) -> tuple[Path, ...]:
+        """Where the harness writes its own state: the home directory (a CLI keeps files such
+        as ``~/.claude.json`` directly in it, so no narrower place holds them all)."""
+        home = self.environ.get("HOME")
+        return (Path(home),) if home and Path(home).is_dir() else ()
+
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
         self._ops.append(lambda s: void(s.add_user_message(prompt)))
@@ -178,6 +184,10 @@ class HarnessTurn:
                 fstab=tx.path / "mounts.fstab",
                 hidden=self.hidden,
                 network=self.network,
+                # The harness keeps its own state (~/.claude, ~/.claude.json, ~/.codex,
+                # ~/.gemini: sessions, settings, caches) outside the transaction, as when the
+                # user runs it; the sandbox is otherwise an allow-list of writable places.
+                writable=self.state_dirs(),
             )
             inner = self.adapter.argv(self.command, request)
             acp_stdin: tuple[int, int] | None = None
@@ -194,7 +204,7 @@ class HarnessTurn:
             argv = wrap(sandbox, inner)
             env = {
                 **self.environ,
-                **self.spec.env,
+                **scrubbed(self.spec.env),
                 **self.adapter.env(request, self.environ),
                 "GIT_DISCOVERY_ACROSS_FILESYSTEM": "1",
             }

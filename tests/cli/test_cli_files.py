@@ -67,7 +67,7 @@ def test_show_prints_a_file_as_it_was_at_a_node(cli: Cli, repo: Path, tmp_path: 
     assert r.code == 2 and "never saw src/app.py" in r.err
     r = cli("show", sid, "nope", "notes.md")
     assert r.code == 2 and "no unique node or label matches 'nope'" in r.err
-    assert cli("show", sid, last).code == 2  # a node needs a path
+    assert cli("show", sid, last).code == 0  # without a path: that node, whole (issue 35)
     assert cli("show", sid).code == 0  # the events, as before
 
 

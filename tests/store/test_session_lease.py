@@ -153,6 +153,11 @@ def test_second_command_on_a_running_session_fails_busy_and_the_turn_loses_nothi
     ws = tmp_path / "ws"
     ws.mkdir()
     env = {**_env(), **cli_store_env(config)}
+    # The command writes beside the workspace: a place the sandbox (an allow-list) lets it write
+    # only when the user's config names it.
+    user_config = Path(env["XDG_CONFIG_HOME"]) / "coder-es" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text(f"[sandbox]\nwritable = [{json.dumps(str(tmp_path))}]\n")
     quick = tmp_path / "quick.json"
     quick.write_text(json.dumps({"turns": [{"blocks": [{"type": "text", "text": "hi"}]}]}))
     first = subprocess.run(
