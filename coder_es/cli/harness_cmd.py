@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import sys
 from typing import Any
 
@@ -19,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from coder_es.cli.context import Context, print_json
+from coder_es.cli.interrupt import sigint_cancels
 from coder_es.errors import UsageError
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import parse_harness
@@ -164,23 +163,8 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
     return tuple(rules)
 
 
-@contextlib.contextmanager
-def _sigint_cancels(session: HarnessSession) -> Any:
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, session.cancel)
-        installed = True
-    except (NotImplementedError, RuntimeError):
-        installed = False
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-
-
 async def _turn(session: HarnessSession, prompt: str, as_json: bool, renderer: Renderer) -> int:
-    with _sigint_cancels(session):
+    with sigint_cancels(session.cancel):
         async for update in session.send(prompt):
             if as_json:
                 print_json(update.to_dict())

@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shlex
-import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from coder_es.cli.context import Context, configured_agent, print_json
+from coder_es.cli.interrupt import sigint_cancels
 from coder_es.cli.progress import shown
 from coder_es.config import Config
 from coder_es.errors import UsageError
@@ -194,22 +192,6 @@ def _exit_code(handle: SessionHandle) -> int:
     if outcome.reason in ("error", "max_steps", "blocked"):
         return 1
     return 0
-
-
-@contextlib.contextmanager
-def _sigint_cancels(handle: SessionHandle) -> Any:
-    """Ctrl-C cancels the running turn (recorded, resumable) instead of killing the process."""
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, handle.cancel)
-        installed = True
-    except (NotImplementedError, RuntimeError):
-        installed = False
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
 
 
 # ---------------------------------------------------------------------- rendering
@@ -417,7 +399,7 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
             else handle.resume(answerer=answerer)
         )
         renderer = Renderer(Console(), Console(stderr=True), spinners=shown(args.json))
-        with _sigint_cancels(handle):
+        with sigint_cancels(handle.cancel):
             async for update in stream:
                 if args.json:
                     print_json(update.to_dict())
