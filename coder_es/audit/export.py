@@ -13,18 +13,16 @@ then says it is not complete.
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from typing import Any
 from uuid import UUID
 
-from coder_es import __version__
 from coder_es.audit.anchor import advance_anchor, read_anchor
 from coder_es.audit.chain_check import StoreChainCheck
 from coder_es.audit.errors import ExportOptionError
 from coder_es.audit.export_redaction import GlobRedaction
 from coder_es.audit.filters import ExportFilter, apply_filter
+from coder_es.audit.prepared import ChildExport, PreparedExport
 from coder_es.audit.records import AuditEvent, load_session_events
 from coder_es.errors import CoderESError, SessionNotFoundError
 
@@ -45,68 +43,6 @@ class ExportOptions:
         if self.format not in FORMATS:
             msg = f"unknown export format {self.format!r}; choose one of {', '.join(FORMATS)}"
             raise ExportOptionError(msg)
-
-
-@dataclass(frozen=True)
-class PreparedExport:
-    session: str
-    all_events: list[AuditEvent]
-    """Every recorded event of the session (the tree and labels are drawn from these)."""
-    events: list[AuditEvent]
-    """What the export shows: filtered, then redacted."""
-    head_version: int
-    head_hash: str
-    filters: dict[str, Any]
-    redactions: list[dict[str, Any]]
-    store_problems: list[str]
-    """Chain problems found while loading: an export of a damaged session says so up front."""
-    children: tuple[ChildExport, ...] = ()
-    """The subagents this session started (its ``TaskStarted``), in the order it started them."""
-    capture_content: bool = False
-    """From ``ExportOptions``: the otel export's content opt-in."""
-
-    @property
-    def complete(self) -> bool:
-        return not self.filters
-
-    def descendants(self) -> list[ChildExport]:
-        """Every subagent below this session, depth first (a child, then its own children)."""
-        out: list[ChildExport] = []
-        for child in self.children:
-            out.append(child)
-            if child.prepared is not None:
-                out += child.prepared.descendants()
-        return out
-
-    def started(self) -> dict[str, Any]:
-        first = self.all_events[0] if self.all_events else None
-        return dict(first.fields) if first is not None and first.kind == "Started" else {}
-
-
-@dataclass(frozen=True)
-class ChildExport:
-    """A subagent's session as an export holds it, with the ``task`` call that started it."""
-
-    session: str
-    parent_session: str
-    tool_use_id: str
-    agent: str
-    description: str
-    prepared: PreparedExport | None
-    missing: str | None = None
-    """Why the child's events are not in the export (it is gone from the store, damaged)."""
-
-
-def tool_versions() -> dict[str, str]:
-    try:
-        es = metadata.version("eventsourcing")
-    except metadata.PackageNotFoundError:
-        es = "unknown"
-    return {
-        "coder-es": __version__,
-        "eventsourcing": es,
-        "python": ".".join(platform.python_version_tuple()[:2]),
-    }
 
 
 def prepare(

@@ -34,7 +34,7 @@ from typing import Any
 from coder_es import jsonlimit
 from coder_es.audit.chain_check import FileEvent, check_file_chain
 from coder_es.audit.errors import UnreadableExportError
-from coder_es.audit.export import ChildExport, PreparedExport, tool_versions
+from coder_es.audit.prepared import ChildExport, PreparedExport, tool_versions
 from coder_es.audit.problems import (
     DELETED,
     INSERTED,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_es.audit.export import ChildExport, PreparedExport, tool_versions
+from coder_es.audit.prepared import ChildExport, PreparedExport, tool_versions
 from coder_es.audit.span_tree import (
     STATUS_ERROR,
     SpanEvent,

@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from coder_es.audit.export import PreparedExport, tool_versions
 from coder_es.audit.export_redaction import GlobRedaction
 from coder_es.audit.filters import NODE_KINDS, branch_path, head_node, node_labels
+from coder_es.audit.prepared import PreparedExport, tool_versions
 from coder_es.audit.records import AuditEvent
 from coder_es.domain.refs import labels_by_node
 from coder_es.errors import CoderESError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coder_es.audit.export import PreparedExport
+from coder_es.audit.prepared import PreparedExport
 from coder_es.telemetry.live import LiveTelemetry
 from coder_es.telemetry.settings import TelemetrySettings
 
