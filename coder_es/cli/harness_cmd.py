@@ -37,7 +37,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
     if is_harness_run(args, ctx):
         return harness_chat(args, ctx)
-    from coder_es.cli.run import cmd_chat as native
+    from coder_es.cli.chat import cmd_chat as native
 
     return native(args, ctx)
 

@@ -426,19 +426,10 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
                 soft_wrap=True,
             )
         if code == EXIT_WAITING:
-            from coder_es.cli.waiting import how_to_answer
+            from coder_es.cli.questions import how_to_answer
 
             how_to_answer(ctx, handle.id, Console(stderr=True))
         # A conflict is a problem the user must look at: exit 1, as for rewind (README).
         return 1 if code == 0 and conflicts else code
     finally:
         await handle.close()
-
-
-# ---------------------------------------------------------------------- chat
-
-
-def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
-    from coder_es.cli.chat import cmd_chat as chat
-
-    return int(chat(args, ctx))

@@ -12,12 +12,10 @@ import argparse
 import asyncio
 import sys
 
-from rich.console import Console
-from rich.markup import escape
-
 from coder_es.agent.origin import origin
 from coder_es.cli.context import Context, print_json
-from coder_es.service.waiting import Question, answer, pending, questions_in
+from coder_es.cli.questions import _line
+from coder_es.service.waiting import Question, answer, pending
 
 
 def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
@@ -32,17 +30,6 @@ def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
     for q in questions:
         print(_line(q))
     return 0
-
-
-def _line(q: Question) -> str:
-    who = q.matched_rule or q.source
-    by = q.asked_by
-    where = f"{by.get('client', '?')} on {by.get('host', '?')} pid {by.get('pid', '?')}"
-    subject = "" if q.subject == q.tool else f" {q.subject}"
-    return (
-        f"{q.session[:8]} {q.call} {q.tool}{subject}  "
-        f"(asked by {q.source}: {who}; {where}; since {q.since:%Y-%m-%d %H:%M:%S} UTC)"
-    )
 
 
 def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
@@ -101,25 +88,3 @@ def _continue(args: argparse.Namespace, ctx: Context, session: str) -> int:
     )
     run_args = argparse.Namespace(**values)
     return asyncio.run(_run(run_args, ctx, []))
-
-
-def how_to_answer(ctx: Context, session: str, err: Console) -> None:
-    """After a run that parked: what waits, and the commands that answer it."""
-    sid = ctx.app.resolve_session(session)
-    questions = questions_in(ctx.app.session_events(sid))
-    err.print(
-        f"waiting: {len(questions)} question(s) of session {sid} wait for an answer (exit 3)",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    for q in questions:
-        err.print(f"  {escape(_line(q))}", highlight=False, soft_wrap=True)
-    short = str(sid)[:8]
-    err.print(
-        f"answer: coder-es approve {short} [CALL...] [--always] [--continue] | "
-        f"coder-es deny {short} [CALL...] [--message TEXT]; then: coder-es run --session {short}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
