@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from coder_es.providers.errors import ProviderConfigError
-from coder_es.providers.pricing import Price
+from coder_es.providers.price import Price
 
 _SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
 

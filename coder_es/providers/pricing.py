@@ -16,33 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from coder_es.providers.errors import ProviderConfigError
+from coder_es.providers.price import Price
 from coder_es.providers.types import Usage
 
 _MILLION = Decimal(1_000_000)
-
-
-@dataclass(frozen=True)
-class Price:
-    input: Decimal
-    output: Decimal
-    cache_read: Decimal
-    cache_write: Decimal
-
-    @classmethod
-    def of(
-        cls,
-        input: float | str,
-        output: float | str,
-        cache_read: float | str | None = None,
-        cache_write: float | str | None = None,
-    ) -> Price:
-        i = Decimal(str(input))
-        return cls(
-            input=i,
-            output=Decimal(str(output)),
-            cache_read=Decimal(str(cache_read)) if cache_read is not None else i,
-            cache_write=Decimal(str(cache_write)) if cache_write is not None else i,
-        )
 
 
 def _anthropic(input: float, output: float) -> Price:
