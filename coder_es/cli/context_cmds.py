@@ -76,8 +76,8 @@ def _settings(ctx: Context, state: ContextState) -> ContextSettings:
     from coder_es.agent.prompt import recorded_prompt
     from coder_es.permissions.presets import get_preset
     from coder_es.permissions.subagents import recorded_tools
+    from coder_es.tools.offered import session_registry
     from coder_es.tools.registry import default_registry
-    from coder_es.tools.task import session_registry
 
     registry = session_registry(default_registry(), state.settings)
     try:

@@ -72,8 +72,8 @@ from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 from coder_es.service.tasks import TaskRunner
 from coder_es.store.lease import Lease
+from coder_es.tools.offered import offered_agents, session_registry
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
-from coder_es.tools.task import offered_agents, session_registry
 
 ProviderFactory = Callable[[str, str], Provider]
 

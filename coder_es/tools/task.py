@@ -16,11 +16,8 @@ from coder_es.permissions.subagents import (
     BUILTIN_AGENTS,
     TASK_TOOL,
     AgentDefinition,
-    agent_records,
-    agents_from_records,
 )
 from coder_es.tools.base import Subject, Tool, ToolContext, ToolFailure, ToolResult
-from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError, doc
 
 
@@ -66,19 +63,3 @@ class TaskTool(Tool[TaskInput]):
             raise ToolFailure("subagents cannot be started here")
         result: ToolResult = await ctx.spawn(self.agents[args.agent], args)
         return result
-
-
-def offered_agents(registry: ToolRegistry) -> list[dict[str, Any]] | None:
-    """What a new session records as its agents: those ``registry``'s ``task`` offers."""
-    tool = registry.get(TASK_TOOL)
-    return agent_records(tool.agents) if isinstance(tool, TaskTool) else None
-
-
-def session_registry(registry: ToolRegistry, settings: Mapping[str, Any]) -> ToolRegistry:
-    """``registry`` with ``task`` offering the agents the session recorded: a resume or replay
-    lists (and starts) what it was offered, whatever the configuration says now."""
-    recorded = agents_from_records(settings.get("agents"))
-    tool = registry.get(TASK_TOOL)
-    if recorded is None or not isinstance(tool, TaskTool) or tool.agents == recorded:
-        return registry
-    return registry.replaced(TaskTool(recorded))
