@@ -15,12 +15,22 @@ the budget allows; a file that does not fit whole is cut to the definitions that
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from projections.depgraph.model import Definition, RankedFile, RepoMap
+from projections.depgraph.model import Definition, FileTags, RankedFile, RepoMap
 
-if TYPE_CHECKING:
-    from projections.depgraph.graph import DepGraph
+
+class DepGraph(Protocol):
+    """What ranking reads of ``graph.DepGraph`` (which calls into this module: a protocol here,
+    not an import, keeps the two out of a circle)."""
+
+    @property
+    def files(self) -> tuple[str, ...]: ...
+
+    def direct_dependencies(self, path: str) -> tuple[str, ...]: ...
+
+    def tags(self, path: str) -> FileTags: ...
+
 
 DAMPING = 0.85
 BACKWARD_WEIGHT = 0.5
