@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+from coder_es.store.surrogates import _SURROGATE, escape_surrogates
 
 GENESIS = ""
 SEALED_FORMS = "sealed_forms"
@@ -29,23 +30,6 @@ def canonical_json(value: Any) -> str:
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
         )
     )
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def escape_surrogates(json_text: str) -> str:
-    """JSON text with every lone surrogate written as its ``\\uXXXX`` escape.
-
-    File names that are not valid UTF-8 are carried as ``str`` with surrogate escapes
-    (``os.fsdecode``: byte 0xE9 becomes U+DCE9), so they can reach JSON. A lone surrogate cannot be
-    encoded as UTF-8; its JSON escape can, and ``json.loads`` gives the same ``str`` back
-    (``os.fsencode`` then gives the original bytes). Text without surrogates is returned
-    unchanged, so every hash computed before this existed stays the same.
-    """
-    if json_text.isascii():
-        return json_text
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
 
 
 def shown_in_json(json_text: str) -> str:

@@ -2,7 +2,7 @@
 
 eventsourcing's ``JSONTranscoder`` writes UTF-8 as is and cannot encode a lone surrogate, which
 is how a file name that is not valid UTF-8 is carried (``os.fsdecode``). This one writes such a
-character as its JSON ``\\uXXXX`` escape (``coder_es.domain.chain.escape_surrogates``), which
+character as its JSON ``\\uXXXX`` escape (``coder_es.store.surrogates.escape_surrogates``), which
 decodes back to the same ``str``; every other event is encoded byte for byte as before.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from eventsourcing.persistence import JSONTranscoder
 
-from coder_es.domain.chain import escape_surrogates
+from coder_es.store.surrogates import escape_surrogates
 
 
 class FileNameSafeTranscoder(JSONTranscoder):
