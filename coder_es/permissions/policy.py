@@ -54,7 +54,7 @@ from coder_es.permissions.rules import (
     split_command,
     suggest_pattern,
 )
-from coder_es.tools.base import Subject
+from coder_es.permissions.subject import Subject
 
 # ``defer`` is a question that waits for an answer from any process: stricter than one asked
 # now (nothing runs until a person answers, wherever they are), weaker than a deny.
