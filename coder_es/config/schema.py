@@ -22,6 +22,7 @@ from coder_es.config.catalog import ACTIONS, AGENTS, ANY_TOOL, PROVIDERS, TOOLS
 from coder_es.config.layers import Key as Key
 from coder_es.config.layers import Layer as Layer
 from coder_es.config.layers import Setting as Setting
+from coder_es.config.mcp_names import server_name_problem
 from coder_es.config.problems import format_path
 from coder_es.store.config import BACKENDS
 
@@ -204,9 +205,6 @@ class ServerName(Kind):
     expected = "a server name (letters, digits, _ and -, no '__', no '_' at either end)"
 
     def check(self, value: object) -> tuple[Any, str | None]:
-        # Imported here: coder_es.mcp's package imports the configuration's values.
-        from coder_es.mcp.catalog import server_name_problem
-
         if not isinstance(value, str):
             return self.wrong_type(value)
         problem = server_name_problem(value)

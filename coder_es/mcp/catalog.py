@@ -27,19 +27,6 @@ PREFIX = "mcp__"
 _TOP_LEVEL_REFUSED = ("$schema", "$id", "oneOf", "anyOf", "allOf", "not", "enum")
 
 
-def server_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a server's name, or None. ``mcp__SERVER__TOOL`` must split one
-    way: with ``docs_`` allowed, ``mcp__docs___wipe`` is both ``docs_``/``wipe`` and
-    ``docs``/``_wipe``, and a rule ``mcp__docs__*`` would match the other server's tools."""
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
-        return "letters, digits, _ and -, at most 40 characters"
-    if "__" in name:
-        return "no '__' (it separates the server from the tool in mcp__SERVER__TOOL)"
-    if name.startswith("_") or name.endswith("_"):
-        return "no '_' at its start or end (mcp__SERVER__TOOL would split two ways)"
-    return None
-
-
 def without_collisions(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``servers``' entries where no two offered tools share a name: every tool of a colliding
     set is left out (keeping one would offer a tool the model cannot tell from the other), and

@@ -16,8 +16,9 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from coder_es.config.mcp_names import server_name_problem
 from coder_es.config.values import McpServerConfig
-from coder_es.mcp.catalog import server_entry, server_name_problem, without_collisions
+from coder_es.mcp.catalog import server_entry, without_collisions
 from coder_es.mcp.connection import McpConnection, McpServerError
 from coder_es.mcp.results import render
 from coder_es.tools.base import ToolContext, ToolResult
