@@ -38,6 +38,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from coder_es.agent import decider as d
+from coder_es.agent import updates as up
 from coder_es.agent.origin import origin
 from coder_es.agent.request import RequestRecorder, RequestSettings
 from coder_es.agent.state import LoopState
@@ -56,7 +57,6 @@ from coder_es.providers.errors import ContextTooLongError, ProviderError
 from coder_es.providers.images import ImageInput, check_images, image_block, with_image_data
 from coder_es.sandbox import SandboxSettings
 from coder_es.sandbox import recover as recover_transactions
-from coder_es.service import updates as up
 from coder_es.tools.base import ToolCall, ToolContext, ToolResult
 from coder_es.tools.output import DEFAULT_LIMIT, cap_output
 from coder_es.tools.registry import ToolExecutor

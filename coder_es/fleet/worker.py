@@ -33,6 +33,7 @@ from eventsourcing.persistence import IntegrityError
 from procrastinate import JobContext
 from procrastinate import exceptions as pexc
 
+from coder_es.agent import updates as up
 from coder_es.agent.runner import SessionConflictError
 from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
@@ -42,7 +43,6 @@ from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
 from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
 from coder_es.records import event_kind
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.store.config import StoreConfig
 from coder_es.telemetry.attach import start_telemetry
