@@ -25,10 +25,10 @@ from eventsourcing.projection import Projection, ProjectionRunner
 from psycopg.sql import SQL, Identifier
 
 from coder_es.application import ChainedLog, CoderApp
-from coder_es.fleet.errors import require_postgres
 from coder_es.fleet.summary import SessionRow, all_events, fold, rebuild
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
+from coder_es.store.postgres_only import projection_env
 
 PROJECTION_NAME = "sessions_summary"
 SUMMARY_TABLE = "coder_es_session_summary"
@@ -116,14 +116,6 @@ class SessionsSummaryProjection(Projection[SessionsSummaryView]):
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         self.view.apply(domain_event, tracking)
-
-
-def projection_env(config: StoreConfig) -> dict[str, str]:
-    require_postgres(config.backend, "a projection process")
-    env = config.eventsourcing_env()
-    env.setdefault("POSTGRES_POOL_SIZE", "2")
-    env.setdefault("POSTGRES_MAX_OVERFLOW", "2")
-    return env
 
 
 def open_summary_view(config: StoreConfig) -> SessionsSummaryView:

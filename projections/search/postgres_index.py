@@ -206,7 +206,7 @@ def open_search_view(config: StoreConfig) -> SearchView:
     from eventsourcing.persistence import InfrastructureFactory
     from eventsourcing.utils import Environment
 
-    from coder_es.fleet.projection import projection_env
+    from coder_es.store.postgres_only import projection_env
 
     env = Environment(PROJECTION_NAME, projection_env(config))
     with store_setup_lock(config):
