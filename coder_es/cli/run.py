@@ -358,7 +358,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 def _conflict_hints(ctx: Context, handle: SessionHandle, after: int, err: Console) -> int:
     """After a turn: each edit or command change that conflicted with the user's, and how to
     take the agent's; returns how many (a conflict makes ``run`` exit 1)."""
-    from coder_es.cli.file_views import unapplied_edits
+    from coder_es.views.files import unapplied_edits
 
     found = unapplied_edits(ctx.app, handle.id, after=after)
     for edit in found:
@@ -411,7 +411,7 @@ async def _run(args: argparse.Namespace, ctx: Context, images: list[bytes]) -> i
             conflicts = _conflict_hints(ctx, handle, before, renderer.err)
             _turn_usage(ctx, handle, before, renderer.err)
         else:
-            from coder_es.cli.file_views import unapplied_edits
+            from coder_es.views.files import unapplied_edits
 
             conflicts = len(unapplied_edits(ctx.app, handle.id, after=before))
         await handle.end("other")

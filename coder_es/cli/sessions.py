@@ -193,7 +193,7 @@ def _show_node(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _show_file(args: argparse.Namespace, ctx: Context) -> int:
-    from coder_es.cli.file_views import content_at, proposed_at, workspace_path
+    from coder_es.views.files import content_at, proposed_at, workspace_path
     from projections.files import open_files
 
     if args.path is None or args.json:

@@ -14,9 +14,9 @@ from rich.text import Text
 
 from coder_es.application import CoderApp
 from coder_es.branching import Branching, LabelMove, MoveResult
-from coder_es.cli.file_views import file_patches, render_stat
-from coder_es.cli.tree import render_tree, tree_json
 from coder_es.records import summarize
+from coder_es.views.files import file_patches, render_stat
+from coder_es.views.tree import render_tree, tree_json
 from projections.tree import events_at
 
 

@@ -37,8 +37,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from coder_es.audit.verify import verify_session
 from coder_es.branching import Branching
-from coder_es.cli.file_views import proposed_at
 from coder_es.errors import UsageError
+from coder_es.views.files import proposed_at
 from coder_es.workspace.workspace import Workspace
 from projections.files import MISSING, open_files
 
