@@ -16,7 +16,7 @@ Printed per backend:
 - ``takeover after kill -9``: the median and maximum time from killing a process that holds the
   lease to another process holding it (the kernel or PostgreSQL frees it; nothing expires).
 
-Also printed: the witness (``coder_es.audit.witness``): the median cost of the one append each
+Also printed: the witness (``coder_es.store.witness``): the median cost of the one append each
 save adds, against one save of one event on the same store (its baseline, same run).
 
 A holder on another machine that vanishes without closing its connection (PostgreSQL only) is

@@ -19,19 +19,19 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 
-from coder_es.audit.anchor import advance_after_save
-from coder_es.audit.witness import Witness, open_witness
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
 from coder_es.errors import DAMAGED_STORE_ADVICE, SessionNotFoundError, StoreError
 from coder_es.redaction import Redactor
 from coder_es.sealing import Sealing, SecretVault
+from coder_es.store.anchor import advance_after_save
 from coder_es.store.blobs import BlobStore
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
 from coder_es.store.lease import LeaseStore
 from coder_es.store.transcoder import FileNameSafeTranscoder
 from coder_es.store.views import ViewStore
+from coder_es.store.witness import Witness, open_witness
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ class CoderApp(ChainedLog):
             self.views: ViewStore = self.config.open_view_store()
             # One writer per session: turns and branching commands hold its lease.
             self.leases: LeaseStore = self.config.open_lease_store()
-            # Each session's head, witnessed outside the store (coder_es.audit.witness).
+            # Each session's head, witnessed outside the store (coder_es.store.witness).
             self.witness: Witness | None = open_witness(self)
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
@@ -172,7 +172,7 @@ class CoderApp(ChainedLog):
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         recordings = super().save(*objs, **kwargs)
         # The audit anchor is a witness of each session's head outside the chain itself, so that
-        # deleting a session's last events is detected too (coder_es.audit.anchor).
+        # deleting a session's last events is detected too (coder_es.store.anchor).
         for obj in objs:
             if isinstance(obj, Session):
                 advance_after_save(self, obj)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coder_es.audit.anchor import Anchor
 from coder_es.audit.problems import (
     DELETED,
     INSERTED,
@@ -29,6 +28,7 @@ from coder_es.audit.problems import (
 )
 from coder_es.audit.records import AuditEvent, compute_hash
 from coder_es.domain.chain import GENESIS
+from coder_es.store.anchor import Anchor
 
 # Bounds on the diagnosis so a badly damaged session still verifies in linear time.
 MAX_SUSPECTS = 4000

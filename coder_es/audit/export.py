@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
-from coder_es.audit.anchor import advance_anchor, read_anchor
 from coder_es.audit.chain_check import StoreChainCheck
 from coder_es.audit.errors import ExportOptionError
 from coder_es.audit.export_redaction import GlobRedaction
@@ -25,6 +24,7 @@ from coder_es.audit.filters import ExportFilter, apply_filter
 from coder_es.audit.prepared import ChildExport, PreparedExport
 from coder_es.audit.records import AuditEvent, load_session_events
 from coder_es.errors import CoderESError, SessionNotFoundError
+from coder_es.store.anchor import advance_anchor, read_anchor
 
 FORMATS = ("jsonl", "otel", "md", "html")
 

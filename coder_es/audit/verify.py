@@ -7,7 +7,7 @@ Public entry points:
   for a large store), every anchor (a session deleted whole is noticed), every blob in the store;
 - ``verify_export(path)``: a JSONL export on its own (see ``coder_es.audit.export_jsonl``).
 
-A session found intact advances its anchor (``coder_es.audit.anchor``) so later truncation shows.
+A session found intact advances its anchor (``coder_es.store.anchor``) so later truncation shows.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from coder_es.audit.anchor import Anchor, advance_anchor, anchored_sessions, read_anchor
 from coder_es.audit.blobrefs import REF_KINDS, blob_refs
 from coder_es.audit.chain_check import StoreChainCheck
 from coder_es.audit.fastlink import FastLinker
@@ -49,9 +48,10 @@ from coder_es.audit.segments import (
     stitch,
     worker_count,
 )
-from coder_es.audit.witness import read_witness, witness_of_location
 from coder_es.domain.chain import SEALED_FORMS
 from coder_es.errors import BlobNotFoundError, SessionNotFoundError, StoreError
+from coder_es.store.anchor import Anchor, advance_anchor, anchored_sessions, read_anchor
+from coder_es.store.witness import read_witness, witness_of_location
 
 NOTIFICATION_BATCH = 5000
 REF_TOPIC_ENDINGS = tuple(f".{kind}" for kind in sorted(REF_KINDS))
@@ -281,7 +281,7 @@ def verify_store(
 
 class WitnessedHeads:
     """Each session's witnessed head: the in-store anchor's, or the witness file's (outside the
-    store, ``coder_es.audit.witness``) when it saw as far or further."""
+    store, ``coder_es.store.witness``) when it saw as far or further."""
 
     def __init__(self, app: Any) -> None:
         self.views = app.views

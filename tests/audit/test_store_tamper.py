@@ -9,9 +9,9 @@ from uuid import UUID
 import pytest
 
 from coder_es.application import CoderApp
-from coder_es.audit.anchor import read_anchor
 from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_session, verify_store
+from coder_es.store.anchor import read_anchor
 from coder_es.store.config import StoreConfig
 from tests.audit.conftest import damage_lmdb_values, record_demo
 
@@ -234,7 +234,7 @@ def test_lmdb_value_tampering_is_detected(tmp_path: Path) -> None:
 def test_anchor_advanced_after_save_catches_truncation_without_a_prior_verify(
     sqlite_config: StoreConfig,
 ) -> None:
-    from coder_es.audit.anchor import advance_after_save
+    from coder_es.store.anchor import advance_after_save
 
     app = CoderApp(sqlite_config)
     try:

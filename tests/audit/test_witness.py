@@ -13,8 +13,8 @@ from backends import make_config
 from coder_es.application import CoderApp
 from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_store
-from coder_es.audit.witness import read_witness
 from coder_es.store.config import StoreConfig
+from coder_es.store.witness import read_witness
 from coder_es.userdirs import user_data_dir
 
 

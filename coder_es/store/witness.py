@@ -1,6 +1,6 @@
 """The witness: each session's last (version, chain hash), kept OUTSIDE the store.
 
-The anchor (``coder_es.audit.anchor``) witnesses a session's head from inside the store, so
+The anchor (``coder_es.store.anchor``) witnesses a session's head from inside the store, so
 whoever deletes a session's last events together with its anchor key, replaces ``data.mdb`` by an
 empty file or deletes the store directory takes the evidence along. The witness is an append-only
 file per store in the user's data directory (``coder_es.userdirs.user_data_dir()/witness/``), out
