@@ -80,7 +80,10 @@ def caught_up(
     """The waiting questions of every session (``fold``: one session's questions as dicts),
     after bringing the stored index up to the end of the log."""
     index = WaitingIndex.decode(app.views.get(KEY))
-    touched, position = _touched(app, index.position)
+    if index.position == 0:
+        touched, position = _from_scratch(app)
+    else:
+        touched, position = _touched(app, index.position)
     if position == index.position:
         return index.waiting
     for sid, parked in touched.items():
@@ -96,6 +99,14 @@ def caught_up(
     index.position = position
     app.views.put(KEY, index.encode())
     return index.waiting
+
+
+def _from_scratch(app: CoderApp) -> tuple[dict[str, bool], int]:
+    """A rebuild: every session that ever parked (the topic index of ``PermissionDeferred``,
+    not every touching event of the log), up to the last notification id. Read before the
+    sessions are, so an event recorded meanwhile is caught up with by the next read."""
+    position = int(app.recorder.max_notification_id() or 0)
+    return {str(sid): True for sid in app.sessions_with(Session.PermissionDeferred)}, position
 
 
 def _touched(app: CoderApp, after: int) -> tuple[dict[str, bool], int]:
