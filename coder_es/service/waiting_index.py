@@ -16,6 +16,7 @@ newer than that position is folded again by the next catch-up), so the last writ
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from eventsourcing.utils import get_topic
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.store.views import ViewRecord
+
+log = logging.getLogger(__name__)
 
 KEY = "waiting-index"
 _BATCH = 500
@@ -97,7 +100,10 @@ def caught_up(
         else:
             index.waiting.pop(sid, None)
     index.position = position
-    app.views.put(KEY, index.encode())
+    try:
+        app.views.put(KEY, index.encode())
+    except Exception:  # a store opened read-only, or busy: the answer stands, unsaved
+        log.debug("the waiting index could not be saved", exc_info=True)
     return index.waiting
 
 
