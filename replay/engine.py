@@ -10,7 +10,9 @@ seams (``coder_es.service.api.AgentService`` builds it, as for a real run):
   touched) or run for real in a scratch workspace restored from the cassette (``live`` mode, where
   their outputs are compared too). Edits the user made during the recorded session are made
   again in the scratch workspace right before the step that saw them (``replay.disk``);
-- permission questions are answered from the recording;
+- permission questions are answered from the recording (a question the recording parked,
+  ``PermissionDeferred`` from ``run --defer`` or a client, is answered ``defer`` again; its later
+  answer from ``coder-es approve`` / ``deny`` is the user's side, below);
 - subagents (``task`` calls): verify mode serves the task's result from the recording and then
   replays each child from its own cassette (``areplay_cassette``); live mode runs each child
   again, as a new session forked from the replayed parent under its recorded id, with a child
@@ -18,7 +20,8 @@ seams (``coder_es.service.api.AgentService`` builds it, as for a real run):
   tools in the shared scratch workspace (``replay.children``);
 - the user's side is replayed at the points it was recorded: messages, fork / checkout / rewind /
   label (``coder_es.branching``, on the scratch workspace), permission rule changes
-  (``SessionHandle.update_permissions``), and cancellations (a recorded ``TurnCancelled`` cancels
+  (``SessionHandle.update_permissions``), answers to parked questions (``DeferredAnswered``,
+  through ``service.waiting.answer``), and cancellations (a recorded ``TurnCancelled`` cancels
   the turn where it happened).
 
 The new events are compared with the recorded ones as they appear, under ``replay.normalize``; the
@@ -63,6 +66,7 @@ from coder_es.sealing import resolve_env_markers
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.service.tasks import ChildSeams
+from coder_es.service.waiting import answer as answer_parked
 from coder_es.store.config import StoreConfig
 from coder_es.tools.base import FileChange, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registry
@@ -340,6 +344,7 @@ class ReplayEngine:
         self.post_effects: dict[str, list[dict[str, Any]]] = {}
         occurrences: dict[str, int] = {}
         open_runs: dict[str, _ToolRun] = {}
+        answered_later: set[str] = set()
         cancelled_at = -1
         for at, e in enumerate(self.recorded):
             f = e.fields
@@ -361,7 +366,19 @@ class ReplayEngine:
                 run.interrupted = cancelled_at > run.at
             elif e.kind == "TurnCancelled":
                 cancelled_at = at
+            elif e.kind == "PermissionDeferred" and f.get("source") not in ("rule", "hook"):
+                # Parked by whoever answered the question (``run --defer``, a client): that
+                # answer, served at the same question, parks it again.
+                deferred = {"decision": "defer", "scope": "once", "decided_by": f["source"]}
+                self.answers.setdefault(str(f["tool_use_id"]), deque()).append(deferred)
+            elif e.kind == "DeferredAnswered":
+                # The answer to a parked question is the user's side (``coder-es approve``),
+                # replayed where it was recorded (``_drive``), not served at a question.
+                answered_later.add(str(f["tool_use_id"]))
             elif e.kind == "PermissionDecided" and f.get("decided_by") not in ("rule", "hook"):
+                if str(f["tool_use_id"]) in answered_later:
+                    answered_later.discard(str(f["tool_use_id"]))
+                    continue
                 self.answers.setdefault(str(f["tool_use_id"]), deque()).append(_plain(f))
             elif e.kind == "HookRan":
                 hook_key = (str(f["hook_event"]), f.get("tool_use_id"))
@@ -989,6 +1006,11 @@ class ReplayEngine:
                     model=str(f["model"]),
                     context_budget=int(f["context_budget"]),
                 )
+            elif event.kind == "DeferredAnswered":
+                # A parked question answered from another process (``approve`` / ``deny``),
+                # through the same code, with what the recorded decision says.
+                await self._close_handle()
+                self._answer_parked(pos)
             elif event.kind in ("Archived", "Unarchived"):
                 # Whether the lists show it: nothing the agent decides depends on it.
                 f = event.fields
@@ -1014,6 +1036,24 @@ class ReplayEngine:
             self.check()
             if len(self.current()) == pos:
                 raise _Diverged(self._missing(pos))
+
+    def _answer_parked(self, pos: int) -> None:
+        asked = self.recorded[pos].fields
+        after = self.recorded[pos + 1] if pos + 1 < len(self.recorded) else None
+        if after is None or after.kind != "PermissionDecided":
+            msg = "a DeferredAnswered not followed by its PermissionDecided cannot be replayed"
+            raise ReplayMismatch("error", "DeferredAnswered", None, None, msg)
+        decided = after.fields
+        decision = str(asked["decision"])
+        answer_parked(
+            self.app,
+            str(self.sid),
+            [str(asked["tool_use_id"])],
+            decision=decision,
+            by=dict(asked.get("by") or {}),
+            always=decided.get("scope") == "always",
+            message=decided.get("reason") if decision == "deny" else None,
+        )
 
     def _missing(self, pos: int) -> Divergence:
         event = self.recorded[pos]

@@ -18,7 +18,9 @@ normalization removes exactly those, on both sides, before anything is compared:
   environment and sees the real values again in its tools' output;
 - **request bookkeeping**: ``ModelResponded.request_digest`` names a delta-encoded manifest whose
   bytes depend on process boundaries (the request itself is compared separately, in full), and
-  ``raw_stream_blob`` is a transport capture a replayed stream does not have.
+  ``raw_stream_blob`` is a transport capture a replayed stream does not have;
+- **who parked or answered a question**: ``TurnParked.by`` and ``DeferredAnswered.by`` name the
+  host, process and client where the recording ran (the decision itself is compared).
 
 Ids need no normalization: the session id is reused, node ids are event versions, and tool-use ids
 come from the recorded model responses.
@@ -47,6 +49,10 @@ IGNORED_FIELDS: dict[str, frozenset[str]] = {
     "ToolCallCompleted": frozenset({"duration_ms"}),
     "HookRan": frozenset({"duration_ms"}),
     "ModelResponded": frozenset({"request_digest", "raw_stream_blob"}),
+    # The process that parked a turn or answered its question (host, pid, client): where the
+    # recording ran, not what the agent did (the decision itself is compared).
+    "TurnParked": frozenset({"by"}),
+    "DeferredAnswered": frozenset({"by"}),
 }
 
 

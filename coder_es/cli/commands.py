@@ -440,6 +440,16 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
     _provider_args(p, "model name (scripted: the script path)")
     p.add_argument("--allow", action="append", default=[], metavar="RULE")
     p.add_argument("--deny", action="append", default=[], metavar="RULE")
+    p.add_argument(
+        "--defer",
+        action="append",
+        default=[],
+        nargs="?",
+        const=None,
+        metavar="RULE",
+        help="park TOOL or TOOL:PATTERN calls (repeatable); a bare --defer parks every question "
+        "instead of rejecting it. An answer (coder-es approve/deny) queues the session again",
+    )
     p.add_argument("--yes", action="store_true", help="workers allow asked calls once")
     p.add_argument("--max-steps", type=int, default=50)
     p.add_argument("--title", default="")

@@ -83,6 +83,7 @@ def cmd_enqueue(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     rules = [("allow", r) for r in args.allow] + [("deny", r) for r in args.deny]
+    rules += [("defer", r) for r in args.defer if r is not None]
     for action, text in rules:
         parse_rule(text, action)
     provider, model = _job_settings(args)
@@ -125,6 +126,7 @@ async def _enqueue(
         session_id=session_id,
         prompt=args.prompt or None,
         yes=args.yes,
+        defer=None in args.defer,
         provider=provider,
         model=model,
         agent=args.agent,

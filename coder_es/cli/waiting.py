@@ -44,7 +44,7 @@ def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
     _said(done, "allowed" + (" always" if args.always else ""))
     if args.continue_turn:
         return _continue(args, ctx, done[0].session)
-    print(f"continue the turn: coder-es run --session {done[0].session[:8]}", file=sys.stderr)
+    _next_step(ctx, done[0].session)
     return 0
 
 
@@ -58,8 +58,29 @@ def cmd_deny(args: argparse.Namespace, ctx: Context) -> int:
         message=args.message,
     )
     _said(done, "denied")
-    print(f"continue the turn: coder-es run --session {done[0].session[:8]}", file=sys.stderr)
+    _next_step(ctx, done[0].session)
     return 0
+
+
+def _next_step(ctx: Context, session: str) -> None:
+    """Who continues the turn: on the fleet's store, a worker (the session is queued again,
+    when the fleet ran it); else ``run --session S``."""
+    if ctx.config.backend == "postgres":
+        from coder_es.fleet.answers import requeue_answered  # procrastinate: only here
+        from coder_es.fleet.errors import FleetError
+
+        try:
+            job = asyncio.run(requeue_answered(ctx.config, session))
+        except FleetError as e:
+            msg = (
+                f"the answer is recorded, but the session could not be queued again ({e}); "
+                f"queue it with: coder-es enqueue --session {session}"
+            )
+            raise FleetError(msg) from e
+        if job is not None:
+            print(f"queued session {session} again (job {job}): a worker continues the turn")
+            return
+    print(f"continue the turn: coder-es run --session {session[:8]}", file=sys.stderr)
 
 
 def _said(done: list[Question], verb: str) -> None:

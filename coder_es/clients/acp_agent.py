@@ -102,6 +102,7 @@ from acp.schema import (
 from acp.utils import normalize_result
 
 from coder_es import __version__
+from coder_es.agent.origin import origin
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor, certain_refusal
@@ -120,6 +121,8 @@ from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
+from coder_es.service.waiting import Question, questions_in
+from coder_es.service.waiting import answer as answer_parked
 from coder_es.store.discover import check_owner
 from coder_es.tools.base import ToolContext
 from coder_es.tools.registry import LocalExecutor, default_registry
@@ -150,7 +153,11 @@ COMMANDS = (
     ("label", "name a node (the name works wherever a node id does)", "NODE NAME"),
     ("diff", "compare two nodes: the turns on each side and the files", "NODE_A [NODE_B]"),
     ("search", "find text in this session's messages and tool results", "TEXT"),
+    ("pending", "list the questions this session's parked turn waits for", ""),
+    ("approve", "allow parked calls (default: all) and continue the turn", "[CALL...] [--always]"),
+    ("deny", "refuse parked calls and continue the turn", "[CALL...] [--message TEXT]"),
 )
+PARKED_COMMANDS = ("approve", "deny")
 
 MODES = {
     "build": "every tool; edits and commands run (paths outside the workspace still ask)",
@@ -491,7 +498,35 @@ class CoderAcpAgent:
             )
 
     def _meta(self, session: AcpSession) -> dict[str, Any]:
-        return {"coderEs": {"mcpServers": session.mcp_servers, "workspace": str(session.cwd)}}
+        return {
+            "coderEs": {
+                "mcpServers": session.mcp_servers,
+                "workspace": str(session.cwd),
+                # What a parked turn of the session waits for (issue 34): /approve, /deny.
+                "parkedQuestions": [q.to_dict() for q in self._parked(session)],
+            }
+        }
+
+    def _parked(self, session: AcpSession) -> list[Question]:
+        """The session's parked questions as the log has them now (any process may have parked
+        or answered them)."""
+        app = self.runtime.app
+        return questions_in(app.session_events(app.resolve_session(session.id)))
+
+    async def _tell_parked(self, session: AcpSession) -> None:
+        """Say what a parked turn waits for, and how to answer (an editor has no other place
+        to show it)."""
+        questions = self._parked(session)
+        if not questions:
+            return
+        lines = [f"This session's turn waits for {len(questions)} answer(s):"]
+        for q in questions:
+            subject = "" if q.subject == q.tool else f" {q.subject}"
+            lines.append(f"- `{q.call}` {q.tool}{subject} ({q.reason or q.source})")
+        lines.append(
+            "Answer with /approve [CALL...] [--always] or /deny [CALL...] [--message TEXT]."
+        )
+        await self._say(session, "\n".join(lines))
 
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -524,6 +559,7 @@ class CoderAcpAgent:
         session = self._register(service, buffers, handle, mcp_servers, options)
         if replay:
             await self._replay(session)
+        await self._tell_parked(session)
         self._spawn(self._advertise(session.id))
         return session
 
@@ -829,6 +865,9 @@ class CoderAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         text = prompt_text(prompt)
+        words = _command_words(text)
+        if words and words[0] in PARKED_COMMANDS:
+            return await self._answer_parked(session, words)
         if text.lstrip().startswith("/"):
             try:
                 reply = await self._guard(self._command(session, text.strip()))
@@ -849,13 +888,56 @@ class CoderAcpAgent:
         finally:
             await self._apply_pending(session)
 
+    async def _answer_parked(self, session: AcpSession, words: list[str]) -> PromptResponse:
+        """``/approve`` / ``/deny``: record the answer as ``coder-es approve`` / ``deny`` do
+        (who and from where, under the session lease), then continue the parked turn in this
+        prompt turn. A call that is not waiting is said, and nothing is recorded."""
+        name, args = words[0], words[1:]
+        always, message, calls = False, None, []
+        i = 0
+        while i < len(args):
+            if args[i] == "--always" and name == "approve":
+                always = True
+            elif args[i] == "--message" and name == "deny" and i + 1 < len(args):
+                i += 1
+                message = args[i]
+            else:
+                calls.append(args[i])
+            i += 1
+        try:
+            if session.handle.running:
+                raise UsageError("a turn is running; its questions are asked, not parked")
+            done = answer_parked(
+                self.runtime.app,
+                session.id,
+                calls,
+                decision="allow" if name == "approve" else "deny",
+                by=origin("coder-es acp"),
+                always=always,
+                message=message,
+            )
+        except CoderESError as e:
+            await self._say(session, f"/{name}: {e}")
+            return PromptResponse(stop_reason="end_turn")
+        verb = "allowed" + (" always" if always else "") if name == "approve" else "denied"
+        await self._say(session, "\n".join(f"{verb} `{q.call}` {q.tool}" for q in done))
+        try:
+            return await self._guard(self._turn(session, None, []))
+        finally:
+            await self._apply_pending(session)
+
     async def _turn(
-        self, session: AcpSession, text: str, images: list[tuple[str, bytes]]
+        self, session: AcpSession, text: str | None, images: list[tuple[str, bytes]]
     ) -> PromptResponse:
+        """A prompt turn: a new message, or (``text`` None) the parked turn taken up again."""
         handle = session.handle
         error: str | None = None
         # A bad image (not PNG/JPEG/GIF/WebP, too large) raises here, before anything is recorded.
-        updates = handle.send(text, images=images, answerer=self._answerer(session))
+        updates = (
+            handle.resume(answerer=self._answerer(session))
+            if text is None
+            else handle.send(text, images=images, answerer=self._answerer(session))
+        )
         try:
             async for update in updates:
                 if isinstance(update, up.Error) and not update.retryable:
@@ -865,6 +947,8 @@ class CoderAcpAgent:
             self.runtime.end_turn(handle.id)
         outcome = handle.outcome
         reason = outcome.reason if outcome is not None else "cancelled"
+        if reason == "waiting":
+            await self._tell_parked(session)
         if reason == "error":
             raise internal_error(
                 {"details": error or (outcome and outcome.error) or "the turn failed"}
@@ -1269,3 +1353,15 @@ async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
     finally:
         runtime.close()
         await agent.close()
+
+
+def _command_words(text: str) -> list[str] | None:
+    """A slash command's words (without the slash); None if ``text`` is not one or does not
+    parse (the generic command path says why)."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    try:
+        return shlex.split(stripped[1:])
+    except ValueError:
+        return None

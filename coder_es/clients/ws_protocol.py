@@ -23,6 +23,7 @@ PROTOCOL_VERSION = 1
 CLIENT_TYPES = (
     "send_message",
     "tool_decision",
+    "answer_parked",
     "cancel",
     "get_history",
     "get_state",
@@ -90,6 +91,8 @@ def _check(m: ClientMessage) -> None:
     elif m.type == "tool_decision":
         m.str_field("tool_use_id")
         decision_answer(m)
+    elif m.type == "answer_parked":
+        parked_answer(m)
     elif m.type in ("switch", "rewind"):
         m.str_field("node")
     elif m.type == "fork":
@@ -116,6 +119,38 @@ def decision_answer(m: ClientMessage) -> PermissionAnswer:
     if decision == "deny" and not reason:
         reason = "rejected by the user"
     return PermissionAnswer(decision, scope, pattern, reason, decided_by="client")
+
+
+@dataclass(frozen=True)
+class ParkedAnswer:
+    """An ``answer_parked``: the answer to questions a parked turn waits for (issue 34), as
+    ``coder-es approve`` / ``deny`` give it; ``calls`` empty: every waiting call."""
+
+    calls: tuple[str, ...]
+    decision: str
+    always: bool
+    message: str | None
+    continue_turn: bool
+
+
+def parked_answer(m: ClientMessage) -> ParkedAnswer:
+    calls = m.fields.get("tool_use_ids", [])
+    if not isinstance(calls, list) or not all(isinstance(c, str) and c for c in calls):
+        raise ClientError("answer_parked: 'tool_use_ids' must be a list of call ids")
+    decision = m.fields.get("decision")
+    if decision not in ("allow", "deny"):
+        raise ClientError('answer_parked: \'decision\' must be "allow" or "deny"')
+    scope = m.fields.get("scope", "once")
+    if scope not in ("once", "always"):
+        raise ClientError('answer_parked: \'scope\' must be "once" or "always"')
+    if scope == "always" and decision == "deny":
+        raise ClientError("answer_parked: a deny is once")
+    reason = m.fields.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ClientError("answer_parked: 'reason' must be a string")
+    return ParkedAnswer(
+        tuple(calls), decision, scope == "always", reason, m.bool_field("continue", True)
+    )
 
 
 # ---------------------------------------------------------------------- server messages
@@ -224,6 +259,18 @@ def from_update(update: up.Update, turn_usage: dict[str, int]) -> dict[str, Any]
             duration_ms=update.duration_ms,
             effect=dict(update.effect),
         )
+    if isinstance(update, up.PermissionDeferred):
+        return message(
+            "tool_deferred",
+            tool_use_id=update.tool_use_id,
+            tool=update.tool,
+            subject=update.subject,
+            source=update.source,
+            matched_rule=update.matched_rule,
+            reason=update.reason,
+        )
+    if isinstance(update, up.TurnWaiting):
+        return message("waiting", tool_use_ids=list(update.tool_use_ids))
     if isinstance(update, up.TurnEnded):
         return message(
             "finished",

@@ -39,6 +39,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from coder_es.agent.origin import origin
 from coder_es.clients import branch_ops
 from coder_es.clients import ws_protocol as p
 from coder_es.clients.errors import ClientError, ServeSetupError
@@ -46,10 +47,12 @@ from coder_es.clients.history import session_history
 from coder_es.clients.runtime import ClientRuntime
 from coder_es.clients.search_ops import search_hits
 from coder_es.config import Config, ConfigError
-from coder_es.errors import CoderESError
+from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle
+from coder_es.service.waiting import answer as answer_parked
+from coder_es.service.waiting import questions_in
 
 log = logging.getLogger(__name__)
 
@@ -326,6 +329,9 @@ class WsServer:
                 provider=opened.provider,
                 model=opened.model,
                 workspace=opened.workspace,
+                # Questions a parked turn waits for (from this or any process): answer them
+                # with answer_parked.
+                parked_questions=self._parked(session),
             )
             try:
                 await conn.send(json.dumps(hello))
@@ -404,6 +410,8 @@ class WsServer:
             if pending is None or pending.future.done():
                 raise ClientError(f"no approval is pending for {tool_use_id!r}", "not_pending")
             pending.future.set_result(p.decision_answer(m))
+        elif m.type == "answer_parked":
+            await self._answer_parked(session, conn, m)
         elif m.type == "cancel":
             if not session.handle.cancel("cancelled by the client"):
                 raise ClientError("no turn is running", "not_running")
@@ -443,11 +451,44 @@ class WsServer:
             pending_approvals=[
                 pd.message for pd in session.pending.values() if pd.message is not None
             ],
+            parked_questions=self._parked(session),
             agent=session.handle.opened().agent,
             provider=st.provider,
             model=st.model,
             usage=dict(session.usage),
         )
+
+    def _parked(self, session: ServerSession) -> list[dict[str, Any]]:
+        """The session's parked questions as the log has them now (another process may have
+        parked or answered them since this server loaded the session)."""
+        sid = self.runtime.app.resolve_session(session.id)
+        return [q.to_dict() for q in questions_in(self.runtime.app.session_events(sid))]
+
+    async def _answer_parked(
+        self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage
+    ) -> None:
+        """Record the answer as ``coder-es approve`` / ``deny`` do (under the session lease,
+        who and from where), then continue the turn here unless ``continue`` is false."""
+        if session.running:
+            raise ClientError("a turn is running; its questions are asked, not parked", "busy")
+        a = p.parked_answer(m)
+        try:
+            done = answer_parked(
+                self.runtime.app,
+                session.id,
+                list(a.calls),
+                decision=a.decision,
+                by=origin("coder-es serve"),
+                always=a.always,
+                message=a.message,
+            )
+        except UsageError as e:
+            raise ClientError(str(e), "not_waiting") from e
+        await session.reply(
+            conn, p.message("answered", re=m.id, answered=[q.to_dict() for q in done])
+        )
+        if a.continue_turn:
+            session.turn = asyncio.create_task(self._turn(session, None))
 
     async def _branch(
         self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage, budget: _Budget
@@ -488,10 +529,17 @@ class WsServer:
 
     # ------------------------------------------------------------------ turns
 
-    async def _turn(self, session: ServerSession, text: str) -> None:
+    async def _turn(self, session: ServerSession, text: str | None) -> None:
+        """A turn: a new message, or (``text`` None) the parked turn taken up again."""
         turn_usage: dict[str, int] = {}
+        answerer = self._answerer(session)
         try:
-            async for update in session.handle.send(text, answerer=self._answerer(session)):
+            updates = (
+                session.handle.resume(answerer=answerer)
+                if text is None
+                else session.handle.send(text, answerer=answerer)
+            )
+            async for update in updates:
                 await self._forward(session, update, turn_usage)
         except CoderESError as e:
             await session.publish(p.error(str(e), code="turn_failed"))

@@ -14,7 +14,7 @@ from uuid import UUID
 from coder_es.fleet.errors import FleetUsageError
 from coder_es.permissions.rules import Rule, parse_rule
 
-RULE_ACTIONS = ("allow", "deny")
+RULE_ACTIONS = ("allow", "defer", "deny")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class SessionJob:
     """A new user message; None resumes whatever the session was doing."""
     yes: bool = False
     """Answer permission questions with "allow once" (else they are rejected, saying why)."""
+    defer: bool = False
+    """Park permission questions instead of rejecting them (issue 34): the turn waits for
+    ``coder-es approve`` / ``deny`` from any machine, which queues the session again."""
     provider: str | None = None
     model: str | None = None
     agent: str | None = None
@@ -42,7 +45,7 @@ class SessionJob:
             raise FleetUsageError("job: max_steps must be at least 1")
         for action, text in self.rules:
             if action not in RULE_ACTIONS:
-                raise FleetUsageError(f"job: rule action {action!r} is not allow or deny")
+                raise FleetUsageError(f"job: rule action {action!r} is not allow, defer or deny")
             parse_rule(text, action)
 
     @property
@@ -58,6 +61,7 @@ class SessionJob:
             "session_id": self.session_id,
             "prompt": self.prompt,
             "yes": self.yes,
+            "defer": self.defer,
             "provider": self.provider,
             "model": self.model,
             "agent": self.agent,
@@ -84,17 +88,23 @@ class SessionJob:
             isinstance(r, list | tuple) and len(r) == 2 and all(isinstance(x, str) for x in r)
             for r in rules_raw
         ):
-            raise FleetUsageError('job: rules must be a list of ["allow"|"deny", "TOOL:PATTERN"]')
+            raise FleetUsageError(
+                'job: rules must be a list of ["allow"|"defer"|"deny", "TOOL:PATTERN"]'
+            )
         max_steps = args.get("max_steps", 50)
         if not isinstance(max_steps, int) or isinstance(max_steps, bool):
             raise FleetUsageError(f"job: max_steps must be an integer, not {max_steps!r:.60}")
         yes = args.get("yes", False)
         if not isinstance(yes, bool):
             raise FleetUsageError(f"job: yes must be true or false, not {yes!r:.60}")
+        defer = args.get("defer", False)
+        if not isinstance(defer, bool):
+            raise FleetUsageError(f"job: defer must be true or false, not {defer!r:.60}")
         return cls(
             session_id=str(args["session_id"]),
             prompt=opt_str("prompt"),
             yes=yes,
+            defer=defer,
             provider=opt_str("provider"),
             model=opt_str("model"),
             agent=opt_str("agent"),

@@ -271,7 +271,7 @@ class FleetWorker:
             max_steps=job.max_steps,
         )
         handle = await service.open_session(str(sid), options)
-        answerer = auto_answerer(job.yes)
+        answerer = auto_answerer(job.yes, defer=job.defer)
         try:
             if send:
                 assert job.prompt is not None

@@ -23,6 +23,7 @@ from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
+from coder_es.service.waiting_index import caught_up
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,25 @@ class Question:
             "asked_by": dict(self.asked_by),
             "since": self.since.isoformat(),
         }
+
+    def to_record(self) -> dict[str, Any]:
+        """``to_dict`` and what an ``--always`` answer covers (the waiting index keeps it)."""
+        return {**self.to_dict(), "suggested_pattern": self.suggested_pattern}
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> Question:
+        return cls(
+            session=d["session"],
+            call=d["call"],
+            tool=d["tool"],
+            subject=d["subject"],
+            source=d["source"],
+            matched_rule=d["matched_rule"],
+            reason=d["reason"],
+            asked_by=dict(d["asked_by"]),
+            since=datetime.fromisoformat(d["since"]),
+            suggested_pattern=d.get("suggested_pattern"),
+        )
 
 
 def questions_in(events: Sequence[Any]) -> list[Question]:
@@ -90,13 +110,16 @@ def questions_in(events: Sequence[Any]) -> list[Question]:
 
 
 def pending(app: CoderApp) -> list[Question]:
-    """Every waiting question of the store, oldest first. Only sessions that ever parked a
-    turn are loaded (found through the store's index of ``TurnParked`` events)."""
-    out: list[Question] = []
-    for sid in app.sessions_with(Session.TurnParked):
+    """Every waiting question of the store, oldest first, read from the index of waiting
+    sessions (``waiting_index``): only sessions touched since its last read are loaded."""
+
+    def fold(sid: UUID) -> list[dict[str, Any]]:
         # The stored (redacted) form: what is listed may leave the terminal.
-        out += questions_in(app.session_events(sid))
-    return sorted(out, key=lambda q: q.since)
+        return [q.to_record() for q in questions_in(app.session_events(sid))]
+
+    index = caught_up(app, fold)
+    out = [Question.from_record(d) for questions in index.values() for d in questions]
+    return sorted(out, key=lambda q: (q.since, q.session))
 
 
 def answer(

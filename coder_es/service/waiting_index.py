@@ -1,0 +1,137 @@
+"""The index of waiting sessions: what ``pending`` reads instead of folding every parked session.
+
+A projection of the log kept beside the events (``ViewStore`` key ``waiting-index``), always
+rebuildable: its record holds the notification id it has read up to, the sessions that ever
+parked a question, and the questions of the sessions waiting now. Reading it catches up first:
+the notifications after its position whose kinds can change what a session waits for
+(``TOUCHING``, read through the store's topic index) name the sessions to fold again, and only
+those of them that ever parked are loaded. With nothing new, ``pending`` is one record read and
+one empty topic query, whatever the number of sessions in the store.
+
+Losing or damaging the record only costs a rebuild from position 0. Two processes catching up
+at once each write a record correct for the position it names (a session folded from events
+newer than that position is folded again by the next catch-up), so the last writer wins safely.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.utils import get_topic
+
+from coder_es.application import CoderApp
+from coder_es.domain.session import Session
+from coder_es.store.views import ViewRecord
+
+log = logging.getLogger(__name__)
+
+KEY = "waiting-index"
+_BATCH = 500
+# The kinds that can make a session's waiting questions appear, change or go: a question parked
+# or answered, the call closed, the turn taken up or cancelled, the head moved (a new message, a
+# new response, a branch switched back to a parked node).
+TOUCHING = (
+    Session.PermissionDeferred,
+    Session.TurnParked,
+    Session.DeferredAnswered,
+    Session.PermissionDecided,
+    Session.ToolCallCompleted,
+    Session.TurnResumed,
+    Session.TurnCancelled,
+    Session.UserMessageAdded,
+    Session.ModelResponded,
+    Session.ContextCompacted,
+    Session.HeadMoved,
+)
+# Only these make a session one that ever parked (the others touch it only if it did).
+_PARKING = frozenset(get_topic(k) for k in (Session.PermissionDeferred, Session.TurnParked))
+
+
+@dataclass
+class WaitingIndex:
+    position: int = 0
+    ever: set[str] = field(default_factory=set)
+    waiting: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, record: ViewRecord | None) -> WaitingIndex:
+        if record is None:
+            return cls()
+        try:
+            data = json.loads(record.data)
+            return cls(
+                record.position,
+                set(data["ever"]),
+                {str(k): list(v) for k, v in data["waiting"].items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return cls()  # a damaged record is rebuilt from the log, never trusted
+
+    def encode(self) -> ViewRecord:
+        data = {"ever": sorted(self.ever), "waiting": self.waiting}
+        return ViewRecord(self.position, json.dumps(data, sort_keys=True).encode())
+
+
+def caught_up(
+    app: CoderApp, fold: Callable[[UUID], list[dict[str, Any]]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The waiting questions of every session (``fold``: one session's questions as dicts),
+    after bringing the stored index up to the end of the log."""
+    index = WaitingIndex.decode(app.views.get(KEY))
+    if index.position == 0:
+        touched, position = _from_scratch(app)
+    else:
+        touched, position = _touched(app, index.position)
+    if position == index.position:
+        return index.waiting
+    for sid, parked in touched.items():
+        if parked:
+            index.ever.add(sid)
+        if sid not in index.ever:
+            continue
+        questions = fold(UUID(sid))
+        if questions:
+            index.waiting[sid] = questions
+        else:
+            index.waiting.pop(sid, None)
+    index.position = position
+    try:
+        app.views.put(KEY, index.encode())
+    except Exception:  # a store opened read-only, or busy: the answer stands, unsaved
+        log.debug("the waiting index could not be saved", exc_info=True)
+    return index.waiting
+
+
+def _from_scratch(app: CoderApp) -> tuple[dict[str, bool], int]:
+    """A rebuild: every session that ever parked (the topic index of ``PermissionDeferred``,
+    not every touching event of the log), up to the last notification id. Read before the
+    sessions are, so an event recorded meanwhile is caught up with by the next read."""
+    position = int(app.recorder.max_notification_id() or 0)
+    return {str(sid): True for sid in app.sessions_with(Session.PermissionDeferred)}, position
+
+
+def _touched(app: CoderApp, after: int) -> tuple[dict[str, bool], int]:
+    """The sessions with a touching event after ``after`` (True: one of them parks) and the
+    last notification id read."""
+    topics = [get_topic(k) for k in TOUCHING]
+    touched: dict[str, bool] = {}
+    position = after
+    while True:
+        batch = app.recorder.select_notifications(start=position + 1, limit=_BATCH, topics=topics)
+        for n in batch:
+            sid = str(n.originator_id)
+            touched[sid] = touched.get(sid, False) or n.topic in _PARKING
+        if batch:
+            position = max(position, *(int(n.id) for n in batch))
+        if len(batch) < _BATCH:
+            return touched, position
+
+
+def rebuild(app: CoderApp) -> None:
+    """Forget the stored index: the next read rebuilds it from the whole log."""
+    app.views.delete(KEY)

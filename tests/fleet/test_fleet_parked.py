@@ -1,0 +1,133 @@
+"""Issue 34, point 3, on PostgreSQL: a worker whose turn reaches a deferred question parks the
+session and takes other work; ``coder-es approve`` from another process records the answer and
+queues the session again; the worker that takes it is killed (-9) in the middle of the turn, and
+another worker finishes the same turn. Nothing of the answer is lost, nothing runs twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
+
+from backends import PG, REPO, make_config, requires_postgres
+from fleet_helpers import create_sessions, workspace
+
+from coder_es.application import CoderApp
+from coder_es.fleet.queue import FleetQueue
+from coder_es.service.waiting import pending
+
+pytestmark = requires_postgres
+
+
+def _env(schema: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        **PG,
+        "POSTGRES_SCHEMA": schema,
+        "CODER_ES_BACKEND": "postgres",
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def _worker(root: Path, schema: str) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(root), "worker"]
+    args += ["--concurrency", "2", "--heartbeat", "0.3", "--stall-timeout", "2"]
+    return subprocess.Popen(
+        args, env=_env(schema), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+def test_a_parked_session_answered_elsewhere_is_finished_by_another_worker(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    config = make_config("postgres", tmp_path, pg_schema)
+    turns = [
+        {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
+        # Slow, so the kill (sent once the approved tool has run) lands inside the turn.
+        {"blocks": [{"type": "text", "text": "done"}], "delay_ms": 5000},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    parked_ws, other_ws = workspace(tmp_path, "parked"), workspace(tmp_path, "other")
+    jobs = asyncio.run(create_sessions(config, [parked_ws, other_ws], script))
+    # The first session's bash call waits for an answer (a defer rule); the other just runs.
+    jobs[0] = replace(jobs[0], yes=False, rules=(("defer", "bash"),))
+    sid = jobs[0].session_id
+    first = _worker(tmp_path, pg_schema)
+    second: subprocess.Popen[bytes] | None = None
+
+    async def drive() -> None:
+        nonlocal second
+        async with FleetQueue(config) as queue:
+            await queue.enqueue_many(jobs)
+            deadline = time.monotonic() + 90
+            # Both jobs end: the parked one does not hold the worker (or the session lock).
+            while (counts := await queue.counts()).succeeded < 2:
+                assert time.monotonic() < deadline, f"the jobs never ended: {counts}"
+                await asyncio.sleep(0.1)
+            assert not (parked_ws / "t").exists() and (other_ws / "t").exists()
+            app = CoderApp(config)
+            try:
+                (question,) = pending(app)
+            finally:
+                app.close()
+            assert question.session == sid and question.tool == "bash"
+
+            # The answer, from another process: recorded, and the session queued again.
+            approved = subprocess.run(
+                [sys.executable, "-m", "coder_es.cli.main", "approve", sid],
+                env=_env(pg_schema),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=tmp_path,
+            )
+            assert approved.returncode == 0, approved.stderr
+            assert "queued session" in approved.stdout
+
+            # The worker takes it, runs the approved call, and dies inside the closing turn.
+            while not (parked_ws / "t").exists():
+                assert time.monotonic() < deadline, "the approved call never ran"
+                await asyncio.sleep(0.02)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = _worker(tmp_path, pg_schema)
+            while (counts := await queue.counts()).open:
+                assert time.monotonic() < deadline, f"not finished: {counts}"
+                await asyncio.sleep(0.1)
+            assert counts.succeeded == 3 and counts.failed == 0
+            rows = await queue.connector.execute_query_all_async(
+                "SELECT count(*) AS n FROM procrastinate_events WHERE type = 'deferred_for_retry'"
+            )
+            assert int(rows[0]["n"]) == 1  # the killed worker's job, taken over
+
+    try:
+        asyncio.run(drive())
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=20)
+    assert (parked_ws / "t").read_text() == "x\n"  # the approved call ran once
+    app = CoderApp(config)
+    try:
+        names = [type(e).__name__ for e in app.session_events(UUID(sid))]
+        assert pending(app) == []
+    finally:
+        app.close()
+    assert names.count("UserMessageAdded") == 1  # the same turn, continued
+    assert names.count("DeferredAnswered") == 1 and names.count("TurnParked") == 1
+    assert names.count("TurnResumed") == 1
+    assert names.count("ModelResponded") == 2  # the tool call, then the closing text
+    assert names[-1] == "ModelResponded"
