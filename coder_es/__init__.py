@@ -6,7 +6,8 @@ examples); every other module is private by convention and may change without no
     import coder_es
 
     async with coder_es.open_store("path/to/project") as store:
-        session = await store.start(coder_es.ScriptedProvider([...]), rules=[coder_es.allow("read")])
+        model = coder_es.ScriptedProvider([...])
+        session = await store.start(model, rules=[coder_es.allow("read")])
         result = await session.run("what does main.py do?")
 
 Names load on first use (module ``__getattr__``): ``import coder_es`` stays as cheap as the CLI's
@@ -34,6 +35,9 @@ _EXPORTS: dict[str, str] = {
     # your own loop, recorded
     "OwnLoop": "coder_es.sdk.own_loop",
     "ToolUse": "coder_es.sdk.own_loop",
+    "OwnLoopReplay": "coder_es.sdk.own_replay",
+    "RecordedResponse": "coder_es.sdk.own_replay",
+    "replay_own_loop": "coder_es.sdk.own_replay",
     # providers
     "provider": "coder_es.sdk.providers",
     "Provider": "coder_es.providers.base",
@@ -70,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "load_cassette": "replay.cassette",
     "replay_cassette": "coder_es.sdk.cassettes",
     "ReplayReport": "replay.report",
+    "ReplayMismatch": "replay.report",
     # errors: every error coder_es raises on purpose is a CoderESError
     "CoderESError": "coder_es.errors",
     "UsageError": "coder_es.errors",
@@ -84,7 +89,60 @@ _RENAMED = {"SearchHit": "Hit"}
 # Exported as modules (namespaces).
 _MODULES = {"updates"}
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+# The public surface (a literal, for type checkers; a test keeps it equal to _EXPORTS).
+__all__ = [
+    "Cassette",
+    "CoderESError",
+    "ConversationTree",
+    "LabelMove",
+    "MoveResult",
+    "OwnLoop",
+    "OwnLoopReplay",
+    "PermissionAnswer",
+    "PermissionRequired",
+    "Provider",
+    "ProviderError",
+    "RecordedResponse",
+    "ReplayMismatch",
+    "ReplayReport",
+    "Rule",
+    "SandboxSettings",
+    "ScriptedProvider",
+    "SearchHit",
+    "Session",
+    "SessionBusyError",
+    "SessionNotFoundError",
+    "SessionSummary",
+    "Store",
+    "StoreError",
+    "Subject",
+    "TextDelta",
+    "Tool",
+    "ToolCompleted",
+    "ToolContext",
+    "ToolFailure",
+    "ToolResult",
+    "ToolUse",
+    "TurnEnded",
+    "TurnResult",
+    "UnknownNodeError",
+    "Update",
+    "UsageError",
+    "VerifyReport",
+    "__version__",
+    "allow",
+    "allow_asks",
+    "ask",
+    "deny",
+    "load_cassette",
+    "open_store",
+    "provider",
+    "reject_asks",
+    "replay_cassette",
+    "replay_own_loop",
+    "updates",
+    "verify_export",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -103,10 +161,19 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from coder_es.application import SessionSummary
-    from coder_es.audit.problems import VerifyReport
-    from coder_es.audit.verify import verify_export
-    from coder_es.branching import LabelMove, MoveResult
+    from coder_es.application import (
+        SessionSummary,
+    )
+    from coder_es.audit.problems import (
+        VerifyReport,
+    )
+    from coder_es.audit.verify import (
+        verify_export,
+    )
+    from coder_es.branching import (
+        LabelMove,
+        MoveResult,
+    )
     from coder_es.errors import (
         CoderESError,
         SessionBusyError,
@@ -115,19 +182,57 @@ if TYPE_CHECKING:
         UnknownNodeError,
         UsageError,
     )
-    from coder_es.permissions.policy import PermissionAnswer
-    from coder_es.permissions.rules import Rule
-    from coder_es.providers.base import Provider
-    from coder_es.providers.errors import ProviderError
-    from coder_es.providers.scripted import ScriptedProvider
-    from coder_es.sandbox import SandboxSettings
-    from coder_es.sdk.cassettes import replay_cassette
-    from coder_es.sdk.own_loop import OwnLoop, ToolUse
-    from coder_es.sdk.providers import provider
-    from coder_es.sdk.rules import allow, ask, deny
-    from coder_es.sdk.session import Session, TurnResult, allow_asks, reject_asks
-    from coder_es.sdk.store import Store, open_store
-    from coder_es.service import updates
+    from coder_es.permissions.policy import (
+        PermissionAnswer,
+    )
+    from coder_es.permissions.rules import (
+        Rule,
+    )
+    from coder_es.providers.base import (
+        Provider,
+    )
+    from coder_es.providers.errors import (
+        ProviderError,
+    )
+    from coder_es.providers.scripted import (
+        ScriptedProvider,
+    )
+    from coder_es.sandbox import (
+        SandboxSettings,
+    )
+    from coder_es.sdk.cassettes import (
+        replay_cassette,
+    )
+    from coder_es.sdk.own_loop import (
+        OwnLoop,
+        ToolUse,
+    )
+    from coder_es.sdk.own_replay import (
+        OwnLoopReplay,
+        RecordedResponse,
+        replay_own_loop,
+    )
+    from coder_es.sdk.providers import (
+        provider,
+    )
+    from coder_es.sdk.rules import (
+        allow,
+        ask,
+        deny,
+    )
+    from coder_es.sdk.session import (
+        Session,
+        TurnResult,
+        allow_asks,
+        reject_asks,
+    )
+    from coder_es.sdk.store import (
+        Store,
+        open_store,
+    )
+    from coder_es.service import (
+        updates,
+    )
     from coder_es.service.updates import (
         PermissionRequired,
         TextDelta,
@@ -135,8 +240,24 @@ if TYPE_CHECKING:
         TurnEnded,
         Update,
     )
-    from coder_es.tools.base import Subject, Tool, ToolContext, ToolFailure, ToolResult
-    from projections.search.query import Hit as SearchHit
-    from projections.tree import ConversationTree
-    from replay.cassette import Cassette, load_cassette
-    from replay.report import ReplayReport
+    from coder_es.tools.base import (
+        Subject,
+        Tool,
+        ToolContext,
+        ToolFailure,
+        ToolResult,
+    )
+    from projections.search.query import (
+        Hit as SearchHit,
+    )
+    from projections.tree import (
+        ConversationTree,
+    )
+    from replay.cassette import (
+        Cassette,
+        load_cassette,
+    )
+    from replay.report import (
+        ReplayMismatch,
+        ReplayReport,
+    )

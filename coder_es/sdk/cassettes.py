@@ -28,4 +28,3 @@ def replay_cassette(cassette: str | Path | Cassette, *, mode: str = "verify") ->
 
     loaded = load_cassette(cassette) if isinstance(cassette, str | Path) else cassette
     return run(loaded, ReplayOptions(mode=mode))
-

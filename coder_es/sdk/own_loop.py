@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -91,7 +92,7 @@ class OwnLoop:
             sid = created.id
         else:
             sid = app.resolve_session(session)
-        lease = app.leases.acquire(sid, "own loop")
+        lease = app.leases.acquire(str(sid), "own loop")
         try:
             loaded = app.get_session(sid)  # after the lease: whatever another writer saved
             if Path(loaded.workspace).resolve() != workspace:
@@ -191,7 +192,7 @@ class OwnLoop:
         known = self._known_files()
         for path in paths:
             digest, size = self._store(path, like=known.get(path))
-            self._record(lambda s, p=path, d=digest, n=size: s.observe_file(path=p, hash=d, size=n))
+            self._record(partial(Session.observe_file, path=path, hash=digest, size=size))
             known[path] = digest
 
     def tool_result(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from coder_es.application import CoderApp, SessionSummary
     from coder_es.audit.problems import VerifyReport
     from coder_es.branching import Branching, LabelMove, MoveResult
+    from coder_es.permissions.rules import Rule
     from coder_es.providers.base import Provider
     from coder_es.sandbox import SandboxSettings
     from coder_es.sdk.own_loop import OwnLoop
@@ -153,7 +154,7 @@ class Store:
         max_steps: int,
         sandbox: SandboxSettings | None,
     ) -> tuple[AgentService, Any]:
-        from coder_es.permissions.rules import Rule
+        from coder_es.permissions.rules import Rule as RuleClass
         from coder_es.sdk.rules import API_SOURCE, check_rules
         from coder_es.service.api import AgentService, SessionOptions, default_provider_factory
         from coder_es.tools.registry import ToolRegistry, default_registry
@@ -170,7 +171,9 @@ class Store:
         # A tool of the caller's is offered when a rule names it (``Policy.tools``): one that
         # no rule names asks, as a call no rule covers would.
         named = {r.tool for r in rules}
-        extra = tuple(Rule(t.name, None, "ask", API_SOURCE) for t in tools if t.name not in named)
+        extra = tuple(
+            RuleClass(t.name, None, "ask", API_SOURCE) for t in tools if t.name not in named
+        )
         options = SessionOptions(
             agent=agent,
             provider=provider.name if provider is not None else None,
@@ -194,9 +197,12 @@ class Store:
     def _opened(self, handle: Any) -> Session:
         from coder_es.sdk.session import Session
 
-        session = Session(handle, lambda s: self._sessions.pop(s.id, None))
+        session = Session(handle, self._forget)
         self._sessions[session.id] = session
         return session
+
+    def _forget(self, session: Session) -> None:
+        self._sessions.pop(session.id, None)
 
     def own_loop(
         self,
@@ -279,9 +285,7 @@ class Store:
         """The session's audit trail: ``jsonl`` (verifiable), ``otel``, ``md`` or ``html``."""
         from coder_es.audit.export import ExportOptions, export_session
 
-        options = ExportOptions(
-            format=format, redact_globs=tuple(redact_globs), children=children
-        )
+        options = ExportOptions(format=format, redact_globs=tuple(redact_globs), children=children)
         return export_session(self._app, session, options)
 
     def verify(self, session: str | None = None) -> VerifyReport:
