@@ -20,6 +20,7 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
+from coder_es.harness.proxy import Upstream
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
 from coder_es.harness.turn import HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
@@ -47,6 +48,11 @@ class HarnessSession:
     turn_timeout_s: float = 1800.0
     exists: bool = False
     outcome: TurnResult | None = None
+    serve: Upstream | None = None
+    """Serve the harness's model requests from here instead of the real endpoint (replay,
+    and a fork's rebuild: ``replay.harness``)."""
+    discard: bool = False
+    """Drop the turns' file changes (a rebuild of the harness's own state)."""
     _cancel: asyncio.Event | None = None
 
     @classmethod
@@ -142,6 +148,8 @@ class HarnessSession:
             version=version,
             new_session=new_session,
             cancelled=self._cancel,
+            serve=self.serve,
+            discard=self.discard,
         )
         resume = self._resume_id() if self.exists else None
         with self.app.leases.hold(self.id, "harness turn"):
