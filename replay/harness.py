@@ -7,7 +7,7 @@ an ACP agent: ``coder_es.harness``).
   responses, the tool calls with their inputs and outputs, the harness's own denials.
 - live mode: the REAL harness CLI runs each recorded prompt again, in a scratch workspace
   restored to the session's start, pointed at the recording proxy, which serves the recorded
-  model answers instead of calling the model (``replay.harness_match``: each request is matched
+  model answers instead of calling the model (``coder_es.harness.serve``: each request is matched
   to the recorded one; one that differs is the first divergence, with both bodies and a diff).
   After each turn, what the replayed turn recorded (its calls, their outputs and file effects,
   permission decisions) is compared with the recording: a different tool result or file is a
@@ -36,7 +36,7 @@ from coder_es.errors import CoderESError
 from coder_es.records import event_fields, event_kind
 from coder_es.workspace.confined import ConfinedDir
 from replay.cassette import Cassette, RecordedEvent
-from replay.harness_match import RecordedExchange, RequestMismatch, RequestNormalizer
+from coder_es.harness.serve import RecordedExchange, RequestMismatch, RequestNormalizer
 from replay.normalize import Normalizer
 from replay.report import Divergence, ReplayReport, contrast, diff_values, first_difference, lookup
 
@@ -356,7 +356,7 @@ async def live(
     from coder_es.harness.runner import HarnessSession
     from coder_es.harness.turn import HarnessFailed
     from replay.engine import ReplayApp
-    from replay.harness_match import ServingUpstream
+    from coder_es.harness.serve import ServingUpstream
 
     moves = [e for e in cassette.events if e.kind in ("HeadMoved", "WorkspaceRestored")]
     if moves or cassette.ancestors:
