@@ -287,6 +287,12 @@ def event_blob_refs(kind: str, fields: Mapping[str, Any]) -> Iterator[Any]:
     elif kind == "EditApplied":
         for key in ("base", "proposed"):
             yield fields.get(key)
+    elif kind == "ModelExchanged":
+        # What a live replay of a harness session serves (``replay.harness``).
+        yield fields.get("request_blob")
+        yield fields.get("response_blob")
+    elif kind == "HarnessRan":
+        yield fields.get("stream_blob")
     elif kind == "WorkspaceRestored":
         for entry in fields.get("entries") or []:
             if isinstance(entry, dict):

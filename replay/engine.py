@@ -117,6 +117,9 @@ class ReplayOptions:
     mcp_servers: tuple[McpServerConfig, ...] = ()
     """Live mode: the MCP servers to call (verify mode serves the recorded tools and results
     and needs none); tools or results that differ from the recording are divergences."""
+    network: bool | None = None
+    """Live mode of a harness session: whether the harness's commands get the network
+    (``[sandbox] network``; default: they do, as in a run)."""
 
 
 class ReplayApp(CoderApp):
@@ -1276,6 +1279,17 @@ async def areplay_cassette(
     store: StoreConfig | None = None,
 ) -> ReplayReport:
     options = options or ReplayOptions()
+    from replay.harness import areplay_harness, is_harness_cassette
+
+    if is_harness_cassette(cassette):
+        # Another agent CLI ran it: its turns are replayed by that CLI (replay.harness).
+        return await areplay_harness(
+            cassette,
+            options.mode,
+            workspace=options.workspace,
+            keep_workspace=options.keep_workspace,
+            network=options.network,
+        )
     app = ReplayApp(store)
     try:
         engine = ReplayEngine(cassette, app, options)

@@ -128,6 +128,7 @@ class ReplayReport:
             "mode": self.mode,
             "session": self.session,
             "ok": self.ok,
+            "status": "identical" if self.ok else "diverged",
             "recorded_events": self.recorded_events,
             "replayed_events": self.replayed_events,
             "model_calls": self.model_calls,

@@ -47,6 +47,9 @@ def blob_refs(event: AuditEvent) -> Iterator[tuple[str, str]]:
         for key, what in (("request_blob", "model request"), ("response_blob", "model response")):
             if _is_digest(f.get(key)):
                 yield f[key], f"{what} ({f.get('path')})"
+    elif kind == "HarnessRan":
+        if _is_digest(f.get("stream_blob")):
+            yield f["stream_blob"], "harness stream"
     elif kind == "EditApplied":
         for key in ("base", "disk", "proposed", "result"):
             if _is_digest(f.get(key)):
@@ -66,6 +69,7 @@ REF_KINDS = frozenset(
         "ToolCallCompleted",
         "ModelResponded",
         "ModelExchanged",
+        "HarnessRan",
         "EditApplied",
         "WorkspaceRestored",
     }

@@ -34,6 +34,7 @@ from replay.cassette import (
     write_cassette,
 )
 from replay.engine import ReplayOptions, replay_cassette
+from replay.harness import CannotReplay
 from replay.report import EXIT_DIVERGED, EXIT_IDENTICAL, EXIT_UNREADABLE, ReplayReport
 
 # Progress bars only for cassettes long enough to take a moment.
@@ -111,13 +112,21 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                 repositories=(*map(Path, args.repo), ctx.workspace),
                 # Live mode calls the configured MCP servers; verify mode needs none.
                 mcp_servers=tuple(ctx.settings.mcp_servers.values()),
+                network=ctx.settings.sandbox.network,
             )
             try:
                 report = replay_cassette(cassette, options)
-            except GitStateError as e:
+            except (GitStateError, CannotReplay) as e:
                 unreadable.append((str(path), str(e)))
                 if args.json:
-                    print_json({"cassette": str(path), "ok": False, "error": str(e)})
+                    print_json(
+                        {
+                            "cassette": str(path),
+                            "ok": False,
+                            "status": "could not run",
+                            "error": str(e),
+                        }
+                    )
                 else:
                     print(f"{path}: CANNOT REPLAY {e}")
                 continue

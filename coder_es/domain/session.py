@@ -352,6 +352,11 @@ class Session(Aggregate):
         cost_usd: float | None
         outcome: str  # "ok" | "error" | "cancelled"
         message: str | None
+        # Recorded since deterministic replay of harness sessions (read with getattr: older
+        # events lack them): --yes (it chooses the CLI's flags, so its requests), and the
+        # harness's own stream as it printed it (a blob; replay decodes it again).
+        yes: bool | None = None
+        stream_blob: str | None = None
 
     # ------------------------------------------------------------------ construction
 

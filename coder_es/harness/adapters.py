@@ -35,6 +35,7 @@ class TurnRequest:
     workspace: str
     proxy_url: str  # base URL with the proxy's token
     prompt_tool: bool = False  # the proxy serves coder_es.harness.approve
+    fork_at: str | None = None  # resume as a fork ending at this message (Claude Code)
 
 
 class Adapter:
@@ -84,6 +85,9 @@ class ClaudeAdapter(Adapter):
             args += ["--permission-mode", "acceptEdits"]
         if turn.resume:
             args += ["--resume", turn.resume]
+            if turn.fork_at:
+                # Its own fork: a new session holding the conversation up to that message.
+                args += ["--fork-session", "--resume-session-at", turn.fork_at]
         return [*args, "--", turn.prompt]
 
     def env(self, turn: TurnRequest, environ: Mapping[str, str]) -> dict[str, str]:

@@ -20,8 +20,10 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
+from coder_es.harness.proxy import Upstream
+from coder_es.harness.resume import ResumePlan, plan
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
-from coder_es.harness.turn import HarnessTurn, TurnResult, hidden_paths
+from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
 from coder_es.secret_env import command_environ
 from coder_es.service import updates as up
@@ -47,6 +49,11 @@ class HarnessSession:
     turn_timeout_s: float = 1800.0
     exists: bool = False
     outcome: TurnResult | None = None
+    serve: Upstream | None = None
+    """Serve the harness's model requests from here instead of the real endpoint (replay,
+    and a fork's rebuild: ``replay.harness``)."""
+    discard: bool = False
+    """Drop the turns' file changes (a rebuild of the harness's own state)."""
     _cancel: asyncio.Event | None = None
 
     @classmethod
@@ -95,6 +102,45 @@ class HarnessSession:
         self._cancel.set()
         return True
 
+    async def _rebuild(self, where: ResumePlan) -> str | None:
+        """A fresh harness session holding the conversation up to the head: the recorded
+        prompts given again, the recorded answers served, the files dropped
+        (``coder_es.harness.resume``). Its id is what the live turn resumes."""
+        from coder_es.harness.serve import RequestNormalizer, ServingUpstream
+
+        scratch = CoderApp(None)
+        helper = HarnessSession(
+            scratch,
+            self.workspace,
+            self.spec,
+            uuid4(),
+            agent=self.agent,
+            network=self.network,
+            environ=self.environ,
+            store_path=self.store_path,
+            turn_timeout_s=self.turn_timeout_s,
+            discard=True,
+        )
+        requests = RequestNormalizer.for_paths(self.spec.kind, str(self.workspace))
+        try:
+            for n, turn in enumerate(where.rebuild, 1):
+                served = ServingUpstream(
+                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel() and None
+                )
+                helper.serve, helper.yes = served, turn.yes
+                async for _update in helper.send(turn.prompt):
+                    pass
+                if served.mismatch is not None or served.unserved:
+                    msg = (
+                        f"cannot rebuild the {self.spec.name} harness's conversation up to "
+                        f"{where.recorded_at}: in turn {n} it asked the model something else than "
+                        "it did when recorded (coder-es replay shows where)"
+                    )
+                    raise HarnessFailed(msg)
+        finally:
+            scratch.close()
+        return helper.outcome.harness_session if helper.outcome else None
+
     def _resume_id(self) -> str | None:
         last: str | None = None
         for event in self.app.session_events(self.session_id):
@@ -142,8 +188,16 @@ class HarnessSession:
             version=version,
             new_session=new_session,
             cancelled=self._cancel,
+            serve=self.serve,
+            discard=self.discard,
         )
-        resume = self._resume_id() if self.exists else None
+        resume, fork_at = None, None
+        if self.exists:
+            where = plan(self.app, self.session_id, self.spec.kind)
+            resume, fork_at = where.resume, where.fork_at
+            if where.rebuild:
+                resume = await self._rebuild(where)
+        turn.fork_at = fork_at
         with self.app.leases.hold(self.id, "harness turn"):
 
             async def run() -> TurnResult:

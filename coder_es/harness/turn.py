@@ -109,6 +109,15 @@ class HarnessTurn:
     version: str | None = None
     new_session: dict[str, Any] | None = None  # Started fields for the first turn
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    serve: Upstream | None = None
+    """Where the proxy sends every request instead of the real endpoint (replay and fork serve
+    recorded answers: ``replay.harness``)."""
+    discard: bool = False
+    """Drop the transaction at the end, whatever the agent (a fork's rebuild of the harness's
+    own state: the workspace is already at the fork's node)."""
+    fork_at: str | None = None
+    """Resume the harness's session as a fork of it ending at this message of its own
+    (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
 
     # state of the turn
     _ops: list[Op] = field(default_factory=list)
@@ -126,6 +135,7 @@ class HarnessTurn:
     _steps: int = 0
     _request_model: str = ""
     _exchanges: list[Exchange] = field(default_factory=list)
+    _stream: list[bytes] = field(default_factory=list)
 
     def state_dirs(self) -> tuple[Path, ...]:
         """Where the harness writes its own state: the home directory (a CLI keeps files such
@@ -144,11 +154,11 @@ class HarnessTurn:
                 f"({found.reason}); see coder-es doctor"
             )
         user_env = {**self.environ, **scrubbed(self.spec.env)}
-        upstream = ForwardUpstream(self.adapter.upstream(user_env))
+        upstream: Upstream = self.serve or ForwardUpstream(self.adapter.upstream(user_env))
         routes: dict[str, Upstream] = {}
         if self.spec.kind == "acp":
             routes = {
-                route: ForwardUpstream(user_env.get(variable) or default)
+                route: self.serve or ForwardUpstream(user_env.get(variable) or default)
                 for route, (variable, default) in ACP_ROUTES.items()
             }
         proxy = await RecordingProxy(
@@ -175,6 +185,7 @@ class HarnessTurn:
                 workspace=str(self.workspace),
                 proxy_url=proxy.base_url,
                 prompt_tool=prompt_tool,
+                fork_at=self.fork_at if resume else None,
             )
             sandbox = SandboxSpec(
                 workspace=self.workspace,
@@ -218,11 +229,11 @@ class HarnessTurn:
                 # effect. The turn's record is lost with the exception.
                 # Synchronously: a cancelled await must not leave an apply running while the
                 # transaction is closed.
-                if not self.read_only:
+                if not self.read_only and not self.discard:
                     with contextlib.suppress(Exception):
                         self._commit(tx, blobs)
                 raise
-            if not self.read_only:
+            if not self.read_only and not self.discard:
                 applied = await asyncio.to_thread(self._commit, tx, blobs)
         finally:
             await proxy.aclose()
@@ -263,6 +274,8 @@ class HarnessTurn:
                 cost_usd=self._cost,
                 outcome=outcome,
                 message=message,
+                yes=self.yes,
+                stream_blob=digest_of(b"".join(self._stream)) if self._stream else None,
             )
         )
         if outcome == "error" and message:
@@ -319,6 +332,7 @@ class HarnessTurn:
         async def pump_out() -> None:
             assert proc.stdout is not None
             while line := await proc.stdout.readline():
+                self._stream.append(line)
                 try:
                     obj = json.loads(line)
                 except ValueError:
@@ -394,6 +408,27 @@ class HarnessTurn:
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
 
     # ------------------------------------------------------------------ stream -> ops
+
+    async def decode_recorded(self, stream: bytes, cancelled: bool = False) -> list[Op]:
+        """What a recorded stream records, through the current adapter and this turn's own
+        recording of it, with no process and no files (``replay``'s verify mode)."""
+        attribution = _NoFiles()
+        for line in stream.splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                for event in self.adapter.decode(obj):
+                    await self._on(event, attribution)  # type: ignore[arg-type]
+        finished = self._finished
+        outcome = "cancelled" if cancelled else "ok" if finished and finished.ok else "error"
+        self._close_segment("end_turn" if outcome == "ok" else outcome)
+        for call in list(self._open_calls):
+            why = "cancelled" if outcome == "cancelled" else "the harness ended without a result"
+            self._complete(call, f"[{why}]", True)
+        return list(self._ops)
+
 
     async def _on(self, event: hs.HarnessEvent, attribution: Attribution) -> None:
         if isinstance(event, hs.HarnessStarted):
@@ -600,6 +635,9 @@ class HarnessTurn:
             items.append((x.request_body, last))
             last = digest_of(x.request_body)
             items.append((x.response_body, None))
+        if self._stream:
+            # The harness's own stream, as it printed it: what ``replay`` decodes again.
+            items.append((b"".join(self._stream), None))
         if items:
             self.app.blobs.for_session(self.session_id).put_many(items)
 
@@ -618,6 +656,13 @@ class HarnessTurn:
             op(session)
         self.app.save(session)
         return session.head
+
+
+class _NoFiles:
+    """Tool boundaries without a transaction to walk (a recorded stream decoded again)."""
+
+    def boundary(self, call: str) -> None:
+        return None
 
 
 def void(_: object) -> None:

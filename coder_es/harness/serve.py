@@ -1,0 +1,203 @@
+"""Matching a harness's model requests to the recorded ones, and serving the recorded answers.
+
+A live replay (and a fork's rebuild) points the harness at the recording proxy as a turn does,
+with a ``ServingUpstream`` behind it instead of the real endpoint: each request the harness
+makes is matched to an exchange of the recording by method, path and a digest of its body with
+the volatile parts normalized, and answered with the recorded response, byte for byte but for the workspace's path (the
+recorded one is replaced by the scratch one the harness runs in).
+
+What is normalized (the same for every CLI, then per CLI):
+
+- the workspace's path (the recorded one and the scratch one) -> ``<workspace>``, and the names
+  CLIs derive from it (Claude Code's project folder ``-tmp-ws``, Gemini CLI's sha256 of it);
+- UUIDs (session, request and message ids) -> ``<uuid>``; dates and timestamps -> ``<time>``;
+- Claude Code: the top-level ``metadata`` (its ``user_id`` names the session);
+- Codex: ``prompt_cache_key`` and ``client_metadata`` (the thread's id);
+- Gemini CLI: nothing more (its session id is a UUID, its prompt's date a date);
+- ACP agents: the union of the above (the provider is not known in advance).
+
+Requests are matched in order, except that a request may match any exchange not yet served
+(a CLI may send a side request, such as a title, concurrently with the conversation's): the
+first request that matches none is the divergence, reported against the first exchange not
+yet served, with both bodies and a diff. It is answered with a 400 the CLIs do not retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coder_es.harness.proxy import _recorded_path
+
+DROPPED_KEYS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("metadata",),
+    "codex": ("prompt_cache_key", "client_metadata"),
+    "gemini": (),
+    "acp": ("metadata", "prompt_cache_key", "client_metadata"),
+}
+_UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_TIME = re.compile(
+    rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+_SLUG = re.compile(r"[^A-Za-z0-9]")
+REFUSAL = json.dumps(
+    {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "coder-es replay: this request differs from the recorded one",
+            "code": 400,
+            "status": "INVALID_ARGUMENT",
+        },
+    }
+).encode()
+
+
+@dataclass(frozen=True)
+class RecordedExchange:
+    version: int
+    """Of its ``ModelExchanged`` event in the recording (the step a divergence names)."""
+    method: str
+    path: str
+    request: bytes
+    status: int
+    response_headers: dict[str, str]
+    response: bytes
+
+
+@dataclass(frozen=True)
+class RequestNormalizer:
+    kind: str
+    roots: tuple[bytes, ...]
+    """Workspace paths, longest first (a scratch path may extend the recorded one)."""
+
+    @classmethod
+    def for_paths(cls, kind: str, *roots: str) -> RequestNormalizer:
+        forms: set[bytes] = set()
+        for root in (r.rstrip("/") for r in roots if r):
+            # The path, and the names CLIs derive from it for their per-project state:
+            # Claude Code's ``~/.claude/projects/-tmp-ws``, Gemini CLI's sha256 of it.
+            forms |= {root.encode(), _SLUG.sub("-", root).encode()}
+            forms.add(hashlib.sha256(root.encode()).hexdigest().encode())
+        return cls(kind, tuple(sorted(forms, key=len, reverse=True)))
+
+    def body(self, raw: bytes) -> bytes:
+        out = raw
+        for root in self.roots:
+            out = out.replace(root, b"<workspace>")
+        out = _TIME.sub(b"<time>", _UUID.sub(b"<uuid>", out))
+        dropped = DROPPED_KEYS.get(self.kind, ())
+        if dropped and any(b'"' + k.encode() + b'"' in out for k in dropped):
+            try:
+                obj = json.loads(out)
+            except ValueError:
+                return out
+            if isinstance(obj, dict):
+                for key in dropped:
+                    obj.pop(key, None)
+                out = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+        return out
+
+    def digest(self, raw: bytes) -> str:
+        return hashlib.sha256(self.body(raw)).hexdigest()
+
+    def shown(self, raw: bytes) -> Any:
+        """The normalized body as a value a report can diff (JSON when it is JSON)."""
+        text = self.body(raw)
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class RequestMismatch:
+    expected: RecordedExchange | None
+    method: str
+    path: str
+    body: bytes
+
+
+class _Served:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self._body = body
+
+    async def body(self) -> AsyncIterator[bytes]:
+        yield self._body
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class ServingUpstream:
+    """Answers from the recording (``coder_es.harness.proxy.Upstream``)."""
+
+    exchanges: Sequence[RecordedExchange]
+    normalizer: RequestNormalizer
+    on_mismatch: Callable[[RequestMismatch], None] | None = None
+    moved: tuple[bytes, bytes] | None = None
+    """(recorded workspace, scratch workspace): the model's answers name files by the
+    recorded path (Claude Code's tools take absolute paths); served with the scratch one, so
+    the replayed harness works where it runs. Not in a compressed answer."""
+    served: list[int] = field(default_factory=list)
+    """Indexes into ``exchanges``, in the order they were served."""
+    mismatch: RequestMismatch | None = None
+    match_ms: list[float] = field(default_factory=list)
+    _digests: list[str] = field(default_factory=list)
+    _left: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._digests = [self.normalizer.digest(x.request) for x in self.exchanges]
+        self._left = list(range(len(self.exchanges)))
+
+    @property
+    def unserved(self) -> list[RecordedExchange]:
+        return [self.exchanges[i] for i in self._left]
+
+    def match(self, method: str, path: str, body: bytes) -> int | None:
+        """The index of the first unserved exchange this request is, or None."""
+        t0 = time.perf_counter()
+        recorded_path = _recorded_path(path)
+        digest = self.normalizer.digest(body)
+        found = None
+        for i in self._left:
+            x = self.exchanges[i]
+            if x.method == method and x.path == recorded_path and self._digests[i] == digest:
+                found = i
+                break
+        self.match_ms.append((time.perf_counter() - t0) * 1000)
+        return found
+
+    async def send(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> _Served:
+        i = self.match(method, path, body)
+        if i is None:
+            if self.mismatch is None:
+                expected = self.exchanges[self._left[0]] if self._left else None
+                self.mismatch = RequestMismatch(expected, method, _recorded_path(path), body)
+                if self.on_mismatch is not None:
+                    self.on_mismatch(self.mismatch)
+            return _Served(400, [("content-type", "application/json")], REFUSAL)
+        self._left.remove(i)
+        self.served.append(i)
+        x = self.exchanges[i]
+        # As recorded (a compressed answer keeps its content-encoding and its bytes).
+        headers_out = list(x.response_headers.items())
+        if not any(k == "content-type" for k, _ in headers_out):
+            headers_out.append(("content-type", "application/json"))
+        answer = x.response
+        if self.moved is not None and "content-encoding" not in x.response_headers:
+            answer = answer.replace(*self.moved)
+        return _Served(x.status, headers_out, answer)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,89 @@
+"""Fork and rewind of a harness session's conversation (issue 32, item 2): the harness continues
+from the node, its model request carrying the history up to that node and not after it
+(Claude Code: its own ``--fork-session --resume-session-at``; the other CLIs: rebuilt by
+replaying the recorded exchanges through the proxy)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_model import standard_script
+from harness_helpers import HarnessEnv, make_env, sandbox_reason
+from test_harness_replay import with_network
+
+KINDS = [
+    "claude",
+    pytest.param("codex", marks=pytest.mark.slow),
+    pytest.param("gemini", marks=pytest.mark.slow),
+]
+
+
+@pytest.fixture
+def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
+    reason = sandbox_reason(tmp_path)
+    if reason:
+        pytest.skip(f"harness sessions need the namespace sandbox: {reason}")
+    for h in make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws"))):
+        with_network(h)
+        yield h
+
+
+def two_turns(h: HarnessEnv, kind: str) -> tuple[str, list[dict[str, Any]]]:
+    done = h.cli("run", "--harness", kind, "--yes", "--json", "FIRST-PROMPT-K1 write the notes")
+    assert done.returncode == 0, done.stderr
+    sid = next(u["session_id"] for u in h.json_lines(done.stdout) if u["type"] == "session")
+    again = h.cli("run", "--session", sid, "--yes", "--json", "SECOND-PROMPT-K2")
+    assert again.returncode == 0, again.stderr
+    tree = json.loads(h.cli("tree", sid, "--json").stdout)
+    return sid, tree["nodes"]
+
+
+def first_request_after(h: HarnessEnv, before: int) -> str:
+    """The first conversation request the harness made after ``before`` requests."""
+    for r in h.model.requests[before:]:
+        body = json.dumps(r.get("body"))
+        if "THIRD-PROMPT-K3" in body:
+            return body
+    raise AssertionError("the harness never sent the new prompt")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_fork_at_the_first_turns_end_continues_with_its_history_only(
+    kind: str, henv: HarnessEnv
+) -> None:
+    h = henv
+    sid, nodes = two_turns(h, kind)
+    first_answer = [n for n in nodes if n["kind"] == "assistant"][2]  # turn 1's final answer
+    forked = h.cli("fork", sid, first_answer["id"], "--new-session", "--json")
+    assert forked.returncode == 0, forked.stderr
+    child = json.loads(forked.stdout)["session"]
+    before = len(h.model.requests)
+    done = h.cli("run", "--session", child, "--yes", "--json", "THIRD-PROMPT-K3")
+    assert done.returncode == 0, done.stderr + done.stdout
+    request = first_request_after(h, before)
+    assert "FIRST-PROMPT-K1" in request and "FAKE-ANSWER-7Q" in request
+    assert "SECOND-PROMPT-K2" not in request
+    # the parent goes on where it was: its harness session is not the fork's
+    before = len(h.model.requests)
+    on = h.cli("run", "--session", sid, "--yes", "--json", "THIRD-PROMPT-K3 again")
+    assert on.returncode == 0, on.stderr
+    assert "SECOND-PROMPT-K2" in first_request_after(h, before)
+
+
+def test_a_conversation_rewound_inside_a_turn_continues_from_that_node(henv: HarnessEnv) -> None:
+    h = henv
+    sid, nodes = two_turns(h, "claude")
+    write_result = next(n for n in nodes if n["kind"] == "tool_result")  # the Write's result
+    rewound = h.cli("rewind", sid, write_result["id"], "--conversation", "--json")
+    assert rewound.returncode == 0, rewound.stderr
+    before = len(h.model.requests)
+    done = h.cli("run", "--session", sid, "--yes", "--json", "THIRD-PROMPT-K3")
+    assert done.returncode == 0, done.stderr + done.stdout
+    request = first_request_after(h, before)
+    assert "FIRST-PROMPT-K1" in request and "notes.md" in request
+    assert "echo made" not in request  # the shell call came after the node
+    assert "SECOND-PROMPT-K2" not in request and "FAKE-ANSWER-7Q" not in request
