@@ -21,6 +21,7 @@ from coder_es.cli.interrupt import sigint_cancels
 from coder_es.errors import UsageError
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import parse_harness
+from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
 
 
@@ -131,6 +132,9 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
         "rules": _rules(args, ctx),
         "default_permission": ctx.settings.permissions.default,
         "network": ctx.settings.sandbox.network,
+        "writable": SandboxSettings.configured(
+            "auto", None, False, ctx.settings.sandbox.writable
+        ).writable,
         "store_path": ctx.app.config.path.resolve(),
     }
     if args.agent:

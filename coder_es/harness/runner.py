@@ -41,7 +41,11 @@ class HarnessSession:
     """The user's permission rules (``coder_es.permissions.rules.Rule``): an ACP agent's
     questions are decided by them first."""
     default_permission: str = "ask"
-    network: bool = True
+    network: bool | None = None
+    """``[sandbox] network``: None gives the harness's commands the network unless the agent is
+    read-only (as for native bash)."""
+    writable: tuple[Path, ...] = ()
+    """``[sandbox] writable``: places outside the workspace the harness's commands may change."""
     title: str = ""
     # The harness and its commands get no coder-es variable or key value (secret_env).
     environ: Mapping[str, str] = field(default_factory=command_environ)
@@ -182,7 +186,8 @@ class HarnessSession:
             agent=self.agent,
             rules=self.rules,
             default_permission=self.default_permission,
-            network=self.network,
+            network=self.network if self.network is not None else not preset.read_only_shell,
+            writable=self.writable,
             hidden=hidden_paths(self.workspace, self.store_path),
             turn_timeout_s=self.turn_timeout_s,
             version=version,

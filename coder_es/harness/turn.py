@@ -104,6 +104,7 @@ class HarnessTurn:
     rules: tuple[Any, ...] = ()
     default_permission: str = "ask"
     network: bool = True
+    writable: tuple[Path, ...] = ()  # ``[sandbox] writable``, besides the harness's home
     hidden: tuple[Path, ...] = ()
     turn_timeout_s: float = 1800.0
     version: str | None = None
@@ -143,6 +144,17 @@ class HarnessTurn:
         home = self.environ.get("HOME")
         return (Path(home),) if home and Path(home).is_dir() else ()
 
+    def _model_route(self) -> Path | None:
+        """Without network, a private directory for the proxy's Unix socket (None with network).
+
+        Made under the temporary directory outside the sandbox, which has a private ``/tmp`` of
+        its own: the directory is one of the sandbox's places carried over it (``writable``), so
+        the socket has the same path inside. (It was not, at first: the forwarder in the sandbox
+        found no socket and reset every connection, and the harness retried for minutes.)"""
+        if self.network:
+            return None
+        return Path(tempfile.mkdtemp(prefix="coder-es-model-"))
+
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
         self._ops.append(lambda s: void(s.add_user_message(prompt)))
@@ -171,8 +183,9 @@ class HarnessTurn:
         outcome = "ok"
         message: str | None = None
         applied: list[Applied] = []
-        route_dir: str | None = None
+        route_dir: Path | None = None
         try:
+            route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
             if prompt_tool:
                 approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
@@ -198,18 +211,21 @@ class HarnessTurn:
                 # The harness keeps its own state (~/.claude, ~/.claude.json, ~/.codex,
                 # ~/.gemini: sessions, settings, caches) outside the transaction, as when the
                 # user runs it; the sandbox is otherwise an allow-list of writable places.
-                writable=self.state_dirs(),
+                writable=(
+                    *self.state_dirs(),
+                    *self.writable,
+                    *([route_dir] if route_dir else []),
+                ),
             )
             inner = self.adapter.argv(self.command, request)
             acp_stdin: tuple[int, int] | None = None
             if self.spec.kind == "acp":
                 acp_stdin = stdin_descriptor()
                 inner = shimmed(inner, acp_stdin[0])
-            if not self.network:
+            if route_dir is not None:
                 # No network for the harness's commands: its model is reached through the
                 # proxy's Unix socket, relayed on the namespace's own loopback (netns.py).
-                route_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-model-")
-                route = os.path.join(route_dir, "proxy.sock")
+                route = str(route_dir / "proxy.sock")
                 await proxy.listen_unix(route)
                 inner = forwarded(inner, route, proxy.port)
             argv = wrap(sandbox, inner)

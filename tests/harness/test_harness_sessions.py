@@ -24,18 +24,6 @@ KINDS = [
 ]
 
 
-# KNOWN BREAKAGE at the merge of the harness bridge with the allow-list sandbox (issue 29): inside
-# the new sandbox the harness CLI's connection to the recording proxy is reset (ECONNRESET), so
-# harness turns end in an error. Each test passes on the harness branch alone; the cause is not
-# found yet (issue 31 stays open for it). Remove this mark with the fix.
-# run=False: each failing turn waits out the CLI's retries (minutes), which the suite cannot afford.
-pytestmark = pytest.mark.xfail(
-    reason="harness turns inside the allow-list sandbox: connection to the proxy reset (issue 31)",
-    strict=False,
-    run=False,
-)
-
-
 @pytest.fixture
 def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
     reason = sandbox_reason(tmp_path)
