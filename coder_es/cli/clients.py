@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import logging
+import os
 import sys
 
 from coder_es.cli.context import Context, configured_agent

@@ -128,7 +128,7 @@ class HarnessSession:
         try:
             for n, turn in enumerate(where.rebuild, 1):
                 served = ServingUpstream(
-                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel() and None
+                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel()
                 )
                 helper.serve, helper.yes = served, turn.yes
                 async for _update in helper.send(turn.prompt):

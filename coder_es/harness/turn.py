@@ -436,7 +436,6 @@ class HarnessTurn:
             self._complete(call, f"[{why}]", True)
         return list(self._ops)
 
-
     async def _on(self, event: hs.HarnessEvent, attribution: Attribution) -> None:
         if isinstance(event, hs.HarnessStarted):
             self._started = event

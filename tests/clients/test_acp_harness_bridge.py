@@ -49,7 +49,9 @@ def henv(tmp_path: Path) -> Iterator[HarnessEnv]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_editor_drives_a_harness_through_coder_es(
-    kind: str, henv: HarnessEnv, ts_sdk: Path
+    kind: str,
+    henv: HarnessEnv,
+    ts_sdk: Path,  # noqa: F811 (the fixture of test_acp_ts_sdk)
 ) -> None:
     h = henv
     agent = [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(h.workspace)]
@@ -82,9 +84,7 @@ def test_an_editor_drives_a_harness_through_coder_es(
     # and recorded as the user's decision.
     exported = h.cli("export", seen["sessionId"], "--format", "jsonl")
     decided = [
-        json.loads(line)
-        for line in exported.stdout.splitlines()
-        if '"PermissionDecided"' in line
+        json.loads(line) for line in exported.stdout.splitlines() if '"PermissionDecided"' in line
     ]
     if kind == "claude":
         assert seen["asked"] and "made" in seen["asked"][0], seen["asked"]
