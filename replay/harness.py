@@ -33,10 +33,10 @@ from uuid import uuid4
 
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
+from coder_es.harness.serve import RecordedExchange, RequestMismatch, RequestNormalizer
 from coder_es.records import event_fields, event_kind
 from coder_es.workspace.confined import ConfinedDir
 from replay.cassette import Cassette, RecordedEvent
-from coder_es.harness.serve import RecordedExchange, RequestMismatch, RequestNormalizer
 from replay.normalize import Normalizer
 from replay.report import Divergence, ReplayReport, contrast, diff_values, first_difference, lookup
 
@@ -354,9 +354,9 @@ async def live(
 ) -> ReplayReport:
     from coder_es.errors import UsageError
     from coder_es.harness.runner import HarnessSession
+    from coder_es.harness.serve import ServingUpstream
     from coder_es.harness.turn import HarnessFailed
     from replay.engine import ReplayApp
-    from coder_es.harness.serve import ServingUpstream
 
     moves = [e for e in cassette.events if e.kind in ("HeadMoved", "WorkspaceRestored")]
     if moves or cassette.ancestors:
@@ -366,7 +366,11 @@ async def live(
         )
         raise CannotReplay(msg)
     spec = spec_of(cassette)
-    root = (workspace or Path(tempfile.mkdtemp(prefix="coder-es-replay-"))).resolve()
+    # The scratch workspace has the recorded one's name: CLIs show it (Gemini CLI names its
+    # project's temporary directory after it).
+    name = Path(cassette.workspace).name or "workspace"
+    base = Path(tempfile.mkdtemp(prefix="coder-es-replay-"))
+    root = (workspace or base / name).resolve()
     restore_start(cassette, root)
     norm = Normalizer.for_workspace(cassette.workspace, root)
     requests = RequestNormalizer.for_paths(
@@ -379,6 +383,7 @@ async def live(
     compared = served_total = calls = 0
     divergence: Divergence | None = None
     match_ms: list[float] = []
+    startup = 0.0
     try:
         session = HarnessSession.create(
             app,
@@ -394,17 +399,20 @@ async def live(
             upstream = ServingUpstream(
                 exchanges,
                 requests,
-                on_mismatch=lambda _m: session.cancel() and None,
+                on_mismatch=lambda _m: session.cancel(),
                 moved=moved,
             )
             session.serve = upstream
             session.yes = turn.yes
+            turn_started = time.perf_counter()
             try:
                 async for _update in session.send(turn.prompt):
                     pass
             except (UsageError, HarnessFailed) as e:
                 raise CannotReplay(str(e)) from e
             match_ms += upstream.match_ms
+            if upstream.first_at is not None:
+                startup += upstream.first_at - turn_started
             served_total += len(upstream.served)
             events = app.session_events(session.session_id)
             mine = [e for e in events[seen:] if event_kind(e) != "Started"]
@@ -442,8 +450,9 @@ async def live(
                 break
     finally:
         app.close()
-        if not keep_workspace and workspace is None:
-            await asyncio.to_thread(shutil.rmtree, root, True)
+        if workspace is not None or not keep_workspace:
+            await asyncio.to_thread(shutil.rmtree, base, True)
+    notes.append(f"the harness's start-up (to its first request, all turns): {startup:.3f} s")
     if match_ms:
         ordered = sorted(match_ms)
         notes.append(

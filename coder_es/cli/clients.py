@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from coder_es.cli.context import Context, configured_agent
@@ -18,7 +19,7 @@ from coder_es.clients.runtime import ClientRuntime, choose_provider
 from coder_es.config import Overrides
 
 
-def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:
+def _runtime(args: argparse.Namespace, ctx: Context, *, check: bool = True) -> ClientRuntime:
     choice = choose_provider(
         ctx.settings, provider=args.provider, model=args.model, script=args.script
     )
@@ -30,7 +31,8 @@ def _runtime(args: argparse.Namespace, ctx: Context) -> ClientRuntime:
         agent=configured_agent(ctx),
         overrides=Overrides.from_args(args),
     )
-    runtime.check_provider()
+    if check:  # a harness brings its own model
+        runtime.check_provider()
     runtime.turn_ended = ctx.end_turn
     return runtime
 
@@ -45,8 +47,15 @@ def cmd_acp(args: argparse.Namespace, ctx: Context) -> int:
     from coder_es.clients.acp_agent import serve_stdio
 
     _logging()
-    runtime = _runtime(args, ctx)
-    asyncio.run(serve_stdio(runtime, watch=not args.no_watch))
+    harness = None
+    if getattr(args, "harness", None):
+        # Another agent CLI runs the sessions; coder-es is the ACP bridge in front of it.
+        from coder_es.harness.spec import parse_harness, resolve_command
+
+        harness = parse_harness(args.harness, dict(ctx.settings.harnesses))
+        resolve_command(harness, {**os.environ, **harness.env})  # one clear line if missing
+    runtime = _runtime(args, ctx, check=harness is None)
+    asyncio.run(serve_stdio(runtime, watch=not args.no_watch, harness=harness))
     return 0
 
 

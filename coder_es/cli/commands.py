@@ -413,6 +413,16 @@ def _client_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _acp_args(p: argparse.ArgumentParser) -> None:
+    _client_args(p)
+    p.add_argument(
+        "--harness",
+        default=None,
+        help="sessions run by another agent: claude, codex, gemini, acp:'CMD ARGS' or a "
+        "[harnesses.NAME] of the configuration (coder-es is the ACP bridge in front of it)",
+    )
+
+
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 picks one)")
@@ -623,7 +633,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("demo", "coder_es.cli.replay_cmds:cmd_demo",
             "replay a bundled session live, then show its tree (no API key needed)", _demo_args),
     Command("acp", "coder_es.cli.clients:cmd_acp",
-            "speak the Agent Client Protocol on stdio (editors)", _client_args),
+            "speak the Agent Client Protocol on stdio (editors)", _acp_args),
     Command("serve", "coder_es.cli.clients:cmd_serve",
             "serve sessions over WebSocket (see docs/clients.md)", _serve_args),
     Command("worker", "coder_es.cli.fleet:cmd_worker",

@@ -106,6 +106,7 @@ from coder_es.agent.origin import origin
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
 from coder_es.clients.acp_files import ClientFileExecutor, certain_refusal
+from coder_es.clients.acp_harness import HarnessHandle, open_handle
 from coder_es.clients.acp_terminal import SHOWN_WAIT_S, AcpTerminal, ClientTerminalExecutor
 from coder_es.clients.errors import ClientError
 from coder_es.clients.history import session_history
@@ -355,8 +356,11 @@ class AcpSession:
 class CoderAcpAgent:
     """The ``acp.Agent`` implementation."""
 
-    def __init__(self, runtime: ClientRuntime) -> None:
+    def __init__(self, runtime: ClientRuntime, harness: Any = None) -> None:
         self.runtime = runtime
+        self.harness = harness
+        """``coder-es acp --harness NAME``: its sessions are run by that agent CLI
+        (``coder_es.clients.acp_harness``); None: coder-es' own agent."""
         self._client: Client | None = None
         self.sessions: dict[str, AcpSession] = {}
         self.fs_read = False
@@ -540,7 +544,12 @@ class CoderAcpAgent:
                 settings={"mcp_servers": [c.describe() for c in configs]},
                 mcp_servers=configs,
             )
-            handle = await service.create_session(options)
+            if self.harness is not None:
+                handle: Any = open_handle(
+                    self.runtime, service.workspace, self.harness, agent=self.runtime.agent
+                )
+            else:
+                handle = await service.create_session(options)
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
             return NewSessionResponse(session_id=session.id, **self._described(session))
@@ -552,10 +561,14 @@ class CoderAcpAgent:
     ) -> AcpSession:
         """``session/load`` (``replay``: the conversation is sent first) or ``session/resume``."""
         service, buffers = self._service(cwd)
-        # As it now runs: its recorded agent preset and model (ClientRuntime.open_stored).
-        handle, options = await self.runtime.open_stored(
-            service, session_id, mcp_servers=acp_mcp_servers(mcp_servers)
-        )
+        if self.harness is not None:
+            handle: Any = open_handle(self.runtime, service.workspace, None, session_id)
+            options = self.runtime.options()
+        else:
+            # As it now runs: its recorded agent preset and model (ClientRuntime.open_stored).
+            handle, options = await self.runtime.open_stored(
+                service, session_id, mcp_servers=acp_mcp_servers(mcp_servers)
+            )
         session = self._register(service, buffers, handle, mcp_servers, options)
         if replay:
             await self._replay(session)
@@ -614,22 +627,24 @@ class CoderAcpAgent:
     def _config_options(self, session: AcpSession) -> list[Any]:
         opened = session.handle.opened()
         agent, model = self._chosen(session)
+        mode = SessionConfigOptionSelect(
+            type="select",
+            id="mode",
+            name="Agent",
+            category="mode",
+            description="the agent preset: which tools it is offered and its permission rules",
+            current_value=agent,
+            options=[
+                SessionConfigSelectOption(value=n, name=n, description=d) for n, d in MODES.items()
+            ],
+        )
+        if isinstance(session.handle, HarnessHandle):
+            return [mode]  # the harness chooses its model
         models = dict.fromkeys(
             (model, opened.model, self.runtime.choice.model, *session.service.models.models)
         )
         return [
-            SessionConfigOptionSelect(
-                type="select",
-                id="mode",
-                name="Agent",
-                category="mode",
-                description="the agent preset: which tools it is offered and its permission rules",
-                current_value=agent,
-                options=[
-                    SessionConfigSelectOption(value=n, name=n, description=d)
-                    for n, d in MODES.items()
-                ],
-            ),
+            mode,
             SessionConfigOptionSelect(
                 type="select",
                 id="model",
@@ -659,6 +674,13 @@ class CoderAcpAgent:
                 session.pending["agent"] = agent
             if model is not None:
                 session.pending["model"] = model
+            return True
+        if isinstance(session.handle, HarnessHandle):
+            # The preset maps to the harness's flags and our sandbox at its next turn; the
+            # harness chooses its model.
+            if agent is None:
+                return False
+            session.handle.set_agent(agent)
             return True
         opened = session.handle.opened()
         # Unchanged parts keep what the handle was opened with (a scripted provider's "model"
@@ -843,9 +865,14 @@ class CoderAcpAgent:
             result = branch_ops.fork(
                 self.runtime.app, service.workspace, session_id, None, new_session=True
             )
-            handle, options = await self.runtime.open_stored(
-                service, result.session, mcp_servers=acp_mcp_servers(mcp_servers)
-            )
+            if self.harness is not None:
+                # The harness continues the fork from its node (coder_es.harness.resume).
+                handle: Any = open_handle(self.runtime, service.workspace, None, result.session)
+                options = self.runtime.options()
+            else:
+                handle, options = await self.runtime.open_stored(
+                    service, result.session, mcp_servers=acp_mcp_servers(mcp_servers)
+                )
             session = self._register(service, buffers, handle, mcp_servers, options)
             self._spawn(self._advertise(session.id))
             return ForkSessionResponse(session_id=session.id, **self._described(session))
@@ -1067,7 +1094,11 @@ class CoderAcpAgent:
                     summary=str(update.metadata.get("summary", "")),
                 ),
             )
-        elif isinstance(update, up.ModelResponse) and update.usage:
+        elif (
+            isinstance(update, up.ModelResponse)
+            and update.usage
+            and not isinstance(session.handle, HarnessHandle)
+        ):
             await client.session_update(session_id=sid, update=self._usage(session, update.usage))
         elif isinstance(update, up.Retry):
             await client.session_update(
@@ -1123,7 +1154,10 @@ class CoderAcpAgent:
             # The question goes out after the tool_call it refers to (and everything before it).
             await session.shown.setdefault(question.tool_use_id, asyncio.Event()).wait()
             loop = session.handle.loop
-            if question.tool_use_id in loop.state.calls:  # this session's call, its views
+            if (
+                not isinstance(session.handle, HarnessHandle)
+                and question.tool_use_id in loop.state.calls
+            ):  # this session's call, its views (a harness's own tools are not ours)
                 refusal = certain_refusal(question.tool, question.input, loop.workspace)
                 if refusal is not None:
                     # Not asked: the tool would refuse it anyway; nothing runs either way.
@@ -1334,9 +1368,10 @@ async def _run_guarded(agent: CoderAcpAgent) -> None:
         await asyncio.gather(pump, return_exceptions=True)
 
 
-async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True) -> None:
-    """Run the agent on this process's stdin/stdout until the client closes them."""
-    agent = CoderAcpAgent(runtime)
+async def serve_stdio(runtime: ClientRuntime, *, watch: bool = True, harness: Any = None) -> None:
+    """Run the agent on this process's stdin/stdout until the client closes them
+    (``harness``: a ``HarnessSpec`` whose CLI runs the sessions)."""
+    agent = CoderAcpAgent(runtime, harness)
     if watch:
         loop = asyncio.get_running_loop()
         runtime.watch(

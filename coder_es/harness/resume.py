@@ -129,9 +129,7 @@ def plan(app: CoderApp, session_id: UUID, kind: str) -> ResumePlan:
         for t in turns[ref.session]:
             if int(ref.node) in t.nodes and (not path_turns or path_turns[-1] is not t):
                 path_turns.append(t)
-    rebuild = tuple(
-        RebuildTurn(_prompt(t), _yes(t), tuple(_exchanges(app, t))) for t in path_turns
-    )
+    rebuild = tuple(RebuildTurn(_prompt(t), _yes(t), tuple(_exchanges(app, t))) for t in path_turns)
     return ResumePlan(None, rebuild=rebuild, recorded_at=where)
 
 
@@ -207,10 +205,11 @@ def _claude_message(app: CoderApp, turn: _Turn, node: int) -> str | None:
             if obj.get("type") != "assistant":
                 continue
             mine = blocks(obj)
-            if calls and any(b.get("id") in calls for b in mine):
-                found = str(obj["uuid"])
-            elif not calls and any(
-                b.get("type") == "text" and b.get("text") and b["text"] in texts for b in mine
+            if (calls and any(b.get("id") in calls for b in mine)) or (
+                not calls
+                and any(
+                    b.get("type") == "text" and b.get("text") and b["text"] in texts for b in mine
+                )
             ):
                 found = str(obj["uuid"])
     return found

@@ -58,6 +58,9 @@ class HarnessSession:
     and a fork's rebuild: ``replay.harness``)."""
     discard: bool = False
     """Drop the turns' file changes (a rebuild of the harness's own state)."""
+    ask: Any = None
+    """Asks the user what our rules leave to them (``PermissionRequired`` ->
+    ``PermissionAnswer``; ``coder-es acp --harness``). None: rejected, saying why."""
     _cancel: asyncio.Event | None = None
 
     @classmethod
@@ -129,7 +132,7 @@ class HarnessSession:
         try:
             for n, turn in enumerate(where.rebuild, 1):
                 served = ServingUpstream(
-                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel() and None
+                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel()
                 )
                 helper.serve, helper.yes = served, turn.yes
                 async for _update in helper.send(turn.prompt):
@@ -195,6 +198,7 @@ class HarnessSession:
             cancelled=self._cancel,
             serve=self.serve,
             discard=self.discard,
+            ask=self.ask if not self.yes else None,
         )
         resume, fork_at = None, None
         if self.exists:

@@ -3,8 +3,8 @@
 A live replay (and a fork's rebuild) points the harness at the recording proxy as a turn does,
 with a ``ServingUpstream`` behind it instead of the real endpoint: each request the harness
 makes is matched to an exchange of the recording by method, path and a digest of its body with
-the volatile parts normalized, and answered with the recorded response, byte for byte but for the workspace's path (the
-recorded one is replaced by the scratch one the harness runs in).
+the volatile parts normalized, and answered with the recorded response, byte for byte but for
+the workspace's path (the recorded one is replaced by the scratch one the harness runs in).
 
 What is normalized (the same for every CLI, then per CLI):
 
@@ -12,7 +12,8 @@ What is normalized (the same for every CLI, then per CLI):
   CLIs derive from it (Claude Code's project folder ``-tmp-ws``, Gemini CLI's sha256 of it);
 - UUIDs (session, request and message ids) -> ``<uuid>``; dates and timestamps -> ``<time>``;
 - Claude Code: the top-level ``metadata`` (its ``user_id`` names the session);
-- Codex: ``prompt_cache_key`` and ``client_metadata`` (the thread's id);
+- Codex: ``prompt_cache_key`` and ``client_metadata`` (the thread's id), and in its command
+  outputs the ``Chunk ID`` and the ``Wall time``;
 - Gemini CLI: nothing more (its session id is a UUID, its prompt's date a date);
 - ACP agents: the union of the above (the provider is not known in advance).
 
@@ -45,6 +46,15 @@ _TIME = re.compile(
     rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
 _SLUG = re.compile(r"[^A-Za-z0-9]")
+# Volatile text a CLI writes into its own requests, per CLI: (pattern, replacement).
+VOLATILE: dict[str, tuple[tuple[re.Pattern[bytes], bytes], ...]] = {
+    # Codex's exec tool reports a random chunk id and the command's wall time.
+    "codex": (
+        (re.compile(rb"Chunk ID: [0-9A-Za-z]+"), b"Chunk ID: <id>"),
+        (re.compile(rb"Wall time: [0-9.]+ seconds"), b"Wall time: <s> seconds"),
+    ),
+}
+VOLATILE["acp"] = VOLATILE["codex"]
 REFUSAL = json.dumps(
     {
         "type": "error",
@@ -91,6 +101,8 @@ class RequestNormalizer:
         for root in self.roots:
             out = out.replace(root, b"<workspace>")
         out = _TIME.sub(b"<time>", _UUID.sub(b"<uuid>", out))
+        for pattern, replacement in VOLATILE.get(self.kind, ()):
+            out = pattern.sub(replacement, out)
         dropped = DROPPED_KEYS.get(self.kind, ())
         if dropped and any(b'"' + k.encode() + b'"' in out for k in dropped):
             try:
@@ -142,7 +154,7 @@ class ServingUpstream:
 
     exchanges: Sequence[RecordedExchange]
     normalizer: RequestNormalizer
-    on_mismatch: Callable[[RequestMismatch], None] | None = None
+    on_mismatch: Callable[[RequestMismatch], object] | None = None
     moved: tuple[bytes, bytes] | None = None
     """(recorded workspace, scratch workspace): the model's answers name files by the
     recorded path (Claude Code's tools take absolute paths); served with the scratch one, so
@@ -151,6 +163,8 @@ class ServingUpstream:
     """Indexes into ``exchanges``, in the order they were served."""
     mismatch: RequestMismatch | None = None
     match_ms: list[float] = field(default_factory=list)
+    first_at: float | None = None
+    """``time.perf_counter()`` at the first request (the CLI's start-up ends there)."""
     _digests: list[str] = field(default_factory=list)
     _left: list[int] = field(default_factory=list)
 
@@ -179,6 +193,8 @@ class ServingUpstream:
     async def send(
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
     ) -> _Served:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
         i = self.match(method, path, body)
         if i is None:
             if self.mismatch is None:

@@ -32,7 +32,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,9 @@ class HarnessTurn:
     discard: bool = False
     """Drop the transaction at the end, whatever the agent (a fork's rebuild of the harness's
     own state: the workspace is already at the fork's node)."""
+    ask: Callable[[up.PermissionRequired], Awaitable[Any]] | None = None
+    """Someone to ask what our rules leave to the user (``coder-es acp --harness``: the
+    editor); it answers a ``PermissionAnswer``. None: a non-interactive run rejects it."""
     fork_at: str | None = None
     """Resume the harness's session as a fork of it ending at this message of its own
     (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
@@ -137,6 +140,7 @@ class HarnessTurn:
     _request_model: str = ""
     _exchanges: list[Exchange] = field(default_factory=list)
     _stream: list[bytes] = field(default_factory=list)
+    _announced: set[str] = field(default_factory=set)
 
     def state_dirs(self) -> tuple[Path, ...]:
         """Where the harness writes its own state: the home directory (a CLI keeps files such
@@ -188,7 +192,10 @@ class HarnessTurn:
             route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
             if prompt_tool:
-                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
+                approvals = ApprovalServer(
+                    self._rule(), self.workspace, self._record_decision, self._asker()
+                )
+                approvals.seen = self._seen
                 proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
                 prompt=prompt,
@@ -445,7 +452,6 @@ class HarnessTurn:
             self._complete(call, f"[{why}]", True)
         return list(self._ops)
 
-
     async def _on(self, event: hs.HarnessEvent, attribution: Attribution) -> None:
         if isinstance(event, hs.HarnessStarted):
             self._started = event
@@ -467,7 +473,8 @@ class HarnessTurn:
             self._tool_names[event.id] = event.name
             self._tool_started[event.id] = time.monotonic()
             self._open_calls.append(event.id)
-            self.emit(up.ToolStarted(event.id, event.name, dict(event.input)))
+            if event.id not in self._announced:
+                self.emit(up.ToolStarted(event.id, event.name, dict(event.input)))
         elif isinstance(event, hs.ToolResult):
             if event.id not in self._tool_names:
                 self._open_segment().blocks.append(
@@ -579,6 +586,30 @@ class HarnessTurn:
             )
 
         self._ops.append(respond)
+
+    def _seen(self, call: str, name: str, tool_input: dict[str, Any]) -> None:
+        """A call the harness asks about before its stream shows it: announced now, so the
+        decision that follows names a known call."""
+        if call not in self._tool_names and call not in self._announced:
+            self._announced.add(call)
+            self.emit(up.ToolStarted(call, name, dict(tool_input)))
+
+    def _asker(self) -> Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]:
+        async def ask(call: str, tool: str, subject: str, raw: dict[str, Any]) -> tuple[bool, str]:
+            if self.ask is None:
+                return False, f"{subject} needs permission (nobody can be asked)"
+            question = up.PermissionRequired(
+                call, tool, subject, dict(raw), "", "the harness asks", ""
+            )
+            self.emit(question)  # the client shows the call before the question
+            answer = await self.ask(question)
+            allowed = getattr(answer, "decision", "deny") == "allow"
+            reason = getattr(answer, "reason", None) or (
+                "allowed by the user" if allowed else "rejected by the user"
+            )
+            return allowed, str(reason)
+
+        return ask
 
     def _rule(self) -> PermissionRule:
         return PermissionRule(
