@@ -229,6 +229,15 @@ def _turn_args(p: argparse.ArgumentParser) -> None:
         "rejecting it; the run then exits 3",
     )
     p.add_argument(
+        "--schedule",
+        action="append",
+        default=[],
+        metavar="RULE@HH:MM-HH:MM",
+        help="run TOOL[:PATTERN] calls only in that window (UTC), e.g. "
+        "'bash:make deploy*@22:00-06:00'; outside it the turn parks (exit 3) until "
+        "`run --session S` or a worker takes it up after the window opens",
+    )
+    p.add_argument(
         "--yes", action="store_true", help="answer every permission question with allow once"
     )
     p.add_argument("--max-steps", type=int, default=50, help="model calls per turn (default 50)")
