@@ -459,6 +459,14 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
         help="park TOOL or TOOL:PATTERN calls (repeatable); a bare --defer parks every question "
         "instead of rejecting it. An answer (coder-es approve/deny) queues the session again",
     )
+    p.add_argument(
+        "--schedule",
+        action="append",
+        default=[],
+        metavar="RULE@HH:MM-HH:MM",
+        help="run TOOL[:PATTERN] calls only in that window (UTC); the session is queued again "
+        "for the window's opening",
+    )
     p.add_argument("--yes", action="store_true", help="workers allow asked calls once")
     p.add_argument("--max-steps", type=int, default=50)
     p.add_argument("--title", default="")
