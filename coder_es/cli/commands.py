@@ -190,6 +190,8 @@ permission rules (--allow / --deny RULE):
   only); otherwise ask.
   run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once;
   a bare --defer parks it: the run exits 3 and `coder-es approve`/`deny` answers it.
+  --schedule 'TOOL[:PATTERN]@HH:MM-HH:MM' runs such calls only in that window (UTC):
+  outside it the turn parks (exit 3) until a resume after the window opens.
 """
 
 

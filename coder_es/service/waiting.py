@@ -127,6 +127,12 @@ def pending(app: CoderApp) -> list[Question]:
     return sorted(out, key=lambda q: (q.since, q.session))
 
 
+def pending_of(app: CoderApp, session: str) -> list[Question]:
+    """One session's waiting questions, from the same index as ``pending`` (a client opening a
+    session: no fold of its whole log)."""
+    return [q for q in pending(app) if q.session == session]
+
+
 def answer(
     app: CoderApp,
     session_ref: str,
