@@ -42,7 +42,7 @@ import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -61,6 +61,7 @@ from coder_es.hooks.pipeline import tool_part
 from coder_es.hooks.spec import HookSpec
 from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import PermissionAnswer
+from coder_es.permissions.schedule import window_of
 from coder_es.records import event_fields, event_kind
 from coder_es.sealing import resolve_env_markers
 from coder_es.service import updates as up
@@ -378,7 +379,11 @@ class ReplayEngine:
                 # The answer to a parked question is the user's side (``coder-es approve``),
                 # replayed where it was recorded (``_drive``), not served at a question.
                 answered_later.add(str(f["tool_use_id"]))
-            elif e.kind == "PermissionDecided" and f.get("decided_by") not in ("rule", "hook"):
+            elif e.kind == "PermissionDecided" and f.get("decided_by") not in (
+                "rule",
+                "hook",
+                "schedule",  # the loop decides it by the (replayed) clock
+            ):
                 if str(f["tool_use_id"]) in answered_later:
                     answered_later.discard(str(f["tool_use_id"]))
                     continue
@@ -941,7 +946,7 @@ class ReplayEngine:
             tools=self.tools,
             executor=self,
             hook_runner=self.run_hook if self.mode == "verify" else None,
-            clock=_NoWaitClock(),
+            clock=_NoWaitClock(self),
             config=self.options.config,
             mcp_factory=self._mcp_source,
         )
@@ -1009,7 +1014,10 @@ class ReplayEngine:
                     model=str(f["model"]),
                     context_budget=int(f["context_budget"]),
                 )
-            elif event.kind == "DeferredAnswered":
+            elif (
+                event.kind == "DeferredAnswered"
+                and (event.fields.get("by") or {}).get("client") != "schedule"
+            ):
                 # A parked question answered from another process (``approve`` / ``deny``),
                 # through the same code, with what the recorded decision says.
                 await self._close_handle()
@@ -1210,13 +1218,43 @@ class _RecordedMcp:
 
 
 class _NoWaitClock:
-    """Durations are normalized away; a replay does not wait out recorded retry delays."""
+    """Durations are normalized away; a replay does not wait out recorded retry delays. The
+    wall time (what a scheduled call's window is checked against) is the recorded time of the
+    event the replay is about to record: the replay decides as the recording did."""
+
+    def __init__(self, engine: ReplayEngine) -> None:
+        self.engine = engine
 
     def monotonic(self) -> float:
         return time.monotonic()
 
+    def now(self) -> datetime:
+        """The time the recording's loop read where it decided a scheduled call (recorded in
+        ``CallScheduled.at`` and the schedule's ``DeferredAnswered.by``; inside the window of
+        a call it ran at once), else the recorded time of the next event."""
+        recorded = self.engine.recorded
+        if not recorded:
+            return datetime.now(UTC)
+        pos = min(len(self.engine.current()), len(recorded) - 1)
+        e, after = recorded[pos], recorded[pos + 1 : pos + 2]
+        text = e.timestamp
+        if e.kind == "PermissionDeferred" and after and after[0].kind == "CallScheduled":
+            text = str(after[0].fields["at"])
+        elif e.kind == "DeferredAnswered" and (e.fields.get("by") or {}).get("at"):
+            text = str(e.fields["by"]["at"])
+        when = _aware(datetime.fromisoformat(text))
+        if e.kind == "PermissionDecided" and e.fields.get("decided_by") == "schedule":
+            window = window_of(e.fields.get("matched_rule"))
+            if window is not None and not window.contains(when):
+                when = window.next_opening(when)  # a time it was open, as the recording saw
+        return when
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(0)
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

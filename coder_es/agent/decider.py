@@ -101,7 +101,8 @@ class DecisionContext:
 
 def rules_from_records(records: Iterable[dict[str, Any]]) -> tuple[Rule, ...]:
     return tuple(
-        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user") for r in records
+        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user", r.get("window"))
+        for r in records
     )
 
 
@@ -110,6 +111,7 @@ def rule_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:
     names itself in ``matched_rule`` as the original did)."""
     return [
         {"tool": r.tool, "pattern": r.pattern, "action": r.action, "source": r.source}
+        | ({"window": r.window} if r.window is not None else {})
         for r in rules
     ]
 
@@ -144,7 +146,7 @@ class AskPermission:
 class DeferPermission:
     call: ToolCall
     evaluation: Evaluation
-    source: str  # "rule" | "hook"
+    source: str  # "rule" | "hook" | "schedule"
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,9 @@ def decide(state: LoopState, ctx: DecisionContext) -> Action:
             return by_hook
         if evaluation.action == "defer":
             return DeferPermission(_call(c), evaluation, "rule")
+        if evaluation.action == "schedule":
+            # Runs in the rule's window: the runner, which has the clock, decides now or parks.
+            return DeferPermission(_call(c), evaluation, "schedule")
         if evaluation.action == "ask":
             return AskPermission(_call(c), evaluation, c.permission_requested)
         return DecideByRule(_call(c), evaluation)

@@ -30,6 +30,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -51,6 +52,7 @@ from coder_es.hooks.pipeline import EventInput, Outcome, model_note, notes_of, r
 from coder_es.hooks.spec import HookSpec, hooks_for
 from coder_es.mcp.tool import McpSource, with_mcp_tools
 from coder_es.permissions.policy import Evaluation, PermissionAnswer
+from coder_es.permissions.schedule import window_of
 from coder_es.providers import types as pt
 from coder_es.providers.base import Provider, ResponseAssembler
 from coder_es.providers.errors import ContextTooLongError, ProviderError
@@ -83,12 +85,19 @@ class _StreamFailure(Exception):
 class Clock(Protocol):
     def monotonic(self) -> float: ...
 
+    def now(self) -> datetime:
+        """The wall time, aware (UTC): when a scheduled call may run."""
+        ...
+
     async def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -404,6 +413,7 @@ class AgentLoop:
         if recovery is not None:
             self._close(recovery)
             self.flush()
+        self._run_due_calls()
         if self.state.parked is not None and any(
             c.deferred and c.decision is not None for c in self.state.open_calls()
         ):
@@ -805,7 +815,17 @@ class AgentLoop:
         )
 
     def _defer(self, call: ToolCall, ev: Evaluation, source: str) -> None:
-        """Park the call's question: it waits for an answer from any process."""
+        """Park the call's question: it waits for an answer from any process (a scheduled
+        call: for its window, unless the window is open now and it runs at once)."""
+        due, window = None, window_of(ev.matched_rule) if source == "schedule" else None
+        if window is not None:
+            now = self.deps.clock.now()
+            if window.contains(now):
+                reason = f"scheduled by {ev.matched_rule}: its window {window.text} is open"
+                self._decide_by_rule(call, replace(ev, action="allow", reason=reason), "schedule")
+                return
+            due = window.next_opening(now)
+            ev = replace(ev, reason=f"scheduled for {due:%Y-%m-%d %H:%M} UTC ({window.text})")
         self._trigger(
             lambda s: s.defer_permission(
                 tool_use_id=call.id,
@@ -817,11 +837,62 @@ class AgentLoop:
                 suggested_pattern=ev.suggested_pattern,
             )
         )
+        if due is not None and window is not None:
+            self._trigger(
+                partial(
+                    Session.schedule_call,
+                    tool_use_id=call.id,
+                    window=window.text,
+                    due=due.isoformat(),
+                    at=now.isoformat(),
+                )
+            )
         self.emit(
             up.PermissionDeferred(
                 call.id, call.name, ev.subject.text, source, ev.matched_rule, ev.reason
             )
         )
+
+    def _run_due_calls(self) -> None:
+        """A parked turn's scheduled calls whose time has come (by the injected clock) are
+        allowed, recorded as answered by the schedule; the resume then runs them."""
+        if self.state.parked is None:
+            return
+        now = self.deps.clock.now()
+        due = [
+            c
+            for c in self.state.waiting_calls()
+            if c.due is not None and datetime.fromisoformat(c.due) <= now
+        ]
+        for c in due:
+            # ``at``: the clock's time of the decision (a replay's clock gives it back).
+            by = {**origin(self.client), "client": "schedule", "via": self.client}
+            by["at"] = now.isoformat()
+            self._trigger(
+                partial(Session.answer_deferred, tool_use_id=c.id, decision="allow", by=by)
+            )
+            self._trigger(
+                partial(
+                    Session.decide_permission,
+                    tool_use_id=c.id,
+                    tool=c.name,
+                    subject=self._subject_of(c.id),
+                    decision="allow",
+                    scope="once",
+                    matched_rule=None,
+                    decided_by="schedule",
+                    reason=f"its window {c.window} opened at {c.due}",
+                )
+            )
+        if due:
+            self.flush()
+
+    def _subject_of(self, call_id: str) -> str:
+        """The subject a parked call's ``PermissionDeferred`` recorded."""
+        for e in reversed(self.app.unsealed_events(self.session.id)):
+            if isinstance(e, Session.PermissionDeferred) and e.tool_use_id == call_id:
+                return str(e.subject)
+        return ""
 
     def _park(self, action: d.Park) -> TurnOutcome:
         """The turn stops, waiting: what could run did; the parked calls wait for answers."""

@@ -60,6 +60,9 @@ class CallState:
     # The question was parked (``PermissionDeferred``): it waits for an answer from any
     # process instead of being asked now.
     deferred: bool = False
+    # A scheduled call (``CallScheduled``): when it may run (ISO 8601 UTC) and its window.
+    due: str | None = None
+    window: str | None = None
 
 
 @dataclass
@@ -197,6 +200,11 @@ class LoopState:
         if call is not None:
             call.deferred = True
 
+    def _call_scheduled(self, e: Session.CallScheduled) -> None:
+        call = self.calls.get(e.tool_use_id)
+        if call is not None:
+            call.due, call.window = e.due, e.window
+
     def _turn_parked(self, e: Session.TurnParked) -> None:
         self.parked = (e.node, tuple(e.tool_use_ids))
 
@@ -321,6 +329,7 @@ _HANDLERS: dict[type, Any] = {
     Session.PermissionDecided: LoopState._permission_decided,
     Session.PermissionDeferred: LoopState._permission_deferred,
     Session.TurnParked: LoopState._turn_parked,
+    Session.CallScheduled: LoopState._call_scheduled,
     Session.ToolCallCompleted: LoopState._tool_completed,
     Session.ContextCompacted: LoopState._compacted,
     Session.HeadMoved: LoopState._head_moved,

@@ -190,6 +190,8 @@ permission rules (--allow / --deny RULE):
   only); otherwise ask.
   run cannot ask: without --yes an ask is rejected (reason recorded); --yes allows once;
   a bare --defer parks it: the run exits 3 and `coder-es approve`/`deny` answers it.
+  --schedule 'TOOL[:PATTERN]@HH:MM-HH:MM' runs such calls only in that window (UTC):
+  outside it the turn parks (exit 3) until a resume after the window opens.
 """
 
 
@@ -227,6 +229,15 @@ def _turn_args(p: argparse.ArgumentParser) -> None:
         help="park TOOL or TOOL:PATTERN calls until `coder-es approve`/`deny` answers them "
         "(repeatable); a bare --defer (after the PROMPT) parks every question instead of "
         "rejecting it; the run then exits 3",
+    )
+    p.add_argument(
+        "--schedule",
+        action="append",
+        default=[],
+        metavar="RULE@HH:MM-HH:MM",
+        help="run TOOL[:PATTERN] calls only in that window (UTC), e.g. "
+        "'bash:make deploy*@22:00-06:00'; outside it the turn parks (exit 3) until "
+        "`run --session S` or a worker takes it up after the window opens",
     )
     p.add_argument(
         "--yes", action="store_true", help="answer every permission question with allow once"
@@ -459,6 +470,14 @@ def _enqueue_args(p: argparse.ArgumentParser) -> None:
         metavar="RULE",
         help="park TOOL or TOOL:PATTERN calls (repeatable); a bare --defer parks every question "
         "instead of rejecting it. An answer (coder-es approve/deny) queues the session again",
+    )
+    p.add_argument(
+        "--schedule",
+        action="append",
+        default=[],
+        metavar="RULE@HH:MM-HH:MM",
+        help="run TOOL[:PATTERN] calls only in that window (UTC); the session is queued again "
+        "for the window's opening",
     )
     p.add_argument("--yes", action="store_true", help="workers allow asked calls once")
     p.add_argument("--max-steps", type=int, default=50)

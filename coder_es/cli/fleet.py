@@ -84,6 +84,7 @@ def cmd_enqueue(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--max-steps must be at least 1")
     rules = [("allow", r) for r in args.allow] + [("deny", r) for r in args.deny]
     rules += [("defer", r) for r in args.defer if r is not None]
+    rules += [("schedule", r) for r in args.schedule]
     for action, text in rules:
         parse_rule(text, action)
     provider, model = _job_settings(args)

@@ -150,14 +150,11 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
     """The config's rules, then the command line's (the last match wins), as a native run has
     them (``coder_es.cli.run._rules``)."""
     from coder_es.permissions.policy import UNTRUSTED_SOURCE
-    from coder_es.permissions.rules import Rule, parse_rule
+    from coder_es.permissions.rules import configured_rule, parse_rule
 
     rules = [
-        Rule(
-            tool=r.tool,
-            pattern=r.pattern or None,
-            action=r.action,
-            source="config" if r.trusted else UNTRUSTED_SOURCE,
+        configured_rule(
+            r.tool, r.pattern or None, r.action, "config" if r.trusted else UNTRUSTED_SOURCE
         )
         for r in ctx.settings.permissions.rules
         if r.source not in ("--allow", "--deny")

@@ -3,6 +3,8 @@ and a run that parks says how to answer them. Below ``run`` and ``waiting``, whi
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.console import Console
 from rich.markup import escape
 
@@ -15,6 +17,13 @@ def _line(q: Question) -> str:
     by = q.asked_by
     where = f"{by.get('client', '?')} on {by.get('host', '?')} pid {by.get('pid', '?')}"
     subject = "" if q.subject == q.tool else f" {q.subject}"
+    if q.scheduled_for is not None:
+        due = datetime.fromisoformat(q.scheduled_for)
+        return (
+            f"{q.session[:8]} {q.call} {q.tool}{subject}  (scheduled for "
+            f"{due:%Y-%m-%d %H:%M} UTC by {who}; runs on the first resume after: "
+            f"coder-es run --session {q.session[:8]} or a worker; {where})"
+        )
     return (
         f"{q.session[:8]} {q.call} {q.tool}{subject}  "
         f"(asked by {q.source}: {who}; {where}; since {q.since:%Y-%m-%d %H:%M:%S} UTC)"

@@ -39,7 +39,7 @@ from coder_es.cli.progress import shown
 from coder_es.config import Config
 from coder_es.errors import UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
-from coder_es.permissions.rules import Rule, parse_rule
+from coder_es.permissions.rules import Rule, configured_rule, parse_rule
 from coder_es.permissions.subagents import agent_definitions
 from coder_es.providers.catalogue import notice
 from coder_es.providers.factory import SCRIPT_ENV
@@ -78,11 +78,8 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
     # Rules from config files come first: among user rules the last match wins, so the
     # command line overrides the project file, which overrides the user file.
     rules = [
-        Rule(
-            tool=r.tool,
-            pattern=r.pattern or None,
-            action=r.action,
-            source="config" if r.trusted else UNTRUSTED_SOURCE,
+        configured_rule(
+            r.tool, r.pattern or None, r.action, "config" if r.trusted else UNTRUSTED_SOURCE
         )
         for r in ctx.settings.permissions.rules
         if r.source not in ("--allow", "--deny")
@@ -90,6 +87,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Rule, ...]:
     rules += [parse_rule(r, "allow") for r in args.allow]
     rules += [parse_rule(r, "deny") for r in args.deny]
     rules += [parse_rule(r, "defer") for r in getattr(args, "defer", []) if r is not None]
+    rules += [parse_rule(r, "schedule") for r in getattr(args, "schedule", [])]
     return tuple(rules)
 
 

@@ -122,7 +122,7 @@ from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
-from coder_es.service.waiting import Question, questions_in
+from coder_es.service.waiting import Question, pending_of
 from coder_es.service.waiting import answer as answer_parked
 from coder_es.store.discover import check_owner
 from coder_es.tools.base import ToolContext
@@ -514,8 +514,7 @@ class CoderAcpAgent:
     def _parked(self, session: AcpSession) -> list[Question]:
         """The session's parked questions as the log has them now (any process may have parked
         or answered them)."""
-        app = self.runtime.app
-        return questions_in(app.session_events(app.resolve_session(session.id)))
+        return pending_of(self.runtime.app, session.id)
 
     async def _tell_parked(self, session: AcpSession) -> None:
         """Say what a parked turn waits for, and how to answer (an editor has no other place

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from coder_es.config import RuleConfig
 from coder_es.permissions.policy import PermissionAnswer
-from coder_es.permissions.rules import Rule, split_command
+from coder_es.permissions.rules import Rule, configured_rule, split_command
 from coder_es.service.updates import PermissionRequired
 
 
@@ -25,7 +25,9 @@ class ApprovalFilter:
     def from_config(cls, rules: Iterable[RuleConfig]) -> ApprovalFilter:
         return cls(
             tuple(
-                Rule(r.tool, None if r.pattern in ("", "*") else r.pattern, r.action, "serve")
+                configured_rule(
+                    r.tool, None if r.pattern in ("", "*") else r.pattern, r.action, "serve"
+                )
                 for r in rules
             )
         )

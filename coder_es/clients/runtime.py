@@ -22,7 +22,7 @@ from coder_es.clients.filters import ApprovalFilter
 from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, changed_sections
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import UNTRUSTED_SOURCE
-from coder_es.permissions.rules import Rule
+from coder_es.permissions.rules import Rule, configured_rule
 from coder_es.providers.errors import ProviderConfigError
 from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.script_file import resolve_script
@@ -68,7 +68,7 @@ def choose_provider(
 def rules_of(config: Config) -> tuple[Rule, ...]:
     """The configured permission rules, as the permission layer takes them (``*`` = any)."""
     return tuple(
-        Rule(
+        configured_rule(
             r.tool,
             None if r.pattern in ("", "*") else r.pattern,
             r.action,

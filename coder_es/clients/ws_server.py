@@ -52,7 +52,7 @@ from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle
 from coder_es.service.waiting import answer as answer_parked
-from coder_es.service.waiting import questions_in
+from coder_es.service.waiting import pending_of
 
 log = logging.getLogger(__name__)
 
@@ -461,8 +461,7 @@ class WsServer:
     def _parked(self, session: ServerSession) -> list[dict[str, Any]]:
         """The session's parked questions as the log has them now (another process may have
         parked or answered them since this server loaded the session)."""
-        sid = self.runtime.app.resolve_session(session.id)
-        return [q.to_dict() for q in questions_in(self.runtime.app.session_events(sid))]
+        return [q.to_dict() for q in pending_of(self.runtime.app, session.id)]
 
     async def _answer_parked(
         self, session: ServerSession, conn: ServerConnection, m: p.ClientMessage

@@ -308,9 +308,40 @@ class DeferRules:
     doc: str = ""
 
 
-Node = Leaf | Table | Entries | Rules | Hooks | DeferRules
+@dataclass(frozen=True)
+class ScheduleRules:
+    """``[permissions] schedule = ["TOOL[:PATTERN]@HH:MM-HH:MM", ...]``: calls run later, in
+    their time window (UTC), without anyone asked (issue 34). Each entry is the rule
+    ``[permissions.rules] TOOL.PATTERN = "schedule@HH:MM-HH:MM"``."""
+
+    doc: str = ""
+
+
+Node = Leaf | Table | Entries | Rules | Hooks | DeferRules | ScheduleRules
+
+
+class RuleAction(Choice):
+    """A rule's action: one of ``ACTIONS``, or ``schedule@HH:MM-HH:MM`` (a scheduled call)."""
+
+    def __init__(self) -> None:
+        super().__init__(ACTIONS, "action")
+        self.expected = f"a string, one of {', '.join(ACTIONS)} or schedule@HH:MM-HH:MM"
+
+    def check(self, value: object) -> tuple[Any, str | None]:
+        if isinstance(value, str) and value.startswith("schedule"):
+            from coder_es.permissions.schedule import WindowSyntaxError, action_window
+
+            try:
+                _name, window = action_window(value)
+            except WindowSyntaxError as e:
+                return None, str(e)
+            assert window is not None
+            return f"schedule@{window.text}", None
+        return super().check(value)
+
 
 ACTION = Choice(ACTIONS, "action")
+RULE_ACTION = RuleAction()
 
 
 class ToolName(Choice):
@@ -416,6 +447,9 @@ SCHEMA = Table(
                 "default": Leaf(ACTION, "the action when no rule matches"),
                 "rules": Rules("tool -> action, or tool -> pattern -> action"),
                 "defer": DeferRules("TOOL or TOOL:PATTERN rules whose calls wait for an answer"),
+                "schedule": ScheduleRules(
+                    "TOOL[:PATTERN]@HH:MM-HH:MM rules whose calls run in that window (UTC)"
+                ),
             }
         ),
         "redaction": Table(
@@ -546,6 +580,8 @@ def walk(node: Node, value: object, path: Key, layer: Layer) -> None:
         _walk_hooks(value, path, layer)
     elif isinstance(node, DeferRules):
         _walk_defer(value, path, layer)
+    elif isinstance(node, ScheduleRules):
+        _walk_schedule(value, path, layer)
     else:
         _walk_leaf(node, value, path, layer)
 
@@ -599,7 +635,7 @@ def _walk_rules(value: object, path: Key, layer: Layer) -> None:
             if not pattern.strip():
                 layer.problem(at, 'the pattern must not be empty (use "*" for any)', at)
                 continue
-            norm, err = ACTION.check(action)
+            norm, err = RULE_ACTION.check(action)
             if err:
                 layer.problem(at, err, at)
             else:
@@ -625,6 +661,34 @@ def _walk_defer(value: object, path: Key, layer: Layer) -> None:
             layer.problem(path, err, (*path, i))
             continue
         layer.set((*rules, tool, pattern if sep else "*"), "defer")
+
+
+def _walk_schedule(value: object, path: Key, layer: Layer) -> None:
+    from coder_es.permissions.schedule import WindowSyntaxError, split_scheduled
+
+    expected = "TOOL[:PATTERN]@HH:MM-HH:MM"
+    if not isinstance(value, list):
+        layer.problem(path, f"expected a list of {expected}, got {toml_type(value)}", path)
+        return
+    rules = (*path[:-1], "rules")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            layer.problem(path, f"expected {expected}, got {toml_type(item)}", (*path, i))
+            continue
+        try:
+            rule, window = split_scheduled(item)
+        except WindowSyntaxError as e:
+            layer.problem(path, str(e), (*path, i))
+            continue
+        tool, sep, pattern = rule.partition(":")
+        tool = tool.strip()
+        _, err = TOOL.check(tool)
+        if err is None and sep and not pattern.strip():
+            err = f"empty pattern in '{item}' (leave out ':' to match anything)"
+        if err:
+            layer.problem(path, err, (*path, i))
+            continue
+        layer.set((*rules, tool, pattern if sep else "*"), f"schedule@{window.text}")
 
 
 _HOOK_KEYS = ("command", "matcher", "timeout", "on_failure", "dialect")

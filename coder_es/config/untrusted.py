@@ -30,8 +30,15 @@ from coder_es.config.problems import format_path
 from coder_es.config.schema import Key, Layer, Setting
 from coder_es.config.values import IgnoredSetting
 
-# ``defer`` parks a question until someone answers it: stricter than asking now.
-_STRICTNESS = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
+# ``defer`` parks a question until someone answers it: stricter than asking now. ``schedule``
+# (``schedule@HH:MM-HH:MM``) runs the call later without asking: only stricter than an allow.
+_STRICTNESS = {"allow": 0, "schedule": 1, "ask": 2, "defer": 3, "deny": 4}
+
+
+def _rank(value: str) -> int:
+    return _STRICTNESS[value.partition("@")[0]]
+
+
 # The presets from the most to the least capable (docs: build writes and runs, plan only looks
 # and asks, explore only reads).
 _AGENT_STRICTNESS = {name: i for i, name in enumerate(AGENTS)}
@@ -44,14 +51,14 @@ def _rule(path: Key, setting: Setting, below: Mapping[Key, Setting]) -> str | No
     if setting.value == "allow":
         return "it allows tool calls"
     lower = below.get(path)
-    if lower is not None and _STRICTNESS[setting.value] < _STRICTNESS[lower.value]:
+    if lower is not None and _rank(setting.value) < _rank(lower.value):
         return f"it relaxes your rule ({lower.value}, {lower.origin})"
     return None
 
 
 def _default(path: Key, setting: Setting, below: Mapping[Key, Setting]) -> str | None:
     lower_value = below[path].value if path in below else "ask"
-    if _STRICTNESS[setting.value] < _STRICTNESS[lower_value]:
+    if _rank(setting.value) < _rank(lower_value):
         return f"it is looser than the default in force ({lower_value})"
     return None
 
@@ -80,6 +87,7 @@ TIGHTENING: tuple[tuple[Key, Check], ...] = (
     (("permissions", "default"), _default),
     # Sugar for ``defer`` rules: its entries are recorded under permissions.rules (above).
     (("permissions", "defer"), lambda _p, _s, _b: None),
+    (("permissions", "schedule"), lambda _p, _s, _b: None),
     (("agent",), _agent),
     (("sandbox", "network"), _only(False, _SANDBOX)),
     (("sandbox", "read_only"), _only(True, _SANDBOX)),

@@ -300,6 +300,17 @@ class Session(Aggregate):
         decision: str
         by: dict[str, Any]
 
+    class CallScheduled(Event):
+        """A ``schedule`` rule's call, recorded with its ``PermissionDeferred``: it runs when its
+        ``window`` (``HH:MM-HH:MM`` UTC) opens, at ``due`` (ISO 8601, UTC, from the loop's
+        clock); a resume at or after ``due`` allows it (``DeferredAnswered`` by the schedule).
+        ``at``: the clock's time when it was scheduled (a replay decides at that time)."""
+
+        tool_use_id: str
+        window: str
+        due: str
+        at: str
+
     class StepLimitReached(Event):
         """The turn stopped at its step limit (model calls since the user's message) with work
         still asked for; the session waits for the user."""
@@ -758,6 +769,11 @@ class Session(Aggregate):
 
     def answer_deferred(self, *, tool_use_id: str, decision: str, by: dict[str, Any]) -> None:
         self.trigger_event(self.DeferredAnswered, tool_use_id=tool_use_id, decision=decision, by=by)
+
+    def schedule_call(self, *, tool_use_id: str, window: str, due: str, at: str) -> None:
+        self.trigger_event(
+            self.CallScheduled, tool_use_id=tool_use_id, window=window, due=due, at=at
+        )
 
     def stop_at_step_limit(self, *, steps: int) -> None:
         self.trigger_event(self.StepLimitReached, node=self.head, steps=steps)

@@ -14,7 +14,7 @@ from uuid import UUID
 from coder_es.fleet.errors import FleetUsageError
 from coder_es.permissions.rules import Rule, parse_rule
 
-RULE_ACTIONS = ("allow", "defer", "deny")
+RULE_ACTIONS = ("allow", "schedule", "defer", "deny")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ class SessionJob:
             raise FleetUsageError("job: max_steps must be at least 1")
         for action, text in self.rules:
             if action not in RULE_ACTIONS:
-                raise FleetUsageError(f"job: rule action {action!r} is not allow, defer or deny")
+                raise FleetUsageError(
+                    f"job: rule action {action!r} is not allow, schedule, defer or deny"
+                )
             parse_rule(text, action)
 
     @property
@@ -89,7 +91,7 @@ class SessionJob:
             for r in rules_raw
         ):
             raise FleetUsageError(
-                'job: rules must be a list of ["allow"|"defer"|"deny", "TOOL:PATTERN"]'
+                'job: rules must be a list of ["allow"|"schedule"|"defer"|"deny", "TOOL:PATTERN"]'
             )
         max_steps = args.get("max_steps", 50)
         if not isinstance(max_steps, int) or isinstance(max_steps, bool):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any, LiteralString, Self
 
@@ -107,8 +108,12 @@ class FleetQueue:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
                 await conn.commit()
 
-    async def enqueue(self, job: SessionJob) -> int:
-        deferrer = self.app.configure_task(TASK_NAME, queue=self.queue, lock=job.lock)
+    async def enqueue(self, job: SessionJob, *, schedule_at: datetime | None = None) -> int:
+        """Queue ``job``; with ``schedule_at``, no worker starts it before that time (a
+        scheduled call's window)."""
+        deferrer = self.app.configure_task(
+            TASK_NAME, queue=self.queue, lock=job.lock, schedule_at=schedule_at
+        )
         return int(await deferrer.defer_async(**job.to_args()))
 
     async def enqueue_many(self, jobs: Iterable[SessionJob]) -> list[int]:

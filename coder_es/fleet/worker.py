@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -34,7 +35,7 @@ from procrastinate import JobContext
 from procrastinate import exceptions as pexc
 
 from coder_es.agent import updates as up
-from coder_es.agent.runner import SessionConflictError
+from coder_es.agent.runner import Clock, SessionConflictError
 from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
@@ -44,6 +45,7 @@ from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
 from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
 from coder_es.records import event_kind
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
+from coder_es.service.waiting import questions_in
 from coder_es.store.config import StoreConfig
 from coder_es.telemetry.attach import start_telemetry
 
@@ -106,11 +108,14 @@ class FleetWorker:
         *,
         provider_factory: ProviderFactory | None = None,
         telemetry: TelemetryConfig | None = None,
+        clock: Clock | None = None,
     ) -> None:
         require_postgres(config.backend, "a fleet worker")
         self.config = config
         self.options = options or WorkerOptions()
         self.provider_factory = provider_factory or fleet_provider_factory()
+        self.clock = clock
+        """The loops' clock (None: the system's): when scheduled calls may run."""
         self.queue = FleetQueue(config, queue=self.options.queue, max_size=4)
         env = {k: v for k, v in WORKER_POOL_ENV.items() if k not in config.extra}
         self.app = CoderApp(config, env=env)
@@ -137,6 +142,8 @@ class FleetWorker:
                 log.error("job %s failed: %s", context.job.id, e)
                 raise
             worker.reports.append(report)
+            if report.outcome == "waiting":
+                await worker.schedule_resume(job)
             log.info(
                 "session %s: %s after %d step(s)%s%s",
                 report.session_id,
@@ -262,7 +269,9 @@ class FleetWorker:
             raise FleetError(msg)
         base = await self._claim(job_id, sid, session.version)
         send = job.prompt is not None and not self._message_recorded_after(sid, base)
-        service = AgentService(self.app, session.workspace, provider_factory=self.provider_factory)
+        service = AgentService(
+            self.app, session.workspace, provider_factory=self.provider_factory, clock=self.clock
+        )
         options = SessionOptions(
             agent=job.agent,
             provider=job.provider,
@@ -309,6 +318,16 @@ class FleetWorker:
             job_id=job_id,
         )
         return int(row["base_version"])
+
+    async def schedule_resume(self, job: SessionJob) -> int | None:
+        """A session parked on scheduled calls goes back on the queue for the earliest of their
+        times (procrastinate's ``schedule_at``): a worker takes it up when the window opens.
+        Parked on questions only, it waits for ``approve`` / ``deny``, which queue it."""
+        questions = questions_in(self.app.session_events(UUID(job.session_id)))
+        times = [datetime.fromisoformat(q.scheduled_for) for q in questions if q.scheduled_for]
+        if not times:
+            return None
+        return await self.queue.enqueue(replace(job, prompt=None), schedule_at=min(times))
 
     async def _still_ours(self, job_id: int, worker_id: int) -> bool:
         row = await self.queue.connector.execute_query_one_async(

@@ -57,8 +57,10 @@ from coder_es.permissions.rules import (
 from coder_es.permissions.subject import Subject
 
 # ``defer`` is a question that waits for an answer from any process: stricter than one asked
-# now (nothing runs until a person answers, wherever they are), weaker than a deny.
-_STRICTNESS = {"allow": 0, "ask": 1, "defer": 2, "deny": 3}
+# now (nothing runs until a person answers, wherever they are), weaker than a deny. ``schedule``
+# runs the call without anyone asked, only later (in its window): stricter than an allow, looser
+# than any question.
+_STRICTNESS = {"allow": 0, "schedule": 1, "ask": 2, "defer": 3, "deny": 4}
 
 DOOM_LOOP_RULE = "doom_loop"
 OUTSIDE_RULE = "outside_workspace"
@@ -73,7 +75,7 @@ _ANY_TOOL = tuple(n for n in TOOL_NAMES if n != "task")
 
 @dataclass(frozen=True)
 class Evaluation:
-    action: str  # "allow" | "ask" | "defer" | "deny"
+    action: str  # "allow" | "schedule" | "ask" | "defer" | "deny"
     matched_rule: str
     reason: str
     subject: Subject
@@ -135,6 +137,7 @@ class Policy:
                 {"tool": r.tool, "pattern": r.pattern, "action": r.action}
                 # Recorded only where it changes decisions, so replay decides the same.
                 | ({"source": r.source} if r.source == UNTRUSTED_SOURCE else {})
+                | ({"window": r.window} if r.window is not None else {})
                 for r in self.user_rules
             ],
             "doom_threshold": self.doom_threshold,

@@ -28,9 +28,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from coder_es.errors import UsageError
+from coder_es.permissions.schedule import (
+    Window,
+    WindowSyntaxError,
+    action_window,
+    split_scheduled,
+)
 from coder_es.permissions.shell_parse import parse_shell
 
-ACTIONS = ("allow", "ask", "defer", "deny")
+ACTIONS = ("allow", "schedule", "ask", "defer", "deny")
 TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find", "task")
 
 
@@ -42,18 +48,30 @@ class RuleSyntaxError(UsageError):
 class Rule:
     tool: str  # a tool name or "*"
     pattern: str | None
-    action: str  # "allow" | "ask" | "defer" | "deny"
+    action: str  # "allow" | "schedule" | "ask" | "defer" | "deny"
     source: str = "user"  # "user" | "preset:<name>"
+    window: str | None = None
+    """A ``schedule`` rule's time window, ``HH:MM-HH:MM`` UTC (``permissions.schedule``)."""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             msg = f"rule action must be one of {', '.join(ACTIONS)}, not {self.action!r}"
             raise RuleSyntaxError(msg)
+        if (self.action == "schedule") != (self.window is not None):
+            msg = "a schedule rule, and only one, has a time window (TOOL[:PATTERN]@HH:MM-HH:MM)"
+            raise RuleSyntaxError(msg)
+        if self.window is not None:
+            try:
+                Window.parse(self.window)
+            except WindowSyntaxError as e:
+                raise RuleSyntaxError(str(e)) from None
 
     def describe(self) -> str:
-        """``user:allow bash:git *``: what PermissionDecided.matched_rule records."""
+        """``user:allow bash:git *``: what PermissionDecided.matched_rule records (a schedule
+        rule ends with its window: ``user:schedule bash:make deploy*@22:00-06:00``)."""
         target = self.tool if self.pattern is None else f"{self.tool}:{self.pattern}"
-        return f"{self.source}:{self.action} {target}"
+        window = f"@{self.window}" if self.window is not None else ""
+        return f"{self.source}:{self.action} {target}{window}"
 
     def covers_tool(self, tool: str) -> bool:
         if self.tool in ("*", tool):
@@ -78,7 +96,15 @@ def is_mcp_tool(name: str) -> bool:
 
 
 def parse_rule(text: str, action: str, source: str = "user") -> Rule:
-    """``TOOL`` or ``TOOL:PATTERN`` -> a rule (see the module docstring)."""
+    """``TOOL`` or ``TOOL:PATTERN`` -> a rule (see the module docstring); a ``schedule`` rule
+    is ``TOOL[:PATTERN]@HH:MM-HH:MM``."""
+    window = None
+    if action == "schedule":
+        try:
+            text, parsed = split_scheduled(text)
+        except WindowSyntaxError as e:
+            raise RuleSyntaxError(str(e)) from None
+        window = parsed.text
     raw = text.strip()
     tool, sep, pattern = raw.partition(":")
     tool = tool.strip()
@@ -91,7 +117,19 @@ def parse_rule(text: str, action: str, source: str = "user") -> Rule:
     if sep and not pattern.strip():
         msg = f"bad permission rule {text!r}: the pattern after ':' is empty"
         raise RuleSyntaxError(msg)
-    return Rule(tool=tool, pattern=pattern.strip() if sep else None, action=action, source=source)
+    return Rule(
+        tool=tool,
+        pattern=pattern.strip() if sep else None,
+        action=action,
+        source=source,
+        window=window,
+    )
+
+
+def configured_rule(tool: str, pattern: str | None, action: str, source: str) -> Rule:
+    """A rule of the config, whose action may be ``schedule@HH:MM-HH:MM``."""
+    name, window = action_window(action)
+    return Rule(tool, pattern, name, source, window.text if window is not None else None)
 
 
 # ---------------------------------------------------------------------- glob matching

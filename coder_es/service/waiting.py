@@ -41,6 +41,8 @@ class Question:
     asked_by: dict[str, Any]
     since: datetime
     suggested_pattern: str | None
+    scheduled_for: str | None = None
+    """A scheduled call: when its window opens (ISO 8601 UTC); it runs on a resume after."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +55,7 @@ class Question:
             "reason": self.reason,
             "asked_by": dict(self.asked_by),
             "since": self.since.isoformat(),
+            "scheduled_for": self.scheduled_for,
         }
 
     def to_record(self) -> dict[str, Any]:
@@ -72,6 +75,7 @@ class Question:
             asked_by=dict(d["asked_by"]),
             since=datetime.fromisoformat(d["since"]),
             suggested_pattern=d.get("suggested_pattern"),
+            scheduled_for=d.get("scheduled_for"),
         )
 
 
@@ -104,6 +108,7 @@ def questions_in(events: Sequence[Any]) -> list[Question]:
                 asked_by=parked_by.get(c.id, {}),
                 since=e.timestamp,
                 suggested_pattern=e.suggested_pattern,
+                scheduled_for=c.due,
             )
         )
     return out
@@ -120,6 +125,12 @@ def pending(app: CoderApp) -> list[Question]:
     index = caught_up(app, fold)
     out = [Question.from_record(d) for questions in index.values() for d in questions]
     return sorted(out, key=lambda q: (q.since, q.session))
+
+
+def pending_of(app: CoderApp, session: str) -> list[Question]:
+    """One session's waiting questions, from the same index as ``pending`` (a client opening a
+    session: no fold of its whole log)."""
+    return [q for q in pending(app) if q.session == session]
 
 
 def answer(

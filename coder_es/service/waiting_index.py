@@ -38,6 +38,7 @@ _BATCH = 500
 TOUCHING = (
     Session.PermissionDeferred,
     Session.TurnParked,
+    Session.CallScheduled,
     Session.DeferredAnswered,
     Session.PermissionDecided,
     Session.ToolCallCompleted,

@@ -285,6 +285,17 @@ def _(p: Probe) -> None:
     assert _decision(_policy(config), "bash", _bash("make test")) == "allow"
 
 
+@probe("permissions:schedule")
+def _(p: Probe) -> None:
+    config = p.config('[permissions]\nschedule = ["bash:make deploy*@22:00-06:00"]\n')
+    policy = _policy(config)
+    ev = policy.evaluate("bash", _bash("make deploy"))
+    assert ev.action == "schedule" and ev.matched_rule.endswith("@22:00-06:00")
+    assert _decision(policy, "bash", _bash("make test")) == "allow"
+    with pytest.raises(ConfigError):
+        p.config('[permissions]\nschedule = ["bash:make deploy*@25:00-06:00"]\n')
+
+
 # ------------------------------------------------------------------ redaction
 
 

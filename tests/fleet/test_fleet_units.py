@@ -34,7 +34,7 @@ def test_job_round_trips_through_json_args() -> None:
         ({"session_id": SID, "prompt": "  "}, "prompt is empty"),
         ({"session_id": SID, "max_steps": 0}, "max_steps"),
         ({"session_id": SID, "max_steps": "3"}, "max_steps must be an integer"),
-        ({"session_id": SID, "rules": [["maybe", "bash"]]}, "not allow, defer or deny"),
+        ({"session_id": SID, "rules": [["maybe", "bash"]]}, "not allow, schedule, defer or deny"),
         ({"session_id": SID, "rules": "bash"}, "rules must be a list"),
         ({"session_id": SID, "colour": "red"}, "unknown fields"),
         ({"session_id": SID, "yes": "yes"}, "true or false"),
