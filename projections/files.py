@@ -12,6 +12,11 @@ come from:
   the user's concurrent bytes), attached to the next node (the tool result it belongs to);
 - a ``ToolCallCompleted.files_changed`` change: the command's own version (``proposed`` for a
   change merged with a concurrent edit, else ``after``), at that node; a conflict changes nothing;
+- a ``HookRan`` outside a tool call (``Stop``, ``UserPromptSubmit``, ``SessionStart``...) whose
+  command changed files (``effect.files_changed``, merged like a command's): the hook's own
+  version, at the head (the node the hook ran after), or, before the first node, at the next
+  node; ``by_hook`` names the hook per node and path, as a hook's change inside a call
+  (``files_changed`` with ``by``) is named;
 - the first sight of a path (``FileObserved``, the ``disk`` side of an edit, the ``before`` of a
   command's change): at the root.
 
@@ -44,7 +49,7 @@ from coder_es.domain.session import NodeId, Session
 from coder_es.errors import UnknownNodeError
 from projections.checkpoint import Tracked, graph_state, load_graph_state
 
-FORMAT = 3
+FORMAT = 4
 KIND = "files"
 
 
@@ -103,6 +108,9 @@ class FileStates:
         # session: see ``_took``), not the session's own content.
         self.by_user: dict[int, set[str]] = {}
         self.took_here: set[str] = set()  # paths taken from the user since the head moved
+        # node -> path -> the hook whose command made that node's entry (``HookRan``'s ``hook``).
+        self.by_hook: dict[int, dict[str, str]] = {}
+        self.pending_hooks: dict[str, str] = {}  # the same, for pending entries
         self.inherit: ParentView | None = None
 
     # ------------------------------------------------------------------ reducing
@@ -125,10 +133,14 @@ class FileStates:
                     # user's edit, or was shown a merge with it): its edit takes them.
                     self._took(event.path, event.disk)
                 self.pending[event.path] = own
+                self.pending_hooks.pop(event.path, None)
                 self.conflicts.pop(event.path, None)
                 self._own(event.path, own)
         elif isinstance(event, Session.FileObserved):
             self._first_sight(event.path, event.hash)
+        elif isinstance(event, Session.HookRan):
+            if not event.tool_use_id:  # a call's hooks are in its ``files_changed``
+                self._hook_changed(event.hook, event.effect.get("files_changed") or ())
         elif isinstance(event, Session.HeadMoved):
             self._move_head(_num(event.node))
         elif isinstance(event, Session.WorkspaceRestored):
@@ -177,10 +189,12 @@ class FileStates:
         self.depth[node] = self.depth[parent] + 1
         self.took_here.clear()
         changes = dict(self.pending) if parent == self.head else {}
+        hooked = dict(self.pending_hooks) if parent == self.head else {}
         # The edit tools list their change in ``files_changed`` too, with the merge result as
         # ``after``: their ``EditApplied`` said what the session's own content is.
         edited = set(self.pending)
         self.pending = {}
+        self.pending_hooks = {}
         for path in sorted(self.dirty):
             # The disk did not hold the head's state for these (files restored without the
             # conversation, or a conflict): the new node starts from the session's own content
@@ -198,11 +212,43 @@ class FileStates:
             # A change merged with a concurrent edit: the command's own version, not the merge.
             own = change["own"] if "own" in change else change.get("after")
             changes[path] = own
+            if change.get("by"):
+                hooked[path] = str(change["by"])
+            else:
+                hooked.pop(path, None)
             self.known[path] = own
             self.conflicts.pop(path, None)
         if changes:
             self.entries[node] = changes
+        if hooked:
+            self.by_hook[node] = {p: h for p, h in hooked.items() if p in changes}
         self.head = node
+
+    def _hook_changed(self, hook: str, changes: Iterable[dict[str, Any]]) -> None:
+        """A hook's command changed files outside any call: the session's own content (a hook
+        runs for the session, in its sandbox), at the head, or pending before the first node
+        (the root holds the user's disk, never a change)."""
+        for change in changes:
+            path = str(change["path"])
+            if change.get("outcome") == "conflict":
+                self.conflicts[path] = change.get("proposed")
+                continue
+            self._first_sight(path, change.get("before"))
+            before = change.get("before")
+            if before != self.known.get(path, before) and "own" not in change:
+                self._took(path, before)
+            own = change["own"] if "own" in change else change.get("after")
+            if self.head == 0 or path in self.took_here:
+                # Pending (the next node's): the root is the user's disk, and a version of the
+                # user's just recorded at the head stays there.
+                self.pending[path] = own
+                self.pending_hooks[path] = hook
+            else:
+                self._session_wrote(self.head, (path,))
+                self.entries.setdefault(self.head, {})[path] = own
+                self.by_hook.setdefault(self.head, {})[path] = hook
+            self.conflicts.pop(path, None)
+            self._own(path, own)
 
     def _first_sight(self, path: str, value: Hash) -> None:
         """The disk held ``value``. The first sight of a path is recorded at the root, as the
@@ -254,7 +300,16 @@ class FileStates:
         if self.pending:
             self._session_wrote(self.head, self.pending)
             self.entries.setdefault(self.head, {}).update(self.pending)
+            hooks = self.by_hook.setdefault(self.head, {})
+            for path in self.pending:
+                if path in self.pending_hooks:
+                    hooks[path] = self.pending_hooks[path]
+                else:
+                    hooks.pop(path, None)
+            if not hooks:
+                del self.by_hook[self.head]
             self.pending = {}
+            self.pending_hooks = {}
 
     def _move_head(self, new: int) -> None:
         self._flush_pending()
@@ -286,6 +341,10 @@ class FileStates:
             "conflicts": sorted(self.conflicts.items()),
             "by_user": [[node, sorted(paths)] for node, paths in sorted(self.by_user.items())],
             "took_here": sorted(self.took_here),
+            "by_hook": [
+                [node, sorted(paths.items())] for node, paths in sorted(self.by_hook.items())
+            ],
+            "pending_hooks": sorted(self.pending_hooks.items()),
         }
 
     @classmethod
@@ -300,6 +359,8 @@ class FileStates:
         fs.conflicts = dict(state["conflicts"])
         fs.by_user = {int(node): set(paths) for node, paths in state["by_user"]}
         fs.took_here = set(state["took_here"])
+        fs.by_hook = {int(node): dict(paths) for node, paths in state["by_hook"]}
+        fs.pending_hooks = dict(state["pending_hooks"])
         return fs
 
     # ------------------------------------------------------------------ lookups
@@ -473,14 +534,21 @@ class FileStates:
             return self.inherit.author(path)
         return "user"
 
+    def hooks_at(self, node: NodeId | None) -> dict[str, str]:
+        """Paths whose entry at ``node`` a hook's command made, and the hook's identity."""
+        return dict(sorted(self.by_hook.get(self._require(node), {}).items()))
+
     def files_at(self, node: NodeId | None) -> list[dict[str, Any]]:
-        """The entries recorded at ``node`` (the root: None), each with its author."""
+        """The entries recorded at ``node`` (the root: None), each with its author (and the hook
+        that made it, ``by``)."""
         num = self._require(node)
+        hooks = self.by_hook.get(num, {})
         return [
             {
                 "path": path,
                 "hash": value,
                 "author": "user" if path in self.by_user.get(num, ()) else "session",
+                **({"by": hooks[path]} if path in hooks else {}),
             }
             for path, value in sorted(self.entries.get(num, {}).items())
         ]

@@ -308,10 +308,13 @@ def _trust_status(ctx: Context) -> str:
     if not project.is_file():
         return "no project config"
     # A broken project config still has a trust state: the file is there, trusted or not.
-    from coder_es.config.trust import TrustStore, digest
+    from coder_es.config.hook_scripts import project_trust
+    from coder_es.config.trust import TrustStore
 
     try:
-        return str(TrustStore().state(project, digest(project.read_bytes())).status)
+        return str(
+            TrustStore().state(project, *project_trust(project, project.read_bytes())).status
+        )
     except (OSError, CoderESError) as e:
         return f"unknown ({e})"
 

@@ -39,7 +39,10 @@ class Layer:
     failed: set[Key] = field(default_factory=set)
     """Key paths with a problem (``()``: the whole layer, e.g. a file that does not parse)."""
     sha256: str = ""
-    """The hash of the file's bytes as read (what workspace trust records)."""
+    """What workspace trust records: the hash of the file's bytes as read, and of the workspace
+    files its hooks name (``config.hook_scripts``) for a project config."""
+    scripts: dict[str, str] = field(default_factory=dict)
+    """A project config: the workspace files its hooks name, with their digests."""
 
     def origin(self, path: tuple[str | int, ...]) -> Origin:
         line = locate(self.lines, path) if self.kind == "file" else None

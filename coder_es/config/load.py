@@ -179,6 +179,12 @@ def read_file_layer(path: Path, *, project: bool) -> Layer | None:
         return layer
     layer.lines = key_lines(text)
     walk(SCHEMA, raw, (), layer)
+    if project:
+        from coder_es.config.hook_scripts import hook_scripts, trust_digest
+
+        # Trust covers the scripts the hooks run, not only their command lines.
+        layer.scripts = hook_scripts(raw, Path(os.path.realpath(path.parent.parent)))
+        layer.sha256 = trust_digest(layer.sha256, layer.scripts)
     return layer
 
 
@@ -619,7 +625,7 @@ def load_config(
             from coder_es.config.untrusted import hold_back
 
             # Until the user trusts this file, it may only make things stricter.
-            trust = TrustStore(environ).state(path, layer.sha256)
+            trust = TrustStore(environ).state(path, layer.sha256, layer.scripts)
             if not trust.trusted:
                 ignored = hold_back(layer, merge(layers))
         layers.append(layer)

@@ -39,8 +39,18 @@ _SECTIONS = (
 )
 
 
-def _fingerprint(paths: list[Path]) -> Fingerprint:
+def _fingerprint(paths: list[Path], workspace: Path) -> Fingerprint:
+    from coder_es.config.hook_scripts import project_trust
+    from coder_es.config.load import project_config_path
+
     out: list[str | None] = []
+    # The scripts the project's hooks run: an edit of one needs trusting again (reloaded, the
+    # hooks are held back until then).
+    project = project_config_path(workspace)
+    try:
+        out.append(project_trust(project, project.read_bytes())[0])
+    except OSError:
+        out.append(None)
     for path in paths:
         try:
             out.append(hashlib.sha256(path.read_bytes()).hexdigest())
@@ -84,7 +94,7 @@ class ConfigWatcher:
         # The trust records too: `coder-es trust` while serve/acp runs applies what it trusted.
         self.paths = [*config_paths(self.workspace, self.environ), trust_file(self.environ)]
         self._lock = threading.Lock()
-        self._fingerprint = _fingerprint(self.paths)
+        self._fingerprint = _fingerprint(self.paths, self.workspace)
         self._current = self._load()
         self.error: ConfigError | None = None
         """The problem with the files as they are now, or None when they loaded."""
@@ -104,7 +114,7 @@ class ConfigWatcher:
         with self._lock:
             # Read the fingerprint before loading: an edit that lands during the load changes
             # the files again, and the next check sees it.
-            fingerprint = _fingerprint(self.paths)
+            fingerprint = _fingerprint(self.paths, self.workspace)
             if fingerprint == self._fingerprint:
                 return False
             self._fingerprint = fingerprint

@@ -4,7 +4,8 @@ A project's ``.coder-es/config.toml`` arrives with whatever repository the user 
 in it that loosen permissions, add MCP servers or change where requests go apply only once the
 user ran ``coder-es trust`` for that file (``config.untrusted`` says which settings those are).
 Like direnv's ``allow``, the record is the file's sha256: any change to the file needs trusting
-again.
+again; so does any change to a workspace file its hooks run (``config.hook_scripts``: the
+digest then covers those files, listed under ``scripts``).
 
 The records live in the user config directory (``coder_es.userdirs.user_config_dir()``), outside
 every workspace and store, in one JSON file written atomically::
@@ -21,7 +22,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,6 +61,10 @@ class TrustState:
     sha256: str
     problem: str = ""
     """Why the records could not be read (they count as empty then)."""
+    scripts: dict[str, str] = field(default_factory=dict)
+    """The workspace files the config's hooks name, with their digests (``hook_scripts``)."""
+    changed_scripts: tuple[str, ...] = ()
+    """Of those, the ones that changed since the trust (when the trust recorded them)."""
 
     @property
     def trusted(self) -> bool:
@@ -67,7 +72,10 @@ class TrustState:
 
     def explain(self) -> str:
         """Why untrusted settings are ignored, in one phrase."""
-        if self.status == "changed":
+        if self.status == "changed" and self.changed_scripts:
+            shown = ", ".join(self.changed_scripts[:3])
+            why = f"a script its hooks run changed since you trusted it ({shown})"
+        elif self.status == "changed":
             why = "it changed since you trusted it"
         else:
             why = "you have not trusted this workspace"
@@ -116,24 +124,38 @@ class TrustStore:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def state(self, config_file: Path, sha256: str) -> TrustState:
-        """The trust of ``config_file`` whose content hashes to ``sha256``. Damaged records
-        count as no records (nothing is trusted), with the problem named."""
+    def state(
+        self, config_file: Path, sha256: str, scripts: Mapping[str, str] | None = None
+    ) -> TrustState:
+        """The trust of ``config_file`` whose trust digest is ``sha256`` (its bytes', and the
+        hook ``scripts``' it names: ``config.hook_scripts``). Damaged records count as no
+        records (nothing is trusted), with the problem named."""
+        scripts = dict(scripts or {})
         try:
             entry = self._read().get(_key(config_file))
         except TrustFileError as e:
-            return TrustState(config_file, "untrusted", sha256, str(e))
+            return TrustState(config_file, "untrusted", sha256, str(e), scripts)
         if entry is None:
-            return TrustState(config_file, "untrusted", sha256)
+            return TrustState(config_file, "untrusted", sha256, scripts=scripts)
         status: TrustStatus = "trusted" if entry["sha256"] == sha256 else "changed"
-        return TrustState(config_file, status, sha256)
+        changed: tuple[str, ...] = ()
+        before = entry.get("scripts")
+        if status == "changed" and isinstance(before, dict):
+            names = sorted(set(before) | set(scripts))
+            changed = tuple(n for n in names if before.get(n) != scripts.get(n))
+        return TrustState(config_file, status, sha256, scripts=scripts, changed_scripts=changed)
 
-    def trust(self, config_file: Path, sha256: str) -> None:
+    def trust(
+        self, config_file: Path, sha256: str, scripts: Mapping[str, str] | None = None
+    ) -> None:
         entries = self._read()
-        entries[_key(config_file)] = {
+        entry: dict[str, Any] = {
             "sha256": sha256,
             "trusted_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
+        if scripts:
+            entry["scripts"] = dict(sorted(scripts.items()))
+        entries[_key(config_file)] = entry
         self._write(entries)
 
     def revoke(self, config_file: Path) -> bool:

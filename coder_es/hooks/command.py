@@ -1,10 +1,11 @@
 """A hook run: a command in the session's sandbox, or a plugin.
 
-A hook command runs exactly as the session's ``bash`` calls do (``tools.bash.run_with_input``):
-a transaction in the same sandbox (read-only presets read-only, the store out of reach), its
-changes merged into the workspace by the same merge, the agent's view of each changed file
-updated, with the workspace as its working directory, its JSON input on stdin and
-``CLAUDE_PROJECT_DIR`` (and ``CODER_ES_PROJECT_DIR``) naming the workspace.
+A hook command runs exactly as the session's ``bash`` calls do
+(``tools.with_input.run_with_input``): a transaction in the same sandbox (read-only presets
+read-only, the store out of reach), its changes merged into the workspace by the same merge, the
+agent's view of each changed file updated, with the workspace as its working directory, its JSON
+input on stdin and ``CLAUDE_PROJECT_DIR`` (and ``CODER_ES_PROJECT_DIR``) naming the workspace.
+From a session's second hook on, the sandbox was set up ahead (``tools.with_input``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from coder_es.hooks.answer import Ran
 from coder_es.hooks.plugins import run_plugin
 from coder_es.hooks.spec import HookSpec
 from coder_es.tools.base import ToolContext
-from coder_es.tools.bash import run_with_input
+from coder_es.tools.with_input import run_with_input
 
 
 async def run_hook(spec: HookSpec, payload: dict[str, object], ctx: ToolContext) -> Ran:

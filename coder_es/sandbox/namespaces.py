@@ -45,6 +45,7 @@ open write end does not make a mount busy for the read-only remount.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import select
 import shutil
@@ -125,6 +126,10 @@ class SandboxSpec:
     """Places outside the workspace the command may change in place (a cache such as
     ``~/.cache/pip``): not a transaction, neither recorded nor rewound. Whatever is not here,
     the workspace (its overlay) or the private ``/tmp``, is read-only."""
+    shared_plans: bool = False
+    """``fstab`` is a directory where the mount plans are kept by their content and reused (a
+    read-only command has no transaction directory: creating and removing one costs more than
+    the command on a busy disk)."""
 
     @property
     def read_only(self) -> bool:
@@ -173,8 +178,7 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
     if not spec.network:
         outer.append("--net")
     first, last, kept = _mount_files(spec)
-    for path, lines in ((spec.fstab.with_suffix(".first"), first), (spec.fstab, last)):
-        path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
+    first_path, last_path = _write_plans(spec, "".join(first), "".join(last))
     return [
         *outer,
         "--",
@@ -184,12 +188,32 @@ def wrap(spec: SandboxSpec, argv: Sequence[str]) -> list[str]:
         "coder-es-sandbox",
         str(spec.cwd),
         "1" if spec.network else "0",
-        str(spec.fstab.with_suffix(".first")),
-        str(spec.fstab),
+        str(first_path),
+        str(last_path),
         " ".join(_escape(p) for p in kept),
         "--",
         *argv,
     ]
+
+
+def _write_plans(spec: SandboxSpec, first: str, last: str) -> tuple[Path, Path]:
+    if not spec.shared_plans:
+        paths = (spec.fstab.with_suffix(".first"), spec.fstab)
+        for path, text in zip(paths, (first, last), strict=True):
+            path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        return paths
+    key = hashlib.sha256(f"{first}\0{last}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    out = []
+    for suffix, text in (("first", first), ("fstab", last)):
+        path = spec.fstab / f"plan-{key}.{suffix}"
+        if not path.exists():
+            # Written whole under a private name, then renamed: a concurrent command reads
+            # either no file or the whole one (the same bytes, named by them).
+            tmp = spec.fstab / f".plan-{key}.{suffix}.{os.getpid()}.{threading.get_ident()}"
+            tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, path)
+        out.append(path)
+    return out[0], out[1]
 
 
 TMP = Path("/tmp")

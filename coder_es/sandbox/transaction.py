@@ -160,6 +160,10 @@ class Transaction:
 
     def commit(self, plan: Plan, workspace: Path, blobs: BlobStore) -> Outcome:
         """Journal the plan, then apply it."""
+        if not plan.steps:
+            # Nothing to apply: nothing to journal (a seal and an fsync per command that
+            # changed nothing, most of them).
+            return Outcome(notes=list(plan.notes))
         journal = self.path / JOURNAL_NAME
         tmp = self.path / "journal.tmp"
         try:

@@ -74,6 +74,7 @@ from coder_es.service.tasks import TaskRunner
 from coder_es.store.lease import Lease
 from coder_es.tools.offered import offered_agents, session_registry
 from coder_es.tools.registry import LocalExecutor, ToolExecutor, ToolRegistry, default_registry
+from coder_es.tools.with_input import keep_prepared, release
 
 ProviderFactory = Callable[[str, str], Provider]
 
@@ -269,6 +270,9 @@ class SessionHandle:
             finally:
                 queue.put_nowait(None)
 
+        # The turn's hooks may run in sandboxes prepared ahead, released when it ends (a
+        # prepared sandbox never outlives the turn, nor the event loop that runs it).
+        keep_prepared(self.loop.tool_cache)
         task = asyncio.create_task(run())
         self._task = task
         try:
@@ -281,6 +285,8 @@ class SessionHandle:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             self._task = None
+            with contextlib.suppress(Exception):
+                await release(self.loop.tool_cache)
             for future in self._questions.values():
                 future.cancel()
             self._questions.clear()
@@ -380,6 +386,7 @@ class SessionHandle:
 
     async def close(self) -> None:
         self.cancel("session closed")
+        await release(self.loop.tool_cache)
         await self.provider.aclose()
         if self.mcp is not None:
             # Stdio servers are stopped with the session (processes never outlive it).

@@ -26,16 +26,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import Report, ReportFifo, SandboxSpec, read_report, wrap
-from coder_es.sandbox.transaction import CommitError, Outcome
+from coder_es.sandbox.transaction import STORE_DIRNAME, CommitError, Outcome
 from coder_es.secret_env import command_environ, dropped_names
 from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.paths import command_subject
@@ -125,6 +126,9 @@ class _Ran:
     """The id of the editor's terminal that ran it."""
 
 
+# Mount plans of read-only commands, by content (``namespaces.SandboxSpec.shared_plans``).
+PLANS_DIRNAME = "sandbox-plans"
+
 # What a command sees besides its environment: no pager waits for a key, no colour codes.
 _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"}
 
@@ -139,20 +143,7 @@ async def _run_process(
     pass_fds: tuple[int, ...] = (),
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
-    # Never coder-es's own variables or keys (``coder_es.secret_env``).
-    env = {**command_environ(), **_QUIET_ENV, **(extra_env or {})}
-    spawning = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd),
-            stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=env,
-            pass_fds=pass_fds,
-        )
-    )
+    spawning = asyncio.ensure_future(_spawn(argv, cwd, stdin, extra_env, pass_fds))
     try:
         proc = await asyncio.shield(spawning)
     except asyncio.CancelledError:
@@ -162,6 +153,32 @@ async def _run_process(
         with contextlib.suppress(Exception):
             await _stop(await spawning)
         raise
+    return await _collect(proc, timeout_ms, ctx)
+
+
+async def _spawn(
+    argv: list[str],
+    cwd: Path,
+    stdin: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> asyncio.subprocess.Process:
+    # Never coder-es's own variables or keys (``coder_es.secret_env``).
+    env = {**command_environ(), **_QUIET_ENV, **(extra_env or {})}
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=str(cwd),
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+        pass_fds=pass_fds,
+    )
+
+
+async def _collect(proc: asyncio.subprocess.Process, timeout_ms: int, ctx: ToolContext) -> _Ran:
+    """The output of a started process; its group killed at the timeout or a cancellation."""
     out, err = _Capture(), _Capture()
 
     async def pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
@@ -297,25 +314,26 @@ class BashTool(Tool[BashInput]):
         settings: SandboxSettings,
         ctx: ToolContext,
         feed: _Feed | None = None,
+        prepared: Prepared | None = None,
     ) -> ToolResult:
         workspace = ctx.workspace
         root: Path = workspace.root
-        hidden = _hidden_paths(root, settings)
-        tx = await asyncio.to_thread(Transaction.begin, root)
+        read_only = settings.read_only
+        if prepared is not None:
+            tx, hidden = prepared.tx, prepared.spec.hidden
+        else:
+            hidden = _hidden_paths(root, settings)
+            # A read-only command changes nothing to capture: no transaction directory (its
+            # creation and removal cost more than the command on a busy disk); its mount plans
+            # are kept by content in the store's directory (``PLANS_DIRNAME``).
+            tx = None if read_only else await asyncio.to_thread(Transaction.begin, root)
         committing: asyncio.Future[Outcome] | None = None
         try:
-            read_only = settings.read_only
-            spec = SandboxSpec(
-                workspace=root,
-                cwd=Path(ctx.root),
-                upper=None if read_only else tx.upper,
-                work=None if read_only else tx.work,
-                fstab=tx.path / "mounts.fstab",
-                hidden=hidden,
-                network=settings.network_on,
-                writable=settings.writable,
-            )
-            ran, report = await self._launch(spec, command, tx, timeout_ms, ctx, feed)
+            if prepared is not None:
+                ran, report = await prepared.run(command, timeout_ms, ctx)
+            else:
+                spec = sandbox_spec(root, Path(ctx.root), settings, tx, hidden)
+                ran, report = await self._launch(spec, command, tx, timeout_ms, ctx, feed)
             if feed is not None:
                 feed.ran = ran
             if not report.ready:
@@ -330,7 +348,7 @@ class BashTool(Tool[BashInput]):
                     feed.failure = failure
                 return ToolResult(failure, is_error=True, metadata=_terminal_meta(ran, failure))
             outcome = Outcome()
-            if not read_only:
+            if tx is not None:
                 committing = asyncio.ensure_future(
                     asyncio.to_thread(self._commit, tx, workspace, hidden)
                 )
@@ -353,7 +371,8 @@ class BashTool(Tool[BashInput]):
                 # transaction is closed; the call is then recorded as interrupted.
                 with contextlib.suppress(Exception):
                     await committing
-            await asyncio.to_thread(tx.close)
+            if tx is not None:
+                await asyncio.to_thread(tx.close)
         changes = tuple(
             FileChange(a.path, a.before, a.after, a.outcome, a.proposed, a.own)
             for a in sorted(outcome.applied, key=lambda a: a.path)
@@ -393,7 +412,7 @@ class BashTool(Tool[BashInput]):
     async def _launch(
         spec: SandboxSpec,
         command: str,
-        tx: Transaction,
+        tx: Transaction | None,
         timeout_ms: int,
         ctx: ToolContext,
         feed: _Feed | None = None,
@@ -401,7 +420,9 @@ class BashTool(Tool[BashInput]):
         """Run the command in its sandbox, here or in the editor's terminal; PID 1's report."""
         argv = wrap(spec, [*_shell(), command if feed is None else feed.command(command)])
         if ctx.terminal is not None:
-            fifo = await asyncio.to_thread(ReportFifo.create, tx.path / "report")
+            where = tx.path if tx is not None else spec.fstab
+            name = "report" if tx is not None else f"report-{secrets.token_hex(8)}"
+            fifo = await asyncio.to_thread(ReportFifo.create, where / name)
             reading = asyncio.ensure_future(asyncio.to_thread(fifo.read))
             try:
                 ran = await _run_in_terminal(
@@ -409,7 +430,12 @@ class BashTool(Tool[BashInput]):
                 )
             finally:
                 fifo.finished()
-            return ran, await reading
+            try:
+                return ran, await reading
+            finally:
+                if tx is None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(fifo.path)
         read_end, write_end = os.pipe()
         reading = asyncio.ensure_future(asyncio.to_thread(read_report, read_end))
         try:
@@ -493,41 +519,42 @@ class CommandRun:
     failure: str = ""
 
 
-async def run_with_input(
-    command: str,
-    data: bytes,
-    timeout_ms: int,
-    ctx: ToolContext,
-    env: dict[str, str] | None = None,
-) -> CommandRun:
-    """Run ``command`` as the bash tool does (a transaction in the session's sandbox where the
-    kernel allows it, read-only presets read-only), with ``data`` on its stdin."""
-    fd = os.memfd_create("coder-es-input", 0)
-    try:
-        os.write(fd, data)
-        os.lseek(fd, 0, os.SEEK_SET)
-        feed = _Feed(fd, dict(env or {}))
-        tool = BashTool()
-        settings = ctx.sandbox or SandboxSettings.from_environ()
-        result: ToolResult | None = None
-        if ctx.workspace is not None:
-            found = await asyncio.to_thread(availability, settings, ctx.workspace.root)
-            if found.active:
-                result = await tool._run_sandboxed(command, timeout_ms, settings, ctx, feed)
-        if result is None:
-            result = await tool._run_with_index(command, timeout_ms, ctx, feed)
-    finally:
-        os.close(fd)
-    ran = feed.ran
-    if ran is None:
-        return CommandRun(None, "", "", (), feed.failure or result.output)
-    return CommandRun(
-        None if ran.timed_out else ran.returncode,
-        ran.out.text(),
-        ran.err.text(),
-        result.files_changed,
-        feed.failure,
+def sandbox_spec(
+    root: Path,
+    cwd: Path,
+    settings: SandboxSettings,
+    tx: Transaction | None,
+    hidden: tuple[Path, ...],
+) -> SandboxSpec:
+    """Where a command runs: the transaction's overlay, or read-only without one."""
+    return SandboxSpec(
+        workspace=root,
+        cwd=cwd,
+        upper=None if tx is None else tx.upper,
+        work=None if tx is None else tx.work,
+        fstab=_plans_dir(root) if tx is None else tx.path / "mounts.fstab",
+        hidden=hidden,
+        network=settings.network_on,
+        writable=settings.writable,
+        shared_plans=tx is None,
     )
+
+
+class Prepared(Protocol):
+    """A sandbox set up ahead of its command (``tools.with_input``)."""
+
+    tx: Transaction | None
+    spec: SandboxSpec
+
+    async def run(self, command: str, timeout_ms: int, ctx: ToolContext) -> tuple[_Ran, Report]:
+        """Run ``command`` in it (once); what it did and PID 1's report."""
+        ...
+
+
+def _plans_dir(root: Path) -> Path:
+    path = root / STORE_DIRNAME / PLANS_DIRNAME
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
 
 
 def _hidden_paths(root: Path, settings: SandboxSettings) -> tuple[Path, ...]:

@@ -24,6 +24,8 @@ def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) 
                 "children": tree.children(n),
                 "labels": tree.labels_of(n),
                 "files_changed": files.changed_at(n),
+                # path -> the hook whose command changed it there (``hooks``)
+                "files_by_hook": files.hooks_at(n),
                 "files": files.files_at(n),
                 "text": texts.get(n, ""),
             }
@@ -77,7 +79,8 @@ def tree_lines(
     while stack:
         node, own, rest = stack.pop()
         labels = tree.labels_of(node)
-        changed = files.changed_at(node)
+        hooked = files.hooks_at(node)
+        changed = [f"{p} (hook)" if p in hooked else p for p in files.changed_at(node)]
         text = texts.get(node, "")
         # The text comes last so that a narrow terminal shortens it, never the markers.
         line = [(own, ""), (node, "bold"), (" ", ""), (tree.kind(node), "dim")]

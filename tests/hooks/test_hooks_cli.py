@@ -13,8 +13,6 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 from cli_helpers import Cli, git_repo, script, text, tool, turn
 from hook_helpers import VALIDATOR
 
-from coder_es.config.trust import TrustStore, digest
-
 SETTINGS = {
     "hooks": {
         "PreToolUse": [
@@ -74,7 +72,9 @@ def test_import_then_trust_then_run_blocks_rm_rf(cli: Cli, repo: Path, tmp_path:
     listed = cli("hooks", "list")
     assert "held back" in listed.out and "validate.py" in listed.out
 
-    TrustStore().trust(project, digest(project.read_bytes()))
+    trusted = cli("trust")
+    assert trusted.code == 0, trusted.err
+    assert ".claude/hooks/validate.py, a script its hooks run" in trusted.out
     listed = cli("hooks", "list", "--json")
     (hook,) = json.loads(listed.out)["hooks"]
     assert hook["event"] == "PreToolUse" and hook["matcher"] == "Bash"
@@ -107,3 +107,26 @@ def test_import_refuses_a_linked_settings_file(cli: Cli, repo: Path, tmp_path: P
     assert done.code == 2
     assert "not a regular file" in done.err and "Traceback" not in done.err
     assert not (repo / ".coder-es" / "config.toml").exists()
+
+
+def test_an_edited_hook_script_needs_trusting_again(cli: Cli, repo: Path) -> None:
+    assert cli("hooks", "import").code == 0
+    assert cli("trust").code == 0
+    listed = json.loads(cli("hooks", "list", "--json").out)
+    assert [h["event"] for h in listed["hooks"]] == ["PreToolUse"]
+    # The config entry is unchanged; the script it runs is not.
+    hook = repo / ".claude" / "hooks" / "validate.py"
+    hook.write_text(VALIDATOR.replace("sys.exit(2)", "sys.exit(0)"))
+    listed = cli("hooks", "list")
+    assert "held back" in listed.out, listed.out
+    assert json.loads(cli("hooks", "list", "--json").out)["hooks"] == []
+    shown = cli("trust", "--show")
+    assert "changed since you trusted it" in shown.out
+    assert "the hook script .claude/hooks/validate.py changed" in shown.out
+    # Trusted again (the user reviewed the edit): it runs.
+    assert cli("trust").code == 0
+    assert len(json.loads(cli("hooks", "list", "--json").out)["hooks"]) == 1
+    # Replacing the script by a link is an edit too.
+    hook.unlink()
+    hook.symlink_to("/bin/true")
+    assert json.loads(cli("hooks", "list", "--json").out)["hooks"] == []
