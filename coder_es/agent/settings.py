@@ -70,8 +70,8 @@ def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
     return preset if tools == preset.tools else dataclasses.replace(preset, tools=tools)
 
 
-def _rules(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]:
-    # As ``coder_es.agent.decider.rules_from_records`` (which imports this module's layer).
+def rules_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]:
+    """User rules as ``PermissionsChanged`` / the ``Started`` settings record them."""
     return tuple(
         Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user") for r in records
     )
@@ -175,7 +175,7 @@ class SessionSettings:
     @classmethod
     def of(cls, recorded: RecordedSettings, config: SettingsConfig) -> SessionSettings:
         records, default = recorded.permission_records()
-        rules = _rules(records)
+        rules = rules_from_records(records)
         preset = preset_in_force(recorded.agent, recorded.started)
         policy = Policy(preset=preset, user_rules=rules, default=default)
         registry = session_registry(config.tools, recorded.started)
