@@ -134,7 +134,7 @@ class RecordedSettings:
         return [dict(h) for h in recorded or []]
 
     def context_budget(self) -> int | None:
-        if self.changed_budget is not None:
+        if self.changed_budget:  # as the service always read it (a 0 never was a budget)
             return self.changed_budget
         started = self.started.get("context_budget")
         return started if isinstance(started, int) and started > 0 else None
@@ -176,8 +176,10 @@ class SessionSettings:
     def of(cls, recorded: RecordedSettings, config: SettingsConfig) -> SessionSettings:
         records, default = recorded.permission_records()
         rules = rules_from_records(records)
-        preset = preset_in_force(recorded.agent, recorded.started)
-        policy = Policy(preset=preset, user_rules=rules, default=default)
+        policy = Policy.for_agent(recorded.agent, rules, default)  # checks the default
+        policy = dataclasses.replace(
+            policy, preset=preset_in_force(recorded.agent, recorded.started)
+        )
         registry = session_registry(config.tools, recorded.started)
         offered = tuple(n for n in registry.names() if n in policy.tools)
         task = registry.get("task")
