@@ -38,12 +38,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from coder_es.agent.settings import preset_in_force, rules_from_records
 from coder_es.agent.state import CallState, LoopState
 from coder_es.domain.session import SUMMARY, USER, NodeId
 from coder_es.permissions.policy import Evaluation, Policy
-from coder_es.permissions.presets import get_preset
 from coder_es.permissions.rules import Rule
-from coder_es.permissions.subagents import recorded_tools
 from coder_es.tools.base import Subject, ToolCall
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError
@@ -92,18 +91,8 @@ class DecisionContext:
         """The same context under another agent preset (a ``SettingsChanged``): its tools, as
         the session's ``settings`` record them (``recorded_tools``), and its rules; the user's
         rules stay."""
-        preset = get_preset(agent)
-        tools = recorded_tools(preset.tools, settings)
-        if tools != preset.tools:
-            preset = replace(preset, tools=tools)
+        preset = preset_in_force(agent, settings)
         return replace(self, policy=replace(self.policy, preset=preset))
-
-
-def rules_from_records(records: Iterable[dict[str, Any]]) -> tuple[Rule, ...]:
-    return tuple(
-        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user", r.get("window"))
-        for r in records
-    )
 
 
 def rule_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:

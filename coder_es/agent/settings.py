@@ -70,10 +70,11 @@ def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
     return preset if tools == preset.tools else dataclasses.replace(preset, tools=tools)
 
 
-def _rules(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]:
-    # As ``coder_es.agent.decider.rules_from_records`` (which imports this module's layer).
+def rules_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]:
+    """User rules as ``PermissionsChanged`` / the ``Started`` settings record them."""
     return tuple(
-        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user") for r in records
+        Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user", r.get("window"))
+        for r in records
     )
 
 
@@ -134,7 +135,7 @@ class RecordedSettings:
         return [dict(h) for h in recorded or []]
 
     def context_budget(self) -> int | None:
-        if self.changed_budget is not None:
+        if self.changed_budget:  # as the service always read it (a 0 never was a budget)
             return self.changed_budget
         started = self.started.get("context_budget")
         return started if isinstance(started, int) and started > 0 else None
@@ -175,9 +176,11 @@ class SessionSettings:
     @classmethod
     def of(cls, recorded: RecordedSettings, config: SettingsConfig) -> SessionSettings:
         records, default = recorded.permission_records()
-        rules = _rules(records)
-        preset = preset_in_force(recorded.agent, recorded.started)
-        policy = Policy(preset=preset, user_rules=rules, default=default)
+        rules = rules_from_records(records)
+        policy = Policy.for_agent(recorded.agent, rules, default)  # checks the default
+        policy = dataclasses.replace(
+            policy, preset=preset_in_force(recorded.agent, recorded.started)
+        )
         registry = session_registry(config.tools, recorded.started)
         offered = tuple(n for n in registry.names() if n in policy.tools)
         task = registry.get("task")

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coder_es.agent.settings import RecordedSettings
 from coder_es.domain.chain import canonical_json
 from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
 
@@ -104,6 +105,9 @@ class LoopState:
     continue_pending: bool = False
     # The calls the last ``TurnParked`` left waiting, and the head it parked at.
     parked: tuple[NodeId | None, tuple[str, ...]] | None = None
+    # What the session runs with, as its events say (``coder_es.agent.settings``): the one fold
+    # of the settings events, which the service, the decider and replay read too.
+    recorded: RecordedSettings = field(default_factory=RecordedSettings)
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> LoopState:
@@ -131,6 +135,7 @@ class LoopState:
             e.model,
         )
         self.settings = dict(e.settings)
+        self.recorded = self.recorded.apply(e)
 
     def _add_node(self, e: Any, kind: str) -> None:
         node = str(e.originator_version)
@@ -228,10 +233,12 @@ class LoopState:
 
     def _permissions_changed(self, e: Session.PermissionsChanged) -> None:
         self.permissions = {"rules": [dict(r) for r in e.rules], "default": e.default}
+        self.recorded = self.recorded.apply(e)
 
     def _settings_changed(self, e: Session.SettingsChanged) -> None:
         self.agent, self.provider, self.model = e.agent, e.provider, e.model
         self.context_budget = e.context_budget
+        self.recorded = self.recorded.apply(e)
 
     def _hook_ran(self, e: Session.HookRan) -> None:
         effect = e.effect
@@ -266,6 +273,7 @@ class LoopState:
 
     def _hooks_changed(self, e: Session.HooksChanged) -> None:
         self.hooks = [dict(h) for h in e.hooks]
+        self.recorded = self.recorded.apply(e)
 
     def _step_limit_reached(self, e: Session.StepLimitReached) -> None:
         self.step_limit_at = e.node
@@ -288,12 +296,10 @@ class LoopState:
 
     def permissions_in_force(self) -> tuple[list[dict[str, Any]], str]:
         """The user's rules and default: the last PermissionsChanged's, else the Started ones."""
-        recorded = self.permissions or self.settings.get("permissions") or {}
-        return [dict(r) for r in recorded.get("rules", [])], str(recorded.get("default", "ask"))
+        return self.recorded.permission_records()
 
     def hooks_in_force(self) -> list[dict[str, Any]]:
-        recorded = self.hooks if self.hooks is not None else self.settings.get("hooks")
-        return [dict(h) for h in recorded or []]
+        return self.recorded.hook_records()
 
     def head_info(self) -> NodeInfo | None:
         return self.nodes.get(self.head) if self.head is not None else None

@@ -53,6 +53,12 @@ from coder_es.agent.runner import (
     SystemClock,
     TurnOutcome,
 )
+from coder_es.agent.settings import (
+    RecordedSettings,
+    SessionSettings,
+    SettingsConfig,
+    preset_in_force,
+)
 from coder_es.application import CoderApp
 from coder_es.config.values import Config, McpServerConfig
 from coder_es.domain.session import Session
@@ -62,7 +68,7 @@ from coder_es.mcp.tool import McpSource
 from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
 from coder_es.permissions.presets import get_preset
 from coder_es.permissions.rules import Rule
-from coder_es.permissions.subagents import AgentDefinition, recorded_tools
+from coder_es.permissions.subagents import AgentDefinition
 from coder_es.providers.base import Provider
 from coder_es.providers.catalogue import ModelCatalogue
 from coder_es.providers.factory import build_provider
@@ -432,6 +438,15 @@ class AgentService:
         self.mcp_factory = mcp_factory or _mcp_manager
         self.models = models or ModelCatalogue.bundled()
 
+    def _settings_config(self) -> SettingsConfig:
+        """What the service's configuration adds to a session's recorded settings."""
+        return SettingsConfig(
+            tools=self.tools,
+            context_budget=self.config.context_budget,
+            max_tokens=self.config.max_tokens,
+            sandbox=self.sandbox,
+        )
+
     def context_budget(self, model: str) -> int:
         """Input tokens a request to ``model`` may hold: its context window (from the model
         catalogue) less the tokens reserved for the answer."""
@@ -499,7 +514,7 @@ class AgentService:
         if self.hooks:
             settings["hooks"] = [h.to_record() for h in self.hooks]
         settings.update(options.settings)
-        policy = _with_subagents(policy, settings)
+        policy = dataclasses.replace(policy, preset=preset_in_force(agent, settings))
         session = self.app.start_session(
             workspace=str(self.workspace),
             agent=agent,
@@ -526,25 +541,32 @@ class AgentService:
         # SettingsChanged, else its Started ones); options name other ones to change to.
         agent = options.agent or session.agent
         get_preset(agent)  # an unknown agent is refused before anything is recorded
-        permissions = session.settings.get("permissions", {})
-        # The Started rules; the loop moves to those of the session's last PermissionsChanged.
-        started = rules_from_records(permissions.get("rules", []))
-        policy = Policy.for_agent(session.agent, started, permissions.get("default", "ask"))
-        policy = _with_subagents(policy, session.settings)
+        # What the aggregate knows: the agent in force and the Started settings; the loop, as
+        # it loads the events, moves to the rules of the last PermissionsChanged and so on.
+        known = RecordedSettings(
+            agent=session.agent,
+            provider=session.provider,
+            model=session.model,
+            started=session.settings,
+        )
+        start = SessionSettings.of(known, self._settings_config())
         provider_name = options.provider or session.provider
         provider = self.provider_factory(provider_name, options.model or session.model)
-        recorded = session.settings.get("context_budget")
-        if isinstance(recorded, int) and recorded > 0:
-            budget = recorded
-        else:
-            budget = self.config.context_budget  # a session recorded before budgets were
-        handle = self._handle(session.id, provider, policy, options, True, budget, session.settings)
-        # Loading the session applied its last SettingsChanged (budget included).
+        handle = self._handle(
+            session.id,
+            provider,
+            start.policy,
+            options,
+            True,
+            start.context_budget,
+            session.settings,
+        )
+        # Loading the session applied every settings event: its settings in force.
         state = handle.loop.state
         if provider.model != state.model:
             budget = self.context_budget(provider.model)  # another model, another window
         else:
-            budget = state.context_budget or budget
+            budget = SessionSettings.of(state.recorded, self._settings_config()).context_budget
         try:
             # Another agent, provider or model: recorded, so that the next resume, another
             # client and a replay see the session as it now runs.
@@ -573,14 +595,6 @@ def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
     from coder_es.mcp.manager import McpManager
 
     return McpManager(servers) if servers else None
-
-
-def _with_subagents(policy: Policy, settings: Mapping[str, Any]) -> Policy:
-    """``policy`` offering only the tools the session recorded (``recorded_tools``)."""
-    tools = recorded_tools(policy.preset.tools, settings)
-    if tools == policy.preset.tools:
-        return policy
-    return dataclasses.replace(policy, preset=dataclasses.replace(policy.preset, tools=tools))
 
 
 def _key(record: dict[str, Any]) -> tuple[Any, ...]:
