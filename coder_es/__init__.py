@@ -19,7 +19,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from coder_es._version import __version__
 
 # name -> the module that defines it (the implementation lives in coder_es.sdk and the layers
 # it wraps; a module here is imported only when one of its names is asked for).

@@ -60,7 +60,8 @@ from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
-from coder_es import __version__, jsonlimit
+from coder_es import jsonlimit
+from coder_es._version import __version__
 from coder_es.agent.request import MANIFEST_FORMAT
 from coder_es.application import CoderApp
 from coder_es.domain.chain import canonical_json

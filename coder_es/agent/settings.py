@@ -40,8 +40,9 @@ from coder_es.permissions.presets import Preset, get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition, agents_from_records, recorded_tools
 from coder_es.sandbox import SandboxSettings
+from coder_es.tools.offered import session_registry
 from coder_es.tools.registry import ToolRegistry
-from coder_es.tools.task import TaskTool, session_registry
+from coder_es.tools.task import TaskTool
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_MAX_TOKENS = 8192

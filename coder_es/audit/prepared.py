@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from coder_es import __version__
+from coder_es._version import __version__
 from coder_es.audit.records import AuditEvent
 
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from coder_es import __version__
+from coder_es._version import __version__
 from coder_es.cli.commands import COMMANDS, Command, add_global_options, command_named
 from coder_es.errors import CoderESError, UsageError
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coder_es import __version__
+from coder_es._version import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns, printable
 from coder_es.domain.session import Session

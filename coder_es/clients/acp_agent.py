@@ -101,7 +101,7 @@ from acp.schema import (
 )
 from acp.utils import normalize_result
 
-from coder_es import __version__
+from coder_es._version import __version__
 from coder_es.agent.origin import origin
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from coder_es import __version__
+from coder_es._version import __version__
 from coder_es.audit.records import AuditEvent, EventDecoder, decode_utf8_json
 from coder_es.audit.span_tree import (
     KIND_CLIENT,

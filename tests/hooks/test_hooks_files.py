@@ -9,7 +9,7 @@ from agent_helpers import Harness, collect, text, turn
 from hook_helpers import claude, start
 
 from coder_es.branching import Branching
-from coder_es.cli.tree import render_tree
+from coder_es.views.tree import render_tree
 from projections.files import open_files
 from projections.tree import open_tree
 
