@@ -32,17 +32,17 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
-from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
+from coder_es.harness.acp_shim import Asker, PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.approve import ROUTE as APPROVE_ROUTE
 from coder_es.harness.approve import ApprovalServer
@@ -58,6 +58,9 @@ from coder_es.service import updates as up
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
 
 KILL_GRACE_S = 2.0
 STDERR_TAIL = 4000
@@ -110,6 +113,9 @@ class HarnessTurn:
     version: str | None = None
     new_session: dict[str, Any] | None = None  # Started fields for the first turn
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
+    """An interactive run's user (``chat --harness``): a question no rule settles is asked
+    (shown as a ``PermissionRequired`` update first) instead of rejected."""
 
     # state of the turn
     _ops: list[Op] = field(default_factory=list)
@@ -178,7 +184,9 @@ class HarnessTurn:
             route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
             if prompt_tool:
-                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
+                approvals = ApprovalServer(
+                    self._rule(), self.workspace, self._record_decision, self._asker()
+                )
                 proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
                 prompt=prompt,
@@ -362,6 +370,7 @@ class HarnessTurn:
                 record_decision=self._record_decision,
                 prompt=prompt,
                 resume=resume,
+                ask=self._asker(),
             )
             await _stop(proc)
 
@@ -549,6 +558,23 @@ class HarnessTurn:
         return PermissionRule(
             self.read_only, self.yes, self.agent, self.rules, self.default_permission
         )
+
+    def _asker(self) -> Asker | None:
+        if self.ask is None or self.yes:
+            return None
+        ask = self.ask
+
+        async def asked(
+            call: str, tool: str, subject: str, tool_input: dict[str, Any], why: str
+        ) -> tuple[bool, str]:
+            question = up.PermissionRequired(call, tool, subject, tool_input, "", why, subject)
+            self.emit(question)
+            answer = await ask(question)
+            if answer.decision == "allow":
+                return True, answer.reason or "allowed by the user"
+            return False, answer.reason or "rejected by the user"
+
+        return asked
 
     def _record_decision(
         self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str
