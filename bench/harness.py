@@ -230,18 +230,16 @@ def proxy_overhead(requests: int) -> tuple[float, float, float]:
     return got["direct"], got["proxy"], got["cpu"]
 
 
-def apply_figure(
-    base: Path, files: int, runs: int
-) -> tuple[list[float], list[float], list[float]]:
+def apply_figure(base: Path, files: int, runs: int) -> tuple[list[float], list[float], list[float]]:
     """Plan + commit + attribution of a turn that changed 10 files, in a ``files``-file tree.
 
     The runs alternate with a baseline in the same run: the renamed files' directories fsynced
     one after the other (as before ``sync_dirs`` synced them at once)."""
     from coder_es.harness.files import Attribution
-    from coder_es.workspace import atomic
     from coder_es.sandbox import Transaction
     from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
     from coder_es.store.blobs import MemoryBlobStore
+    from coder_es.workspace import atomic
 
     root = base / "big"
     for i in range(files):
