@@ -348,3 +348,75 @@ def test_chat_asks_the_user_what_no_rule_settles(kind: str, answer: str, henv: H
     by_user = [d for d in decided if '"edit"' in json.dumps(d)]
     assert by_user and '"decided_by": "user"' in json.dumps(by_user[-1]), decided
     assert ('"decision": "allow"' in json.dumps(by_user[-1])) == (answer == "o")
+
+
+def test_a_coder_es_killed_mid_turn_keeps_the_record_and_applies_nothing(henv: HarnessEnv) -> None:
+    # kill -9 of coder-es while a second turn runs: the first turn's record and files stay,
+    # nothing of the killed turn is half-applied, the harness dies with it, and the session
+    # goes on.
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from fake_model import Script
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from processes import gone
+
+    h = henv
+    first = h.cli("run", "--harness", "claude", "--yes", "--json", "write the notes")
+    assert first.returncode == 0, first.stderr
+    sid = _session_id(h.json_lines(first.stdout))
+    steps = list(h.model.script.steps)
+    late = str(h.workspace / "late.txt")
+    h.model.script = Script(steps=[*steps, ("write", late, "late\n"), ("shell", "echo x > x.txt")])
+    asked = threading.Event()
+    release = threading.Event()
+
+    def hold(count: int, body: dict[str, Any]) -> None:
+        if "late.txt" in json.dumps(body.get("messages", [])[-1:]):  # the write is done
+            asked.set()
+            release.wait(60)
+
+    h.model.on_request = hold
+    marker = "killed-turn-K9Q"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "run",
+            "--session",
+            sid,
+            "--yes",
+            marker,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert asked.wait(120), "the harness never wrote late.txt"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert gone(marker, within_s=10), "the harness outlived coder-es"
+    assert not (h.workspace / "late.txt").exists()  # the killed turn: nothing applied
+    assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
+    assert h.cli("verify", sid).returncode == 0
+    tree = json.loads(h.cli("tree", sid, "--json").stdout)
+    assert sum(1 for n in tree["nodes"] if n["kind"] == "tool_result") == 2
+
+    h.model.on_request = None
+    h.model.script = Script(steps=steps)
+    again = h.cli("run", "--session", sid, "--yes", "--json", "and now?")
+    assert again.returncode == 0, again.stderr
+    assert not (h.workspace / "late.txt").exists()
+    assert h.cli("verify", sid).returncode == 0
