@@ -420,3 +420,51 @@ def test_a_coder_es_killed_mid_turn_keeps_the_record_and_applies_nothing(henv: H
     assert again.returncode == 0, again.stderr
     assert not (h.workspace / "late.txt").exists()
     assert h.cli("verify", sid).returncode == 0
+
+
+def test_chat_asks_in_a_real_terminal(henv: HarnessEnv, tmp_path: Path) -> None:
+    # The same question at a terminal (tmux): shown, answered with a key, the turn goes on.
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (Debian package 'tmux')")
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[permissions.rules]\nedit = "ask"\n')
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in h.env.items() if k.isidentifier())
+    cli = shlex.join([sys.executable, "-m", "coder_es.cli.main", "chat", "--harness", "claude"])
+    command = f"cd {shlex.quote(str(h.workspace))} && env {exports} {cli}; echo EXITED $?; sleep 60"
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
+
+    def wait(text: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-J", "-S", "-200"], capture_output=True, text=True
+            ).stdout
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        pytest.fail(f"waited for {text!r}; the terminal shows:\n{screen}")
+
+    try:
+        wait(">")
+        subprocess.run([*tmux, "send-keys", "write the notes and make the file", "Enter"])
+        asked = wait("allow [o]nce, or [r]eject?")
+        assert "permission edit" in asked and "notes.md" in asked
+        assert not (h.workspace / "notes.md").exists()
+        subprocess.run([*tmux, "send-keys", "o", "Enter"])
+        wait("FAKE-ANSWER-7Q")
+        subprocess.run([*tmux, "send-keys", "/exit", "Enter"])
+        done = wait("EXITED")
+        assert "EXITED 0" in done and "by user" in done, done
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
