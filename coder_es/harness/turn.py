@@ -155,7 +155,10 @@ class HarnessTurn:
         blobs = self.app.blobs.for_session(self.session_id)
         self._ops.append(lambda s: void(s.add_user_message(prompt)))
         self.emit(up.UserMessage("", prompt))
-        found = await asyncio.to_thread(availability, SandboxSettings(mode="auto"), self.workspace)
+        # Not probed: the harness's own sandbox reports a failed set-up (one line, below).
+        found = await asyncio.to_thread(
+            availability, SandboxSettings(mode="auto"), self.workspace, probe=False
+        )
         if not found.active:
             raise HarnessFailed(
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
@@ -414,7 +417,7 @@ class HarnessTurn:
             why = report.setup_failure or err_tail.decode("utf-8", "replace").strip()[-300:]
             raise HarnessFailed(
                 f"the {self.spec.name} harness did not start: its sandbox could not be set up "
-                f"({why})"
+                f"({why}; see coder-es doctor)"
             )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
 
