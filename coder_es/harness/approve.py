@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from coder_es.harness.acp_shim import PermissionRule
+from coder_es.harness.acp_shim import Asker, PermissionRule, settle
 
 SERVER = "coder_es"
 TOOL = "approve"
@@ -40,10 +40,6 @@ CLAUDE_KINDS = {
 }
 
 Record = Callable[[str, str, str, bool, str, str], None]
-Ask = Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]
-"""(call, our tool, subject, the tool's input) -> (allowed, reason): the user, asked (the
-editor's, ``coder-es acp --harness``) about what our rules leave to them."""
-
 
 def mcp_config(proxy_url: str) -> str:
     return json.dumps({"mcpServers": {SERVER: {"type": "http", "url": proxy_url + ROUTE}}})
@@ -51,7 +47,7 @@ def mcp_config(proxy_url: str) -> str:
 
 class ApprovalServer:
     def __init__(
-        self, rule: PermissionRule, workspace: Path, record: Record, ask: Ask | None = None
+        self, rule: PermissionRule, workspace: Path, record: Record, ask: Asker | None = None
     ) -> None:
         self.rule = rule
         self.workspace = workspace
@@ -120,13 +116,16 @@ class ApprovalServer:
             tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
         )
         title = str(tool_input.get("command") or path or name)
-        allowed, by, reason, tool = self.rule.decide(
-            kind, title, tool_input, [str(path)] if path else [], self.workspace
+        allowed, by, reason, tool = await settle(
+            self.rule,
+            self.ask,
+            call or name,
+            kind,
+            title,
+            tool_input,
+            [str(path)] if path else [],
+            self.workspace,
         )
-        if not allowed and by == "client" and self.ask is not None:
-            # Left to the user by our rules: someone is there to answer (an editor).
-            allowed, reason = await self.ask(call or name, tool, title, tool_input)
-            by = "user"
         self.record(call or name, tool, title, allowed, by, reason)
         if allowed:
             return {"behavior": "allow", "updatedInput": tool_input}

@@ -235,7 +235,8 @@ class ForwardUpstream:
 
 
 class ModelUnreachable(Exception):
-    """The upstream refused connections ``CONNECT_FAILURES_LIMIT`` times in a row."""
+    """The upstream failed ``CONNECT_FAILURES_LIMIT`` requests in a row (refused, or dropped
+    before any answer)."""
 
 
 @dataclass
@@ -369,18 +370,18 @@ class RecordingProxy:
                 upstream, path = self.routes[segment], "/" + rest
         try:
             response = await upstream.send(method, path, forward, body)
-        except UpstreamConnectError as e:
+        except UpstreamError as e:
+            # Not reached, or no answer at all (the connection dropped before a status line):
+            # the harness would retry for minutes; after a few in a row the turn ends instead.
             self._connect_failures += 1
             where = getattr(upstream, "base_url", "")
-            reason = f"the model endpoint {where} cannot be reached ({e or type(e).__name__})"
+            if isinstance(e, UpstreamConnectError):
+                reason = f"the model endpoint {where} cannot be reached ({e or type(e).__name__})"
+            else:
+                reason = f"the model endpoint {where} gives no answer ({e})"
             if self._connect_failures >= CONNECT_FAILURES_LIMIT:
                 self.unreachable_reason = reason
                 self.unreachable.set()
-            await _respond(writer, 502, reason.encode())
-            self._record(method, path, headers, body, 502, [], b"", started, t0, reason)
-            return keep
-        except UpstreamError as e:
-            reason = f"the model endpoint failed ({e})"
             await _respond(writer, 502, reason.encode())
             self._record(method, path, headers, body, 502, [], b"", started, t0, reason)
             return keep

@@ -10,10 +10,10 @@ its own session id and version (``settings["harness"]``); every turn then record
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from coder_es.application import CoderApp
@@ -27,6 +27,9 @@ from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden
 from coder_es.permissions.presets import get_preset
 from coder_es.secret_env import command_environ
 from coder_es.service import updates as up
+
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
 
 
 @dataclass
@@ -157,7 +160,12 @@ class HarnessSession:
                 last = (event.settings.get("harness") or {}).get("session_id") or last
         return last
 
-    async def send(self, prompt: str) -> AsyncIterator[up.Update]:
+    async def send(
+        self,
+        prompt: str,
+        ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None,
+    ) -> AsyncIterator[up.Update]:
+        """One turn; ``ask``: an interactive run's user, asked what no rule settles."""
         if not prompt.strip():
             raise UsageError("the message is empty")
         adapter = ADAPTERS[self.spec.kind]()
@@ -198,7 +206,8 @@ class HarnessSession:
             cancelled=self._cancel,
             serve=self.serve,
             discard=self.discard,
-            ask=self.ask if not self.yes else None,
+            # this turn's asker (chat --harness), else the session's (acp --harness)
+            ask=ask if ask is not None else self.ask,
         )
         resume, fork_at = None, None
         if self.exists:

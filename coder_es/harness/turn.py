@@ -35,14 +35,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
-from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
+from coder_es.harness.acp_shim import Asker, PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.approve import ROUTE as APPROVE_ROUTE
 from coder_es.harness.approve import ApprovalServer
@@ -58,6 +58,9 @@ from coder_es.service import updates as up
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
 
 KILL_GRACE_S = 2.0
 STDERR_TAIL = 4000
@@ -116,9 +119,9 @@ class HarnessTurn:
     discard: bool = False
     """Drop the transaction at the end, whatever the agent (a fork's rebuild of the harness's
     own state: the workspace is already at the fork's node)."""
-    ask: Callable[[up.PermissionRequired], Awaitable[Any]] | None = None
-    """Someone to ask what our rules leave to the user (``coder-es acp --harness``: the
-    editor); it answers a ``PermissionAnswer``. None: a non-interactive run rejects it."""
+    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
+    """An interactive run's user (``chat --harness``): a question no rule settles is asked
+    (shown as a ``PermissionRequired`` update first) instead of rejected."""
     fork_at: str | None = None
     """Resume the harness's session as a fork of it ending at this message of its own
     (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
@@ -163,7 +166,10 @@ class HarnessTurn:
         blobs = self.app.blobs.for_session(self.session_id)
         self._ops.append(lambda s: void(s.add_user_message(prompt)))
         self.emit(up.UserMessage("", prompt))
-        found = await asyncio.to_thread(availability, SandboxSettings(mode="auto"), self.workspace)
+        # Not probed: the harness's own sandbox reports a failed set-up (one line, below).
+        found = await asyncio.to_thread(
+            availability, SandboxSettings(mode="auto"), self.workspace, probe=False
+        )
         if not found.active:
             raise HarnessFailed(
                 f"a harness runs only inside coder-es' sandbox, which is not available here "
@@ -383,6 +389,7 @@ class HarnessTurn:
                 record_decision=self._record_decision,
                 prompt=prompt,
                 resume=resume,
+                ask=self._asker(),
             )
             await _stop(proc)
 
@@ -426,7 +433,7 @@ class HarnessTurn:
             why = report.setup_failure or err_tail.decode("utf-8", "replace").strip()[-300:]
             raise HarnessFailed(
                 f"the {self.spec.name} harness did not start: its sandbox could not be set up "
-                f"({why})"
+                f"({why}; see coder-es doctor)"
             )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
 
@@ -594,27 +601,27 @@ class HarnessTurn:
             self._announced.add(call)
             self.emit(up.ToolStarted(call, name, dict(tool_input)))
 
-    def _asker(self) -> Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]:
-        async def ask(call: str, tool: str, subject: str, raw: dict[str, Any]) -> tuple[bool, str]:
-            if self.ask is None:
-                return False, f"{subject} needs permission (nobody can be asked)"
-            question = up.PermissionRequired(
-                call, tool, subject, dict(raw), "", "the harness asks", ""
-            )
-            self.emit(question)  # the client shows the call before the question
-            answer = await self.ask(question)
-            allowed = getattr(answer, "decision", "deny") == "allow"
-            reason = getattr(answer, "reason", None) or (
-                "allowed by the user" if allowed else "rejected by the user"
-            )
-            return allowed, str(reason)
-
-        return ask
-
     def _rule(self) -> PermissionRule:
         return PermissionRule(
             self.read_only, self.yes, self.agent, self.rules, self.default_permission
         )
+
+    def _asker(self) -> Asker | None:
+        if self.ask is None or self.yes:
+            return None
+        ask = self.ask
+
+        async def asked(
+            call: str, tool: str, subject: str, tool_input: dict[str, Any], why: str
+        ) -> tuple[bool, str]:
+            question = up.PermissionRequired(call, tool, subject, tool_input, "", why, subject)
+            self.emit(question)
+            answer = await ask(question)
+            if answer.decision == "allow":
+                return True, answer.reason or "allowed by the user"
+            return False, answer.reason or "rejected by the user"
+
+        return asked
 
     def _record_decision(
         self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str

@@ -88,7 +88,11 @@ class Availability:
 _probed: dict[int, Availability] = {}  # a cache: per file system (st_dev) of the tx directory
 
 
-def availability(settings: SandboxSettings, workspace: Path) -> Availability:
+def availability(settings: SandboxSettings, workspace: Path, *, probe: bool = True) -> Availability:
+    """Whether commands run in the namespace sandbox here. ``probe=False``: the checks that cost
+    nothing (mode, platform, programs, the path), not a sandboxed run: for a caller whose own run
+    reports a failed set-up in one line anyway (a harness turn), where the probe would be a
+    second sandbox start on every command line."""
     if settings.mode == "off":
         return Availability(False, f'turned off ({ENV_SWITCH}=off or [sandbox] mode = "off")')
     if not sys.platform.startswith("linux"):
@@ -102,6 +106,8 @@ def availability(settings: SandboxSettings, workspace: Path) -> Availability:
     except OSError as e:
         return Availability(False, f"cannot create {tx_root(workspace)}: {e.strerror}")
     found = _probed.get(dev)
+    if found is None and not probe:
+        return Availability(True, "namespaces and overlay not probed: the command's run tells")
     if found is None:
         found = _probe(workspace)
         _probed[dev] = found

@@ -118,21 +118,48 @@ def test_a_missing_harness_program_is_one_clear_line(henv: HarnessEnv) -> None:
     assert "not on PATH" in missing.stderr and "Traceback" not in missing.stderr
 
 
-def test_an_unreachable_model_ends_the_turn_with_one_line(henv: HarnessEnv) -> None:
-    h = henv
+@pytest.mark.parametrize("how", ["refused", "dropped"])
+def test_an_unreachable_model_ends_the_turn_with_one_line(how: str, henv: HarnessEnv) -> None:
+    # Refused: nothing listens. Dropped: a server that accepts and closes each connection at
+    # once (the harness sees ECONNRESET). Either way the CLI would retry for minutes.
     import socket
+    import threading
+    import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
+    h = henv
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    dead = listener.getsockname()[1]
+    if how == "refused":
+        listener.close()
+    else:
+        listener.listen(16)
+
+        def drop() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                conn.close()
+
+        threading.Thread(target=drop, daemon=True).start()
     h.env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{dead}"
     (h.workspace / "kept.txt").write_text("mine\n")
-    failed = h.cli("run", "--harness", "claude", "--yes", "hello", timeout=180)
+    t = time.monotonic()
+    try:
+        failed = h.cli("run", "--harness", "claude", "--yes", "hello", timeout=180)
+    finally:
+        listener.close()
+    took = time.monotonic() - t
     assert failed.returncode == 1, failed.stderr
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error")]
-    assert len(errors) == 1 and f"127.0.0.1:{dead} cannot be reached" in errors[0], failed.stderr
+    said = "cannot be reached" if how == "refused" else "gives no answer"
+    assert len(errors) == 1 and f"127.0.0.1:{dead} {said}" in errors[0], failed.stderr
     assert "Traceback" not in failed.stderr
     assert (h.workspace / "kept.txt").read_text() == "mine\n"
+    # Bounded: a few of the CLI's first retries (seconds), not its minutes of them.
+    assert took < 90, took
 
 
 def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> None:
@@ -269,3 +296,175 @@ def test_chat_runs_one_harness_turn_per_line(henv: HarnessEnv) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("FAKE-ANSWER-7Q") == 2
     assert done.stderr.count("started") == 1 and done.stderr.count("resumed") == 1
+
+
+def _chat(h: HarnessEnv, kind: str, typed: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "chat",
+            "--harness",
+            kind,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer"),
+    [
+        ("claude", "o"),
+        pytest.param("claude", "r", marks=pytest.mark.slow),
+        pytest.param("acp:claude-agent-acp", "o", marks=pytest.mark.slow),
+    ],
+)
+def test_chat_asks_the_user_what_no_rule_settles(kind: str, answer: str, henv: HarnessEnv) -> None:
+    # The build preset allows everything; a rule of the user's asks for edits.
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[permissions.rules]\nedit = "ask"\n')
+    done = _chat(h, kind, f"write the notes and make the file\n{answer}\n")
+    assert done.returncode == 0, done.stderr
+    assert "permission edit" in done.stderr and "notes.md" in done.stderr, done.stderr
+    assert "allow [o]nce, or [r]eject?" in done.stderr
+    assert (h.workspace / "made.txt").exists()  # the command: allowed by the preset
+    assert (h.workspace / "notes.md").exists() == (answer == "o"), done.stderr
+    sid = next(line.split()[1] for line in done.stderr.splitlines() if line.startswith("session "))
+    exported = h.cli("export", sid, "--format", "jsonl").stdout
+    decided = [json.loads(line) for line in exported.splitlines() if "PermissionDecided" in line]
+    by_user = [d for d in decided if '"edit"' in json.dumps(d)]
+    assert by_user and '"decided_by": "user"' in json.dumps(by_user[-1]), decided
+    assert ('"decision": "allow"' in json.dumps(by_user[-1])) == (answer == "o")
+
+
+def test_a_coder_es_killed_mid_turn_keeps_the_record_and_applies_nothing(henv: HarnessEnv) -> None:
+    # kill -9 of coder-es while a second turn runs: the first turn's record and files stay,
+    # nothing of the killed turn is half-applied, the harness dies with it, and the session
+    # goes on.
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from fake_model import Script
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from processes import gone
+
+    h = henv
+    first = h.cli("run", "--harness", "claude", "--yes", "--json", "write the notes")
+    assert first.returncode == 0, first.stderr
+    sid = _session_id(h.json_lines(first.stdout))
+    steps = list(h.model.script.steps)
+    late = str(h.workspace / "late.txt")
+    h.model.script = Script(steps=[*steps, ("write", late, "late\n"), ("shell", "echo x > x.txt")])
+    asked = threading.Event()
+    release = threading.Event()
+
+    def hold(count: int, body: dict[str, Any]) -> None:
+        if "late.txt" in json.dumps(body.get("messages", [])[-1:]):  # the write is done
+            asked.set()
+            release.wait(60)
+
+    h.model.on_request = hold
+    marker = "killed-turn-K9Q"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "run",
+            "--session",
+            sid,
+            "--yes",
+            marker,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert asked.wait(120), "the harness never wrote late.txt"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert gone(marker, within_s=10), "the harness outlived coder-es"
+    assert not (h.workspace / "late.txt").exists()  # the killed turn: nothing applied
+    assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
+    assert h.cli("verify", sid).returncode == 0
+    tree = json.loads(h.cli("tree", sid, "--json").stdout)
+    assert sum(1 for n in tree["nodes"] if n["kind"] == "tool_result") == 2
+
+    h.model.on_request = None
+    h.model.script = Script(steps=steps)
+    again = h.cli("run", "--session", sid, "--yes", "--json", "and now?")
+    assert again.returncode == 0, again.stderr
+    assert not (h.workspace / "late.txt").exists()
+    assert h.cli("verify", sid).returncode == 0
+
+
+def test_chat_asks_in_a_real_terminal(henv: HarnessEnv, tmp_path: Path) -> None:
+    # The same question at a terminal (tmux): shown, answered with a key, the turn goes on.
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (Debian package 'tmux')")
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[permissions.rules]\nedit = "ask"\n')
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in h.env.items() if k.isidentifier())
+    cli = shlex.join([sys.executable, "-m", "coder_es.cli.main", "chat", "--harness", "claude"])
+    command = f"cd {shlex.quote(str(h.workspace))} && env {exports} {cli}; echo EXITED $?; sleep 60"
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
+
+    def wait(text: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-J", "-S", "-200"], capture_output=True, text=True
+            ).stdout
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        pytest.fail(f"waited for {text!r}; the terminal shows:\n{screen}")
+
+    try:
+        wait(">")
+        subprocess.run([*tmux, "send-keys", "write the notes and make the file", "Enter"])
+        asked = wait("allow [o]nce, or [r]eject?")
+        assert "permission edit" in asked and "notes.md" in asked
+        assert not (h.workspace / "notes.md").exists()
+        subprocess.run([*tmux, "send-keys", "o", "Enter"])
+        wait("FAKE-ANSWER-7Q")
+        subprocess.run([*tmux, "send-keys", "/exit", "Enter"])
+        done = wait("EXITED")
+        assert "EXITED 0" in done and "by user" in done, done
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
