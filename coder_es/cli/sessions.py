@@ -204,6 +204,8 @@ def _show_file(args: argparse.Namespace, ctx: Context) -> int:
     path = workspace_path(ctx.workspace, args.path)
     if args.proposed:
         data = proposed_at(ctx.app, session.id, node, path)
+        author: str
+        since: str | None
         author, since = "session", node  # the agent's or the command's own version
     else:
         files = open_files(ctx.app, session.id)
