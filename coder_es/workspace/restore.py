@@ -27,6 +27,7 @@ every staged file and directory is flushed one by one, as a single write does.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +75,7 @@ equal."""
 # files each at least.
 WORKERS = 8
 PER_WORKER = 16
+CHUNKS_PER_WORKER = 4  # a few, so that a thread finishing early takes another
 
 # From this many files on, one ``syncfs`` flushes them rather than one ``fsync`` each.
 SYNCFS_FROM = 32
@@ -216,8 +218,16 @@ class _Run:
 
     def each(self, fn: Callable[[A], B], items: Iterable[A]) -> Iterator[B]:
         """``fn`` over ``items``, results in order; on the pool's threads when there is one.
-        ``fn`` does file system calls only (they release the GIL) and never raises."""
-        return map(fn, items) if self.pool is None else self.pool.map(fn, items)
+        ``fn`` does file system calls only (they release the GIL) and never raises. The pool
+        gets the items in a few chunks per thread, not one task each: a task per file costs a
+        future, a lock and a wake-up of a thread, as much as the file's own calls."""
+        if self.pool is None:
+            return map(fn, items)
+        listed = list(items)
+        size = max(PER_WORKER, -(-len(listed) // (WORKERS * CHUNKS_PER_WORKER)))
+        chunks = [listed[i : i + size] for i in range(0, len(listed), size)]
+        done = self.pool.map(lambda chunk: [fn(item) for item in chunk], chunks)
+        return itertools.chain.from_iterable(done)
 
     def settle(self, outcome: FileRestoration) -> None:
         self.outcomes[outcome.path] = outcome
