@@ -521,18 +521,25 @@ class FileStates:
 
     def author_at(self, node: NodeId | None, path: str) -> str:
         """Who made the bytes of ``path`` at ``node``: "session" (an agent's edit, a command, a
-        restoration) or "user" (what the user's disk held when the session first saw it)."""
+        restoration) or "user" (what the user's disk held when the session first saw it, or
+        when the session took the user's bytes into its own content)."""
+        return self.origin_at(node, path)[0]
+
+    def origin_at(self, node: NodeId | None, path: str) -> tuple[str, NodeId | None]:
+        """``author_at`` and the node whose entry gives ``path``'s bytes at ``node`` (None: the
+        start of the session, or the parent session's state for a fork)."""
         num = self._require(node)
         while True:
             changes = self.entries.get(num)
             if changes is not None and path in changes:
-                return "user" if path in self.by_user.get(num, ()) else "session"
+                author = "user" if path in self.by_user.get(num, ()) else "session"
+                return author, (str(num) if num else None)
             if num == 0:
                 break
             num = self.parent[num]
         if self.inherit is not None:
-            return self.inherit.author(path)
-        return "user"
+            return self.inherit.author(path), None
+        return "user", None
 
     def hooks_at(self, node: NodeId | None) -> dict[str, str]:
         """Paths whose entry at ``node`` a hook's command made, and the hook's identity."""

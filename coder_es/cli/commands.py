@@ -142,7 +142,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the agent's version that a conflict at NODE left unapplied (take it: > PATH)",
     )
-    _json(p, "one JSON event per line")
+    _json(p, "the node's event; with PATH the file, its author (session or user) and origin")
 
 
 def _doctor_args(p: argparse.ArgumentParser) -> None:

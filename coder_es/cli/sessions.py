@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -196,27 +197,73 @@ def _show_file(args: argparse.Namespace, ctx: Context) -> int:
     from coder_es.views.files import content_at, proposed_at, workspace_path
     from projections.files import open_files
 
-    if args.path is None or args.json:
-        raise UsageError("show SESSION NODE PATH --proposed prints one file (no --json)")
+    if args.path is None:
+        raise UsageError("show SESSION NODE PATH [--proposed] prints one file")
     session = ctx.app.get_session(args.session)
     node = session.resolve_node(args.node)
     path = workspace_path(ctx.workspace, args.path)
     if args.proposed:
         data = proposed_at(ctx.app, session.id, node, path)
+        author: str
+        since: str | None
+        author, since = "session", node  # the agent's or the command's own version
     else:
         files = open_files(ctx.app, session.id)
         data = content_at(ctx.app, files, str(session.id), node, path)
-        if files.author_at(node, path) == "user":
-            # Not the session's bytes: say where they come from (stderr: stdout is the file).
-            print(
-                f"{path} at node {node}: as on the user's disk when the session first saw it "
-                "(no node of the session changed it up to there)",
-                file=sys.stderr,
-            )
+        author, since = files.origin_at(node, path)
+    if args.json:
+        print_json(_file_record(str(session.id), node, path, data, author, since, args.proposed))
+        return 0
+    if author == "user":
+        # Not the session's bytes: say where they come from (stderr: stdout is the file).
+        print(f"{path} at node {node}: {_users_bytes(since)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return 0
+
+
+def _users_bytes(since: str | None) -> str:
+    """Where the user's bytes of a file at a node come from (``FileStates.origin_at``)."""
+    if since is None:
+        return (
+            "as on the user's disk when the session first saw it "
+            "(no node of the session changed it up to there)"
+        )
+    return (
+        f"as on the user's disk when the session took it at node {since} "
+        "(the user's version, before the session's change there)"
+    )
+
+
+def _file_record(
+    session: str,
+    node: str,
+    path: str,
+    data: bytes,
+    author: str,
+    since: str | None,
+    proposed: bool,
+) -> dict[str, Any]:
+    """``show S N PATH --json``: the file with where its bytes come from. ``author``: "session"
+    (an agent's edit, a command's result, a restoration) or "user" (the user's disk);
+    ``recorded_at``: the node whose entry gives them (None: the start of the session)."""
+    from coder_es.store.blobs import digest_of
+
+    record: dict[str, Any] = {
+        "session": session,
+        "node": node,
+        "path": path,
+        "author": author,
+        "recorded_at": since,
+        "proposed": proposed,
+        "hash": digest_of(data),
+    }
+    try:
+        record["text"] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        record["base64"] = base64.b64encode(data).decode("ascii")
+    return record
 
 
 def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:

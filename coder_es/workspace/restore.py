@@ -26,6 +26,8 @@ every staged file and directory is flushed one by one, as a single write does.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,12 +41,16 @@ from coder_es.store.blobs import BlobStore, digest_of
 from coder_es.workspace.atomic import (
     fsync_dir,
     install,
+    install_at,
+    read_at,
     read_current,
-    remove_if,
+    remove_at,
     stage,
+    stage_at,
     sync_filesystem,
+    temporary_names,
 )
-from coder_es.workspace.confined import ConfinedDir
+from coder_es.workspace.confined import ConfinedDir, RefusedPathError
 from coder_es.workspace.errors import WriteConflictError
 from coder_es.workspace.sandbox import Sandbox
 
@@ -69,6 +75,7 @@ equal."""
 # files each at least.
 WORKERS = 8
 PER_WORKER = 16
+CHUNKS_PER_WORKER = 4  # a few, so that a thread finishing early takes another
 
 # From this many files on, one ``syncfs`` flushes them rather than one ``fsync`` each.
 SYNCFS_FROM = 32
@@ -110,18 +117,27 @@ class FileRestoration:
 
 @dataclass
 class _File:
-    """One path on its way through the phases."""
+    """One path on its way through the phases. The file is named by its directory's descriptor
+    (held by the run's ``ConfinedDir``) and its last name: no path is resolved again."""
 
     path: str
     base: str | None
     target: str | None
-    where: Path | None  # None: a directory above it is missing (made when it is written)
+    dir_fd: int | None  # None: a directory above it is missing (made when it is written)
+    name: str
     disk: bytes | None
     disk_hash: str | None
+    mode: int | None = None  # the permission bits of the file read
     want: bytes | None = None
     write: bytes | None = None  # what the file gets (None: deleted)
     result: FileRestoration | None = None  # the outcome once the write is installed
-    tmp: Path | None = None
+    tmp: Path | None = None  # staged by path (a target on another file system than scratch)
+    tmp_at: tuple[int, str] | None = None  # staged by descriptor: (directory, name)
+
+    @property
+    def where(self) -> Path | None:
+        """The file as a path (through its directory's descriptor), for the per-file calls."""
+        return None if self.dir_fd is None else ConfinedDir.via(self.dir_fd, self.name)
 
 
 def restore_files(
@@ -167,28 +183,51 @@ class _Run:
         self.staged: list[_File] = []
         self.confined = ConfinedDir(sandbox.root)
         self.outside: ConfinedDir | None = None  # "/", for paths recorded outside the root
+        self.names = temporary_names()
+        self.scratch_fd: int | None = None
+        self.scratch_dev: int | None = None
+        self.devices: dict[int, int] = {}  # directory descriptor -> its file system
+        if scratch is not None:
+            try:
+                # Empty between writes, it never shows in `git status` (git lists no empty dirs).
+                scratch.mkdir(parents=True, exist_ok=True)
+                self.scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self.scratch_dev = os.fstat(self.scratch_fd).st_dev
+            except OSError:
+                self.scratch = None  # no usable scratch directory: beside each file
 
     def close(self) -> None:
         self.confined.close()
         if self.outside is not None:
             self.outside.close()
+        if self.scratch_fd is not None:
+            os.close(self.scratch_fd)
 
-    def locate(self, path: str, *, create: bool = False) -> Path:
-        """Where ``path`` is written: through ``ConfinedDir`` (see the module docstring)."""
+    def place(self, path: str, *, create: bool = False) -> tuple[int, str]:
+        """``path``'s directory descriptor and last name, through ``ConfinedDir`` (see the
+        module docstring); the last name is never followed if it is a link (``O_NOFOLLOW``)."""
         if not os.path.isabs(path):
-            return self.confined.path(path, create=create)
+            return self.confined.parent(path, create=create)
         # Recorded outside the workspace (allowed when it was written): its real path then.
         root = self.sandbox.root
         if Path(path).is_relative_to(root):
-            return self.confined.path(Path(path).relative_to(root).as_posix(), create=create)
+            return self.confined.parent(Path(path).relative_to(root).as_posix(), create=create)
         if self.outside is None:
             self.outside = ConfinedDir("/", guard=False)
-        return self.outside.path(path.lstrip("/"), create=create)
+        return self.outside.parent(path.lstrip("/"), create=create)
 
     def each(self, fn: Callable[[A], B], items: Iterable[A]) -> Iterator[B]:
         """``fn`` over ``items``, results in order; on the pool's threads when there is one.
-        ``fn`` does file system calls only (they release the GIL) and never raises."""
-        return map(fn, items) if self.pool is None else self.pool.map(fn, items)
+        ``fn`` does file system calls only (they release the GIL) and never raises. The pool
+        gets the items in a few chunks per thread, not one task each: a task per file costs a
+        future, a lock and a wake-up of a thread, as much as the file's own calls."""
+        if self.pool is None:
+            return map(fn, items)
+        listed = list(items)
+        size = max(PER_WORKER, -(-len(listed) // (WORKERS * CHUNKS_PER_WORKER)))
+        chunks = [listed[i : i + size] for i in range(0, len(listed), size)]
+        done = self.pool.map(lambda chunk: [fn(item) for item in chunk], chunks)
+        return itertools.chain.from_iterable(done)
 
     def settle(self, outcome: FileRestoration) -> None:
         self.outcomes[outcome.path] = outcome
@@ -224,22 +263,28 @@ class _Run:
 
     def read_one(self, entry: PlanEntry) -> _File | FileRestoration:
         path, base, target = entry
-        where: Path | None
+        dir_fd: int | None = None
+        name, disk, mode = "", None, None
         try:
             try:
-                where = self.locate(path)
+                dir_fd, name = self.place(path)
             except FileNotFoundError:
-                where, disk = None, None
+                pass  # a directory above it is missing: so is the file
             else:
-                disk = read_current(where)
-        except (OSError, CoderESError) as e:
+                disk, mode = read_at(dir_fd, name)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                why = RefusedPathError(path, "is a symbolic link, not the file recorded")
+                return FileRestoration(path, ERROR, base, None, target, None, str(why))
+            return FileRestoration(path, ERROR, base, None, target, None, str(e))
+        except CoderESError as e:
             return FileRestoration(path, ERROR, base, None, target, None, str(e))
         disk_hash = digest(disk)
         if disk_hash == target:
             return FileRestoration(path, UNCHANGED, base, target, target, target)
         if path in self.sides and disk_hash == self.sides[path]:
             base = disk_hash  # the session's own side of a conflict: no user bytes to keep
-        return _File(path, base, target, where, disk, disk_hash)
+        return _File(path, base, target, dir_fd, name, disk, disk_hash, mode)
 
     # ---------------------------------------------------------------- phase 2: decide
 
@@ -312,7 +357,7 @@ class _Run:
         for f, error in zip(creating, self.each(self.stage_one, creating), strict=True):
             if error is not None:
                 self.settle(self.failed(f, error))
-        _flush([f.tmp for f in creating if f.tmp is not None], files=True)
+        _flush([t for f in creating if (t := self.staged_path(f)) is not None], files=True)
         ready = [f for f in writes if f.path not in self.outcomes]
         changed_dirs: list[Path] = []
         moved = []
@@ -320,8 +365,8 @@ class _Run:
             if isinstance(done, OSError):
                 self.settle(self.failed(f, done))
             elif done and f.result is not None:
-                if f.where is not None:
-                    changed_dirs.append(f.where.parent)
+                if f.dir_fd is not None:
+                    changed_dirs.append(ConfinedDir.via(f.dir_fd, "."))
                 self.settle(f.result)
             else:
                 moved.append(f)
@@ -336,18 +381,54 @@ class _Run:
     def stage_one(self, f: _File) -> OSError | CoderESError | None:
         assert f.write is not None
         try:
-            if f.where is None:
-                f.where = self.locate(f.path, create=True)
-            f.tmp = stage(f.where, f.write, sync=False, scratch=self.scratch)
+            if f.dir_fd is None:
+                f.dir_fd, f.name = self.place(f.path, create=True)
+            tmp_dir = self.tmp_dir(f.dir_fd)
+            if tmp_dir is None:
+                # Another file system than the scratch directory: beside the file, noted in
+                # the scratch journal (``atomic.stage``), as a single write does.
+                assert f.where is not None
+                f.tmp = stage(f.where, f.write, sync=False, scratch=self.scratch)
+                return None
+            name = self.names()
+            if tmp_dir == f.dir_fd:
+                name = f".{f.name}.{name}"
+            stage_at(tmp_dir, name, f.write, f.mode)
+            f.tmp_at = (tmp_dir, name)
         except (OSError, CoderESError) as e:
             return e
         return None
+
+    def tmp_dir(self, dir_fd: int) -> int | None:
+        """Where the temporary file for a file in ``dir_fd`` goes: the scratch directory when
+        it is on the same file system (the rename must be), the file's own directory when there
+        is no scratch directory, None when staging must go by path (``atomic.stage``)."""
+        if self.scratch_fd is None:
+            return dir_fd
+        dev = self.devices.get(dir_fd)
+        if dev is None:
+            dev = self.devices[dir_fd] = os.fstat(dir_fd).st_dev
+        return self.scratch_fd if dev == self.scratch_dev else None
+
+    def staged_path(self, f: _File) -> Path | None:
+        if f.tmp is not None:
+            return f.tmp
+        if f.tmp_at is None:
+            return None
+        tmp_dir, name = f.tmp_at
+        if tmp_dir == self.scratch_fd and self.scratch is not None:
+            return self.scratch / name
+        return ConfinedDir.via(tmp_dir, name)
 
     def install_one(self, f: _File) -> bool | OSError:
         """The compare-and-swap of one file; False when the disk no longer holds ``f.disk``."""
         try:
             if f.write is None:
-                return f.where is None or remove_if(f.where, f.disk)
+                return f.dir_fd is None or remove_at(f.dir_fd, f.name, f.disk)
+            assert f.dir_fd is not None
+            if f.tmp_at is not None:
+                (tmp_dir, name), f.tmp_at = f.tmp_at, None
+                return install_at(f.dir_fd, f.name, tmp_dir, name, expected=f.disk)
             assert f.tmp is not None and f.where is not None
             tmp, f.tmp = f.tmp, None
             return install(f.where, tmp, expected=f.disk)
@@ -360,11 +441,13 @@ class _Run:
 
     def discard_staged(self) -> None:
         for f in self.staged:
-            if f.tmp is not None:
-                try:
+            try:
+                if f.tmp is not None:
                     os.unlink(f.tmp)
-                except FileNotFoundError:
-                    pass
+                if f.tmp_at is not None:
+                    os.unlink(f.tmp_at[1], dir_fd=f.tmp_at[0])
+            except FileNotFoundError:
+                pass
 
 
 def _flush(paths: list[Path], *, files: bool) -> None:

@@ -6,7 +6,8 @@ while a command runs. After every step:
   the user took the session's version of that file, or the session took the line: the agent
   edited a file whose content it had seen with the line in it, or a command rewrote a file that
   held it when it started (``docs/DESIGN.md``, "Authorship"). In the stat-index mode (sandbox
-  off) a line written while a command runs is taken for the command's: the documented limit;
+  off) a line written while a command runs is taken for the command's: the documented limit,
+  asserted as such (the command's recorded version of the file holds the line);
 - a file the user never touched holds the session's content at the head;
 - no completed tool call ran twice (each command logs its id outside the workspace);
 - ``verify`` passes.
@@ -222,8 +223,8 @@ class WorkspaceModel(RuleBasedStateMachine):
             self.user_touched.add(p)
             if self.sandbox:
                 self.must_keep[p].add(line)
-            # Sandbox off: the stat index takes a concurrent change for the command's (the
-            # documented limit), so the line may go with the command's change.
+            else:
+                self._taken_for_the_commands(p, line)
         recorded = self._last_changes()
         for p in changes:
             if recorded.get(p) not in (None, "conflict"):
@@ -238,6 +239,23 @@ class WorkspaceModel(RuleBasedStateMachine):
                 else:
                     with pytest.raises(UsageError, match="deleted"):
                         proposed_at(self.h.app, self.sid, node, p)
+
+    def _taken_for_the_commands(self, path: str, line: str) -> None:
+        """The documented limit of the stat-index mode (sandbox off; docs/DESIGN.md, "The
+        fallback"): it cannot tell a change made while a command runs from the command's own,
+        so a line the user wrote meanwhile that is on disk afterwards is in the command's
+        recorded version of the file, as the command's (not merged, not a conflict): a rewind
+        to before the command takes it away. Asserted, so that the limit stays what the
+        documentation says (and a fix of it shows here)."""
+        if line not in self._user_lines(path):
+            return  # the command removed the file or overwrote the line
+        assert self.sid is not None
+        changes = self.h.of(self.sid, "ToolCallCompleted")[-1].files_changed
+        entry = next((c for c in changes if c["path"] == path), None)
+        assert entry is not None, f"{path}: {line} on disk, but no change of the command"
+        assert entry.get("outcome", "direct") == "direct", entry
+        after = entry.get("own", entry.get("after"))
+        assert after is not None and line in _lines(self.h.app.blobs.get(after)), entry
 
     def _proposed(self, path: str) -> str | None:
         assert self.sid is not None

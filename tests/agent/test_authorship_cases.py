@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from authorship_machine import WorkspaceModel
+from authorship_machine import WorkspaceModel, WorkspaceModelNoSandbox
 
 from coder_es.sandbox import SandboxSettings, availability
 
@@ -77,3 +77,36 @@ def test_a_write_after_a_conflicted_checkout_then_the_same_checkout(model: Works
         lambda: model.agent_write(path="b.txt", read_first=False),
         lambda: model.checkout(index=0),
     )
+
+
+@pytest.fixture
+def no_sandbox() -> Iterator[WorkspaceModel]:
+    machine = WorkspaceModelNoSandbox()
+    try:
+        yield machine
+    finally:
+        machine.teardown()
+
+
+@pytest.mark.parametrize("op", ["sed", "append"])
+def test_the_stat_index_takes_a_concurrent_line_for_the_commands(
+    no_sandbox: WorkspaceModel, op: str
+) -> None:
+    """The documented limit of the stat-index mode, asserted (``_taken_for_the_commands``):
+    the line the user appends while the command waits is in the command's recorded version,
+    and a rewind to before the command takes it away, reported as restored (no conflict)."""
+    model = no_sandbox
+    _steps(
+        model,
+        lambda: model.agent_write(path="a.txt", read_first=False),
+        lambda: model.agent_bash(concurrent=True, op=op, path="a.txt"),
+    )
+    assert model.sid is not None
+    line = next(iter(model._user_lines("a.txt")))  # the model asserted it is the command's
+    nodes = model._nodes()
+    command_node = str(model.h.of(model.sid, "ToolCallCompleted")[-1].originator_version)
+    before = nodes[nodes.index(command_node) - 1]
+    result = model._branching().rewind(model.sid, before, conversation=False)
+    outcome = {f.path: f.outcome for f in result.files}
+    assert outcome.get("a.txt") == "restored", outcome
+    assert line not in model._user_lines("a.txt")

@@ -270,3 +270,55 @@ def test_a_nodes_files_are_what_the_session_did_there(cli: Cli, repo: Path, tmp_
     data = cli("tree", sid, "--json").json_lines()[0]
     entry = [f for f in data.get("files_at_start", []) if f["path"] == "notes.md"]
     assert entry and entry[0]["author"] == "user"
+
+
+def test_show_and_tree_name_whose_bytes_a_file_holds_at_each_node(
+    cli: Cli, repo: Path, tmp_path: Path
+) -> None:
+    """Issue 30.5: for a file at a node, ``show`` (its stderr note, and ``--json``) and ``tree
+    --json`` say the same thing: the session's bytes, or the user's disk (when the session
+    first saw the file, or when it took the user's version into its own at a node)."""
+    (repo / "a.py").write_text("x = 1\ny = 2\n")
+    sid = _run(cli, tmp_path / "t0.json", turn(tool("read", path="a.py")), turn(text("ok")))
+    _append(repo / "a.py")  # the agent reads it again and edits it: its edit takes the line
+    _run(
+        cli,
+        tmp_path / "t1.json",
+        turn(tool("read", path="a.py")),
+        turn(tool("edit", path="a.py", old_string="x = 1", new_string="x = 10")),
+        turn(text("ok")),
+        sid=sid,
+    )
+    data = cli("tree", sid, "--json").json_lines()[0]
+    start = [f for f in data["files_at_start"] if f["path"] == "a.py"]
+    assert start == [{"path": "a.py", "hash": start[0]["hash"], "author": "user"}]
+    origin: tuple[str, str | None] = ("user", None)
+    seen = []
+    for n in data["nodes"]:
+        entry = [f for f in n["files"] if f["path"] == "a.py"]
+        if entry:
+            origin = (entry[0]["author"], n["id"])
+        shown = cli("show", sid, n["id"], "a.py", "--json")
+        assert shown.code == 0, shown.err
+        record = shown.json_lines()[0]
+        assert (record["author"], record["recorded_at"]) == origin, (n, record)
+        plain = cli("show", sid, n["id"], "a.py")
+        assert plain.out == record["text"]
+        if record["author"] == "user":
+            assert "the user's disk" in plain.err, plain.err
+            where = "took it at node" if origin[1] else "first saw it"
+            assert where in plain.err, plain.err
+        else:
+            assert plain.err == "", plain.err
+        seen.append(origin)
+    # All three origins occur: the first sight, the user's version the edit took, the edit.
+    assert ("user", None) in seen
+    assert any(a == "user" and at is not None for a, at in seen), seen
+    assert any(a == "session" for a, _ in seen), seen
+    took = next(at for a, at in seen if a == "user" and at is not None)
+    assert USER in cli("show", sid, took, "a.py").out
+    last = cli("show", sid, data["nodes"][-1]["id"], "a.py", "--json").json_lines()[0]
+    assert last["author"] == "session" and last["text"].startswith("x = 10\n")
+    # The version a conflict left unapplied is the session's own.
+    proposed = cli("show", sid, data["nodes"][-1]["id"], "a.py", "--proposed", "--json")
+    assert proposed.code == 2 and "conflict" in (proposed.out + proposed.err).lower()

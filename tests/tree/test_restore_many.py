@@ -182,11 +182,12 @@ def _user_saves_during_install(
 ) -> None:
     """The user saves files at the worst moment: after the restoration read them, before its
     rename (the window its compare-and-swap check closes)."""
-    real_install, real_remove = restore_module.install, restore_module.remove_if
+    real_install, real_remove = restore_module.install_at, restore_module.remove_at
 
-    def user_save(where: Path) -> None:
-        # The restoration names files through its directory descriptors (/proc/self/fd/N/...).
-        rel = Path(os.path.realpath(where)).relative_to(ws.resolve()).as_posix()
+    def user_save(dir_fd: int, name: str) -> None:
+        # The restoration names files by their directory's descriptor and last name.
+        where = Path(os.path.realpath(f"/proc/self/fd/{dir_fd}")) / name
+        rel = where.relative_to(ws.resolve()).as_posix()
         if rel in saves:
             data = saves.pop(rel)
             if data is None:
@@ -194,16 +195,16 @@ def _user_saves_during_install(
             else:
                 where.write_bytes(data)
 
-    def install(where: Path, tmp: Path, **kw: Any) -> bool:
-        user_save(where)
-        return real_install(where, tmp, **kw)
+    def install_at(dir_fd: int, name: str, *args: Any, **kw: Any) -> bool:
+        user_save(dir_fd, name)
+        return real_install(dir_fd, name, *args, **kw)
 
-    def remove_if(where: Path, expected: bytes | None, **kw: Any) -> bool:
-        user_save(where)
-        return real_remove(where, expected, **kw)
+    def remove_at(dir_fd: int, name: str, expected: bytes | None) -> bool:
+        user_save(dir_fd, name)
+        return real_remove(dir_fd, name, expected)
 
-    monkeypatch.setattr(restore_module, "install", install)
-    monkeypatch.setattr(restore_module, "remove_if", remove_if)
+    monkeypatch.setattr(restore_module, "install_at", install_at)
+    monkeypatch.setattr(restore_module, "remove_at", remove_at)
 
 
 def test_a_user_saving_during_the_restoration_is_never_overwritten(
