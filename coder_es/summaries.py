@@ -89,7 +89,7 @@ def session_summaries(
         now = changes.get(record.originator_id, {})
         try:
             summary = SessionSummary(
-                id=record.originator_id,
+                id=record.originator_id,  # type: ignore[arg-type]  # a UUID: CoderApp ids
                 title=state["title"],
                 workspace=state["workspace"],
                 agent=now.get("agent", state["agent"]),
