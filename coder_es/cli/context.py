@@ -144,9 +144,13 @@ class Context:
             raise NoStoreError(self.config, self.discovery)
         from coder_es.summaries import read_summaries
 
-        return [
-            s for s in read_summaries(self.config) if archived is None or s.archived == archived
-        ]
+        try:
+            found = read_summaries(self.config)
+        except Exception:
+            # A store that does not open or decode cleanly: opening the application names the
+            # problem the way every other command does (same message, same exit code).
+            return self.app.list_sessions(archived=archived)
+        return [s for s in found if archived is None or s.archived == archived]
 
     def end_turn(self, session_id: str) -> None:
         """A turn of an interactive command (``chat``, ``acp``, ``serve``) is over: live
