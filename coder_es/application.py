@@ -9,8 +9,6 @@ writer on the same session version gets ``eventsourcing.persistence.IntegrityErr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -32,16 +30,15 @@ from coder_es.store.lease import LeaseStore
 from coder_es.store.transcoder import FileNameSafeTranscoder
 from coder_es.store.views import ViewStore
 from coder_es.store.witness import Witness, open_witness
+from coder_es.summaries import (
+    SUMMARY_TOPICS,
+    SessionSummary,
+    damaged_event_error,
+    session_summaries,
+)
 
 T = TypeVar("T")
 
-SESSION_STARTED_TOPIC = get_topic(Session.Started)
-# The events that change what a session's summary says after its start (few per session).
-SUMMARY_TOPICS = [
-    get_topic(Session.SettingsChanged),
-    get_topic(Session.Archived),
-    get_topic(Session.Unarchived),
-]
 _BASE_KEYS = ("originator_id", "originator_version", "timestamp")
 
 
@@ -98,29 +95,6 @@ class ChainedLog(Application[UUID]):
 
     def construct_mapper(self) -> Mapper[UUID]:
         return self.factory.mapper(transcoder=self.construct_transcoder(), mapper_class=ChainMapper)
-
-
-def damaged_event_error(where: str, e: BaseException) -> StoreError:
-    reason = f"{type(e).__name__}: {e}"[:300]
-    return StoreError(
-        f"{where}: a stored event cannot be decoded ({reason}); "
-        "coder-es verify --all lists every damaged event"
-    )
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    id: UUID
-    title: str
-    workspace: str
-    agent: str
-    provider: str
-    model: str
-    started_at: datetime
-    parent_session: str | None
-    parent_node: str | None
-    archived: bool = False
-    """Hidden from the lists (``session/delete``); still stored and opened by its id."""
 
 
 class CoderApp(ChainedLog):
@@ -243,22 +217,9 @@ class CoderApp(ChainedLog):
 
     def iter_session_summaries(self) -> Iterator[SessionSummary]:
         """Every session (archived ones too), as it is now: its agent, provider and model are
-        those of its last ``SettingsChanged``, else those it started with."""
-        changes = self._summary_changes()
-        for event in self._events_of([SESSION_STARTED_TOPIC], "the start of session"):
-            now = changes.get(event.originator_id, {})
-            yield SessionSummary(
-                id=event.originator_id,
-                title=event.title,
-                workspace=event.workspace,
-                agent=now.get("agent", event.agent),
-                provider=now.get("provider", event.provider),
-                model=now.get("model", event.model),
-                started_at=event.timestamp,
-                parent_session=event.parent_session,
-                parent_node=event.parent_node,
-                archived=bool(now.get("archived")),
-            )
+        those of its last ``SettingsChanged``, else those it started with (read as records:
+        ``coder_es.summaries``, which ``coder-es sessions`` uses without the application)."""
+        return session_summaries(self.recorder, self.mapper)
 
     def _summary_changes(self, only: UUID | None = None) -> dict[UUID, dict[str, Any]]:
         """Per session, what its events since ``Started`` changed in its summary: the agent,

@@ -36,6 +36,12 @@ def user_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return _base(environ, "XDG_DATA_HOME", (".local", "share")) / APP_DIRNAME
 
 
+def user_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$XDG_CACHE_HOME/coder-es`` (default ``~/.cache/coder-es``): what can be rebuilt at any
+    time (the command line's compiled code, ``coder_es.cli.codecache``)."""
+    return _base(environ, "XDG_CACHE_HOME", (".cache",)) / APP_DIRNAME
+
+
 def protected_user_dirs(environ: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
     """The user's coder-es directories that no command run by the agent may write."""
     return (user_config_dir(environ), user_data_dir(environ))

@@ -4,9 +4,8 @@ import the module that dispatches to them."""
 
 from __future__ import annotations
 
-import platform
+import sys
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from coder_es._version import __version__
@@ -64,6 +63,8 @@ class ChildExport:
 
 
 def tool_versions() -> dict[str, str]:
+    from importlib import metadata  # here: importing it costs every export's start-up ~10 ms
+
     try:
         es = metadata.version("eventsourcing")
     except metadata.PackageNotFoundError:
@@ -71,5 +72,5 @@ def tool_versions() -> dict[str, str]:
     return {
         "coder-es": __version__,
         "eventsourcing": es,
-        "python": ".".join(platform.python_version_tuple()[:2]),
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
     }

@@ -19,17 +19,20 @@ let several processes read at once. The in-memory ``popo`` backend has nothing t
 from __future__ import annotations
 
 import os
-import pickle
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from eventsourcing.sqlite import SQLiteApplicationRecorder
+if TYPE_CHECKING:
+    import subprocess
+
+    from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+# pickle, subprocess, tempfile and eventsourcing.sqlite are imported where used: export and
+# verify of one session never start workers, and an LMDB store never needs sqlite3 (start-up).
 
 from coder_es.audit.blobrefs import REF_KINDS, blob_refs
 from coder_es.audit.fastlink import FastLinker
@@ -128,7 +131,9 @@ def scan_range(
 def read_pages(app: Any, start: int, stop: int | None) -> Iterator[Sequence[Any]]:
     """The notifications ``start..stop`` in pages, as ``select_notifications`` gives them."""
     recorder = app.recorder
-    if isinstance(recorder, SQLiteApplicationRecorder):
+    # A SQLite recorder exists only once eventsourcing.sqlite has been imported.
+    sqlite = sys.modules.get("eventsourcing.sqlite")
+    if sqlite is not None and isinstance(recorder, sqlite.SQLiteApplicationRecorder):
         yield from _sqlite_pages(recorder, start, stop)
         return
     while True:
@@ -294,6 +299,10 @@ def scan_parallel(
     Children are plain ``python -m coder_es.audit.segments`` processes rather than
     multiprocessing ones: those re-import the caller's ``__main__`` (a script without a
     ``__name__`` guard would run again in each), and a forked LMDB environment is unusable."""
+    import pickle
+    import subprocess
+    import tempfile
+
     parts = ranges(last_id, workers)
     env = {k: v for k, v in app.env.items() if isinstance(v, str)}
     with ExitStack() as stack:
@@ -349,6 +358,8 @@ def _child_environ() -> dict[str, str]:
 
 def _main() -> None:
     # Run as __main__, this file's classes would pickle as __main__.X: use the imported module's.
+    import pickle
+
     from coder_es.audit import segments
 
     job = pickle.loads(sys.stdin.buffer.read())

@@ -25,6 +25,7 @@ from coder_es.telemetry.attach import start_telemetry
 if TYPE_CHECKING:
     from coder_es.application import CoderApp
     from coder_es.redaction import Redactor
+    from coder_es.summaries import SessionSummary
     from coder_es.telemetry.live import LiveTelemetry
 
 
@@ -133,6 +134,23 @@ class Context:
             # What this process records is searchable without indexing it first (issue 22.1).
             self._search_feed = SearchIndexFeed.attach(self._app)
         return self._app
+
+    def session_summaries(self, *, archived: bool | None = False) -> list[SessionSummary]:
+        """``app.list_sessions(archived=...)``; for a file store not yet opened by this process,
+        read from the event log alone, without building the application (issue 35)."""
+        if self._app is not None or self.config.backend not in ("lmdb", "sqlite"):
+            return self.app.list_sessions(archived=archived)
+        if not self.config.exists():
+            raise NoStoreError(self.config, self.discovery)
+        from coder_es.summaries import read_summaries
+
+        try:
+            found = read_summaries(self.config)
+        except Exception:
+            # A store that does not open or decode cleanly: opening the application names the
+            # problem the way every other command does (same message, same exit code).
+            return self.app.list_sessions(archived=archived)
+        return [s for s in found if archived is None or s.archived == archived]
 
     def end_turn(self, session_id: str) -> None:
         """A turn of an interactive command (``chat``, ``acp``, ``serve``) is over: live

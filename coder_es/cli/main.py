@@ -287,6 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
+    from coder_es.cli.codecache import install
+
+    # The command line's own process: generated dataclass code is compiled once per user.
+    args = [a for a in sys.argv[1:2] if not a.startswith("-")]
+    install(args[0] if args else "top")
     sys.exit(main())
 
 

@@ -14,14 +14,19 @@ from typing import Any
 from coder_es._version import __version__
 from coder_es.cli.context import Context, NoStoreError, print_json
 from coder_es.cli.plain import columns, printable
-from coder_es.domain.session import Session
 from coder_es.errors import CoderESError, UsageError
 from coder_es.records import event_kind, event_record, summarize
 
 
 def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
+    delete = getattr(args, "delete", None)
+    change = delete or getattr(args, "restore", None)
+    deleted = bool(getattr(args, "deleted", False))
     try:
-        app = ctx.app
+        if change:
+            app = ctx.app
+        else:
+            sessions = ctx.session_summaries(archived=deleted)
     except NoStoreError as e:
         if ctx.settings.origin("store.path") is not None:
             raise  # a store the user named (--store, $CODER_ES_STORE, a config file)
@@ -29,16 +34,12 @@ def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
         if not args.json:
             print(f"no sessions: {e}")
         return 0
-    delete = getattr(args, "delete", None)
-    change = delete or getattr(args, "restore", None)
     if change:
         sid = app.resolve_session(change)
         done = app.archive_session(sid, by="user", archived=bool(delete))
         verb = "deleted" if delete else "restored"
         print(f"session {sid} {verb}" if done else f"session {sid} was already {verb}")
         return 0
-    deleted = bool(getattr(args, "deleted", False))
-    sessions = app.list_sessions(archived=deleted)
     if args.json:
         for s in sessions:
             print_json(
@@ -101,6 +102,7 @@ def _usage_line(ctx: Context, session: Any, events: list[Any]) -> str:
     """Tokens and dollars: the session's own and, when it started subagents, theirs and the
     total. A model with no known price makes its figure ``unknown`` and is named."""
     # Imported here: `sessions` shares this module and must not load the projections.
+    from coder_es.domain.session import Session
     from projections.usage import dollars, usage_of
 
     usage = usage_of(ctx.app, session, ctx.settings.price_table())
@@ -123,6 +125,8 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         return _show_file(args, ctx)
     if args.node is not None:
         return _show_node(args, ctx)
+    from coder_es.domain.session import Session
+
     session = ctx.app.get_session(args.session)
     events = ctx.app.session_events(session.id)
     if args.json:

@@ -32,7 +32,9 @@ below therefore checks everything that can fail before its first write.
 
 from __future__ import annotations
 
+import sys
 import threading
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import islice
@@ -665,11 +667,7 @@ def _states_in_run(cursor: Any, okey: bytes, index_keys: list[bytes]) -> list[by
     id of it, so a missing event still falls back to the lookups that report it.
     """
     n = len(index_keys)
-    cut = len(okey) + 8 + INDEX_TAIL - 8  # the nid: the last 8 bytes of the tail
-    nids = list(map(itemgetter(slice(cut, None)), index_keys))
-    if n < 2 or nid_of(nids[-1]) - nid_of(nids[0]) != n - 1:
-        return None
-    if not all(map(_lt, nids, islice(nids, 1, None))):
+    if n < 2 or not _consecutive_nids(index_keys):
         return None
     first, last = notification_keys(okey, (index_keys[0], index_keys[-1]))
     if not cursor.set_key(first):
@@ -678,6 +676,28 @@ def _states_in_run(cursor: Any, okey: bytes, index_keys: list[bytes]) -> list[by
     if len(states) != n or cursor.key() != last:
         return None
     return states
+
+
+def _consecutive_nids(index_keys: list[bytes]) -> bool:
+    """Whether the notification ids at the end of the index keys are first, first + 1, ...
+    in that order. For fixed-width keys (one originator's) this compares 8 columns of bytes,
+    each taken every key-width bytes, with those of the expected ids packed in C: no slice or
+    int per key (measured ~60 ns a key cheaper than slicing each nid and comparing pairs)."""
+    n = len(index_keys)
+    first = nid_of(index_keys[0][-8:])
+    if nid_of(index_keys[-1][-8:]) - first != n - 1:
+        return False
+    width = len(index_keys[0])
+    joined = b"".join(index_keys)
+    if len(joined) != n * width:
+        nids = list(map(itemgetter(slice(-8, None)), index_keys))
+        return all(map(_lt, nids, islice(nids, 1, None)))
+    expected = array("Q", range(first, first + n))
+    if sys.byteorder == "little":
+        expected.byteswap()
+    packed = expected.tobytes()
+    at = width - 8
+    return all(joined[at + j :: width] == packed[j::8] for j in range(8))
 
 
 _ID_CLASSES = (UUID, str)
