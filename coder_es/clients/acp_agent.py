@@ -516,20 +516,22 @@ class CoderAcpAgent:
         or answered them)."""
         return pending_of(self.runtime.app, session.id)
 
-    async def _tell_parked(self, session: AcpSession) -> None:
+    async def _tell_parked(self, session: AcpSession) -> bool:
         """Say what a parked turn waits for, and how to answer (an editor has no other place
-        to show it)."""
+        to show it); whether anything waits."""
         questions = self._parked(session)
         if not questions:
-            return
+            return False
         lines = [f"This session's turn waits for {len(questions)} answer(s):"]
         for q in questions:
             subject = "" if q.subject == q.tool else f" {q.subject}"
-            lines.append(f"- `{q.call}` {q.tool}{subject} ({q.reason or q.source})")
+            when = f"scheduled for {q.scheduled_for}; " if q.scheduled_for else ""
+            lines.append(f"- `{q.call}` {q.tool}{subject} ({when}{q.reason or q.source})")
         lines.append(
             "Answer with /approve [CALL...] [--always] or /deny [CALL...] [--message TEXT]."
         )
         await self._say(session, "\n".join(lines))
+        return True
 
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -892,6 +894,10 @@ class CoderAcpAgent:
         session = self._session(session_id)
         text = prompt_text(prompt)
         words = _command_words(text)
+        if words and words[0] == "pending":
+            if not await self._tell_parked(session):
+                await self._say(session, "No question of this session is waiting.")
+            return PromptResponse(stop_reason="end_turn")
         if words and words[0] in PARKED_COMMANDS:
             return await self._answer_parked(session, words)
         if text.lstrip().startswith("/"):

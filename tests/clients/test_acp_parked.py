@@ -52,6 +52,9 @@ def test_a_session_parked_by_another_process_is_shown_on_load_and_approved(
             assert client.questions == []  # answered by the command: nobody asked again
 
             client.updates.clear()
+            await conn.prompt(session_id=sid, prompt=[text_block("/pending")])
+            assert "No question of this session is waiting." in client.text()
+            client.updates.clear()
             again = await conn.prompt(session_id=sid, prompt=[text_block(f"/deny {call}")])
             assert again.stop_reason == "end_turn"
             assert "already answered" in client.text()
@@ -76,6 +79,9 @@ def test_a_turn_that_parks_in_the_editor_is_denied_with_a_message(tmp_path: Path
             assert first.stop_reason == "end_turn"
             assert "waits for 1 answer" in client.text()
             assert client.questions == []  # parked, not asked
+            client.updates.clear()
+            await conn.prompt(session_id=sid, prompt=[text_block("/pending")])
+            assert "waits for 1 answer" in client.text() and "/approve" in client.text()
             client.updates.clear()
             await conn.prompt(session_id=sid, prompt=[text_block('/deny --message "not here"')])
             assert "denied" in client.text() and "Done writing." in client.text()
