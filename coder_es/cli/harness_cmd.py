@@ -132,6 +132,8 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
         "default_permission": ctx.settings.permissions.default,
         "network": ctx.settings.sandbox.network,
         "store_path": ctx.app.config.path.resolve(),
+        # The hooks of the events a harness session offers run around its turns.
+        "hooks": tuple(ctx.settings.hooks),
     }
     if args.agent:
         kw["agent"] = args.agent
