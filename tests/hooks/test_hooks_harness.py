@@ -91,7 +91,10 @@ def test_prompt_tool_result_and_stop_hooks_run_around_a_harness_turn(
 
 
 def test_a_blocked_prompt_never_reaches_the_harness(h: Harness, tmp_path: Path) -> None:
-    guard = "jq -e '.prompt | test(\"secret\")' >/dev/null && { echo 'no secrets' >&2; exit 2; }; exit 0"
+    guard = (
+        "jq -e '.prompt | test(\"secret\")' >/dev/null && { echo 'no secrets' >&2; exit 2; }; "
+        "exit 0"
+    )
     session = _session(h, tmp_path, [claude("UserPromptSubmit", guard)])
     _send(session, "first")
     before = h.app.session_events(session.session_id)
