@@ -5,8 +5,10 @@
    PreToolUse hook that exits 0 at once (``exit 0``), rounds interleaved. Printed: the median
    step time of each, their difference (the hook's cost per tool call, sandbox included; the
    target is < 40 ms), and for scale the median time of the hook run alone (``run_hook``: the
-   pipeline and the sandbox) against spawning the same command bare (``bash -c 'exit 0'`` with
-   the same JSON on stdin), and their ratio.
+   pipeline and the sandbox), in a sandbox prepared ahead (as a turn's hooks after its first
+   run: ``tools.with_input``) and in one set up at its start, against spawning the same command
+   bare (``bash -c 'exit 0'`` with the same JSON on stdin) and the bash tool running it, with
+   the ratios, and the load average.
 
 2. ``--baseline DIR`` (a checkout of the code before hooks, e.g. a worktree of main): the
    agent loop's overhead per step with no hook configured, ours against DIR's, by
