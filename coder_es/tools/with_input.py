@@ -211,6 +211,10 @@ class Warm:
         writing = asyncio.ensure_future(asyncio.to_thread(_write_all, control, data))
         try:
             ran = await _collect(self.proc, timeout_ms, ctx)
+        except BaseException:
+            os.close(self.report)  # the command was stopped: its report is not read
+            self.report = -1
+            raise
         finally:
             with contextlib.suppress(Exception):
                 await writing
