@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,21 +61,35 @@ HOOK = HookSpec("PreToolUse", "exit 0", "bash")
 ms = 1000.0
 
 
-def _turns(steps: int) -> list[dict[str, Any]]:
+def _turns(steps: int, latency_ms: int) -> list[dict[str, Any]]:
     call = {"type": "tool_use", "name": "bash", "input": {"command": "true"}}
-    return [{"blocks": [call]} for _ in range(steps)] + [
+    return [{"blocks": [call], "delay_ms": latency_ms} for _ in range(steps)] + [
         {"blocks": [{"type": "text", "text": "done"}]}
     ]
 
 
-async def _session(root: Path, store: Path, steps: int, hooks: tuple[HookSpec, ...]) -> list[float]:
-    """Per step: from one model response to the next (the tool call and everything around it)."""
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the sandboxes, the hooks)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+async def _session(
+    root: Path, store: Path, steps: int, hooks: tuple[HookSpec, ...], latency_ms: int
+) -> tuple[list[float], float]:
+    """Per step: from one model response to the next (the tool call and everything around it);
+    and the CPU time per step."""
     app = CoderApp(StoreConfig(backend="sqlite", path=store))
+    turns = _turns(steps, latency_ms)
+    cpu0 = _cpu()
     try:
         service = AgentService(
             app,
             root,
-            provider_factory=lambda _n, _m: ScriptedProvider(_turns(steps), model="bench"),
+            provider_factory=lambda _n, _m: ScriptedProvider(turns, model="bench"),
             hooks=hooks,
         )
         options = SessionOptions(rules=(Rule("bash", "*", "allow"),), max_steps=steps + 2)
@@ -84,7 +99,7 @@ async def _session(root: Path, store: Path, steps: int, hooks: tuple[HookSpec, .
             if isinstance(update, up.ModelResponse):
                 marks.append(time.perf_counter())
         await handle.close()
-        return [b - a for a, b in itertools.pairwise(marks)]
+        return [b - a for a, b in itertools.pairwise(marks)], (_cpu() - cpu0) / steps
     finally:
         app.close()
 
@@ -146,7 +161,7 @@ async def _hook_alone(root: Path, n: int) -> dict[str, list[float]]:
     return out
 
 
-def hook_cost(steps: int, rounds: int) -> None:
+def hook_cost(steps: int, rounds: int, latency_ms: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         root = _workspace(where)
@@ -156,15 +171,22 @@ def hook_cost(steps: int, rounds: int) -> None:
         )
         without: list[float] = []
         with_hook: list[float] = []
+        cpu: dict[int, list[float]] = {0: [], 1: []}
         for r in range(rounds):
             order = [((), without), ((HOOK,), with_hook)]
             for hooks, into in order if r % 2 == 0 else reversed(order):
-                into += asyncio.run(_session(root, where / f"s{r}{len(hooks)}", steps, hooks))
+                store = where / f"s{r}{len(hooks)}"
+                marks, per_step = asyncio.run(_session(root, store, steps, hooks, latency_ms))
+                into += marks
+                cpu[len(hooks)].append(per_step)
         a, b = statistics.median(without), statistics.median(with_hook)
+        ca, cb = statistics.median(cpu[0]), statistics.median(cpu[1])
         print(
-            f"step with a bash call, {steps} steps x {rounds} rounds: no hook {a * ms:.1f} ms, "
-            f"with a PreToolUse hook (exit 0) {b * ms:.1f} ms: the hook adds {(b - a) * ms:.1f} ms "
-            f"per tool call (median; target < 40 ms); ratio {b / a:.2f}"
+            f"step with a bash call, {steps} steps x {rounds} rounds, model latency {latency_ms} "
+            f"ms: no hook {a * ms:.1f} ms, with a PreToolUse hook (exit 0) {b * ms:.1f} ms: the "
+            f"hook adds {(b - a) * ms:.1f} ms per tool call (median; target < 40 ms); ratio "
+            f"{b / a:.2f}; CPU per step (every process) {ca * ms:.1f} / {cb * ms:.1f} ms: "
+            f"+{(cb - ca) * ms:.1f} ms"
         )
         got = asyncio.run(_hook_alone(root, max(20, steps)))
         m = {k: statistics.median(v) for k, v in got.items()}
@@ -240,9 +262,16 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="a checkout without hooks (main)")
     parser.add_argument("--loop-steps", type=int, default=300)
     parser.add_argument("--skip-hook-cost", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--latency-ms",
+        type=int,
+        default=0,
+        help="scripted model latency per response (a real model's lets the next hook's sandbox "
+        "be prepared while it answers; 0: none, every process competes for the CPU)",
+    )
     args = parser.parse_args()
     if not args.skip_hook_cost:
-        hook_cost(args.steps, args.rounds)
+        hook_cost(args.steps, args.rounds, args.latency_ms)
     if args.baseline is not None:
         no_hook_turn(args.baseline.resolve(), args.loop_steps, args.rounds)
 
