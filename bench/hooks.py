@@ -5,8 +5,10 @@
    PreToolUse hook that exits 0 at once (``exit 0``), rounds interleaved. Printed: the median
    step time of each, their difference (the hook's cost per tool call, sandbox included; the
    target is < 40 ms), and for scale the median time of the hook run alone (``run_hook``: the
-   pipeline and the sandbox) against spawning the same command bare (``bash -c 'exit 0'`` with
-   the same JSON on stdin), and their ratio.
+   pipeline and the sandbox), in a sandbox prepared ahead (as a turn's hooks after its first
+   run: ``tools.with_input``) and in one set up at its start, against spawning the same command
+   bare (``bash -c 'exit 0'`` with the same JSON on stdin) and the bash tool running it, with
+   the ratios, and the load average.
 
 2. ``--baseline DIR`` (a checkout of the code before hooks, e.g. a worktree of main): the
    agent loop's overhead per step with no hook configured, ours against DIR's, by
@@ -27,6 +29,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,24 +58,39 @@ from coder_es.workspace.workspace import Workspace
 
 HERE = Path(__file__).resolve().parent.parent
 HOOK = HookSpec("PreToolUse", "exit 0", "bash")
+HOOK_MS: list[int] = []  # the hook runs' own durations in the sessions (HookRan.duration_ms)
 ms = 1000.0
 
 
-def _turns(steps: int) -> list[dict[str, Any]]:
+def _turns(steps: int, latency_ms: int) -> list[dict[str, Any]]:
     call = {"type": "tool_use", "name": "bash", "input": {"command": "true"}}
-    return [{"blocks": [call]} for _ in range(steps)] + [
+    return [{"blocks": [call], "delay_ms": latency_ms} for _ in range(steps)] + [
         {"blocks": [{"type": "text", "text": "done"}]}
     ]
 
 
-async def _session(root: Path, store: Path, steps: int, hooks: tuple[HookSpec, ...]) -> list[float]:
-    """Per step: from one model response to the next (the tool call and everything around it)."""
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the sandboxes, the hooks)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+async def _session(
+    root: Path, store: Path, steps: int, hooks: tuple[HookSpec, ...], latency_ms: int
+) -> tuple[list[float], float]:
+    """Per step: from one model response to the next (the tool call and everything around it);
+    and the CPU time per step."""
     app = CoderApp(StoreConfig(backend="sqlite", path=store))
+    turns = _turns(steps, latency_ms)
+    cpu0 = _cpu()
     try:
         service = AgentService(
             app,
             root,
-            provider_factory=lambda _n, _m: ScriptedProvider(_turns(steps), model="bench"),
+            provider_factory=lambda _n, _m: ScriptedProvider(turns, model="bench"),
             hooks=hooks,
         )
         options = SessionOptions(rules=(Rule("bash", "*", "allow"),), max_steps=steps + 2)
@@ -81,8 +99,10 @@ async def _session(root: Path, store: Path, steps: int, hooks: tuple[HookSpec, .
         async for update in handle.send("go", answerer=auto_answerer(True)):
             if isinstance(update, up.ModelResponse):
                 marks.append(time.perf_counter())
+            elif isinstance(update, up.HookRan):
+                HOOK_MS.append(update.duration_ms)
         await handle.close()
-        return [b - a for a, b in itertools.pairwise(marks)]
+        return [b - a for a, b in itertools.pairwise(marks)], (_cpu() - cpu0) / steps
     finally:
         app.close()
 
@@ -144,7 +164,7 @@ async def _hook_alone(root: Path, n: int) -> dict[str, list[float]]:
     return out
 
 
-def hook_cost(steps: int, rounds: int) -> None:
+def hook_cost(steps: int, rounds: int, latency_ms: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         root = _workspace(where)
@@ -154,15 +174,29 @@ def hook_cost(steps: int, rounds: int) -> None:
         )
         without: list[float] = []
         with_hook: list[float] = []
+        cpu: dict[int, list[float]] = {0: [], 1: []}
         for r in range(rounds):
             order = [((), without), ((HOOK,), with_hook)]
             for hooks, into in order if r % 2 == 0 else reversed(order):
-                into += asyncio.run(_session(root, where / f"s{r}{len(hooks)}", steps, hooks))
+                store = where / f"s{r}{len(hooks)}"
+                marks, per_step = asyncio.run(_session(root, store, steps, hooks, latency_ms))
+                into += marks
+                cpu[len(hooks)].append(per_step)
         a, b = statistics.median(without), statistics.median(with_hook)
+        ca, cb = statistics.median(cpu[0]), statistics.median(cpu[1])
         print(
-            f"step with a bash call, {steps} steps x {rounds} rounds: no hook {a * ms:.1f} ms, "
-            f"with a PreToolUse hook (exit 0) {b * ms:.1f} ms: the hook adds {(b - a) * ms:.1f} ms "
-            f"per tool call (median; target < 40 ms); ratio {b / a:.2f}"
+            f"step with a bash call, {steps} steps x {rounds} rounds, model latency {latency_ms} "
+            f"ms: no hook {a * ms:.1f} ms, with a PreToolUse hook (exit 0) {b * ms:.1f} ms: the "
+            f"hook adds {(b - a) * ms:.1f} ms per tool call (median; target < 40 ms); ratio "
+            f"{b / a:.2f}; CPU per step (every process) {ca * ms:.1f} / {cb * ms:.1f} ms: "
+            f"+{(cb - ca) * ms:.1f} ms"
+        )
+        first = HOOK_MS[::steps]  # each session's first hook set its sandbox up at its start
+        rest = [d for i, d in enumerate(HOOK_MS) if i % steps]
+        print(
+            "the hook's own time in the step (HookRan.duration_ms, median): "
+            f"{statistics.median(rest)} ms in a sandbox prepared ahead, "
+            f"{statistics.median(first)} ms for a session's first"
         )
         got = asyncio.run(_hook_alone(root, max(20, steps)))
         m = {k: statistics.median(v) for k, v in got.items()}
@@ -238,9 +272,16 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="a checkout without hooks (main)")
     parser.add_argument("--loop-steps", type=int, default=300)
     parser.add_argument("--skip-hook-cost", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--latency-ms",
+        type=int,
+        default=0,
+        help="scripted model latency per response (a real model's lets the next hook's sandbox "
+        "be prepared while it answers; 0: none, every process competes for the CPU)",
+    )
     args = parser.parse_args()
     if not args.skip_hook_cost:
-        hook_cost(args.steps, args.rounds)
+        hook_cost(args.steps, args.rounds, args.latency_ms)
     if args.baseline is not None:
         no_hook_turn(args.baseline.resolve(), args.loop_steps, args.rounds)
 

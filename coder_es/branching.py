@@ -128,6 +128,8 @@ class NodeDiff:
     only_a: tuple[MessageLine, ...]
     only_b: tuple[MessageLine, ...]
     files: tuple[FileDiff, ...]
+    by_hook: dict[str, dict[str, str]] = field(default_factory=dict)
+    """path -> side ("a", "b") -> the hook whose command made that side's content."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +140,7 @@ class NodeDiff:
             "only_a": [m.to_json() for m in self.only_a],
             "only_b": [m.to_json() for m in self.only_b],
             "files": [f.to_json() for f in self.files],
+            "files_by_hook": self.by_hook,
         }
 
 
@@ -334,6 +337,13 @@ class Branching:
                 MessageLine(n, tree.kind(n), summarize(events[int(n)], 200)) for n in nodes
             )
 
+        differ = tuple(files.diff(na, nb))
+        by_hook: dict[str, dict[str, str]] = {}
+        for f in differ:
+            for side, node in (("a", na), ("b", nb)):
+                hook = files.made_by(node, f.path)
+                if hook is not None:
+                    by_hook.setdefault(f.path, {})[side] = hook
         return NodeDiff(
             session=str(s.id),
             a=na,
@@ -341,7 +351,8 @@ class Branching:
             common=common,
             only_a=lines(only_a),
             only_b=lines(only_b),
-            files=tuple(files.diff(na, nb)),
+            files=differ,
+            by_hook=by_hook,
         )
 
     # ------------------------------------------------------------------ moving

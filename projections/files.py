@@ -541,6 +541,18 @@ class FileStates:
             return self.inherit.author(path), None
         return "user", None
 
+    def made_by(self, node: NodeId | None, path: str) -> str | None:
+        """The hook whose command made ``path``'s content at ``node`` (its nearest entry on
+        root->node), or None (an edit, a command, the user's disk)."""
+        num = self._require(node)
+        while True:
+            changes = self.entries.get(num)
+            if changes is not None and path in changes:
+                return self.by_hook.get(num, {}).get(path)
+            if num == 0:
+                return None
+            num = self.parent[num]
+
     def hooks_at(self, node: NodeId | None) -> dict[str, str]:
         """Paths whose entry at ``node`` a hook's command made, and the hook's identity."""
         return dict(sorted(self.by_hook.get(self._require(node), {}).items()))

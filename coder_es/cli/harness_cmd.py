@@ -145,6 +145,8 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
             "auto", None, False, ctx.settings.sandbox.writable
         ).writable,
         "store_path": ctx.app.config.path.resolve(),
+        # The hooks of the events a harness session offers run around its turns.
+        "hooks": tuple(ctx.settings.hooks),
     }
     if args.agent:
         kw["agent"] = args.agent

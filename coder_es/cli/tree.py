@@ -156,6 +156,10 @@ def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
         for m in lines:
             print(f"#   {m.node:>6} {m.kind:<11} {' '.join(m.text.split())}")
     print(f"# files that differ: {len(patches)}")
+    for path, sides in sorted(diff.by_hook.items()):
+        for side, hook in sorted(sides.items()):
+            node = diff.a if side == "a" else diff.b
+            print(f"#   {path} at {node or '(root)'}: made by the hook {hook}")
     for patch in patches:
         sys.stdout.write(patch.patch)
     return 0

@@ -20,6 +20,7 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
+from coder_es.harness.harness_hooks import HarnessHooks
 from coder_es.harness.proxy import Upstream
 from coder_es.harness.resume import ResumePlan, plan
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
@@ -54,6 +55,9 @@ class HarnessSession:
     environ: Mapping[str, str] = field(default_factory=command_environ)
     store_path: Path | None = None
     turn_timeout_s: float = 1800.0
+    hooks: tuple[Any, ...] = ()
+    """The hooks in force (``coder_es.hooks.HookSpec``): those of the events a harness session
+    offers run before and after each turn (``harness_hooks``)."""
     exists: bool = False
     outcome: TurnResult | None = None
     serve: Upstream | None = None
@@ -160,6 +164,16 @@ class HarnessSession:
                 last = (event.settings.get("harness") or {}).get("session_id") or last
         return last
 
+    def _opened(self, version: str | None) -> up.SessionOpened:
+        return up.SessionOpened(
+            self.id,
+            self.exists,
+            self.agent,
+            f"harness:{self.spec.name}",
+            version or "",
+            str(self.workspace),
+        )
+
     async def send(
         self,
         prompt: str,
@@ -217,6 +231,17 @@ class HarnessSession:
                 resume = await self._rebuild(where)
         turn.fork_at = fork_at
         with self.app.leases.hold(self.id, "harness turn"):
+            hooked = HarnessHooks(self, preset.read_only_shell)
+            if self.hooks:
+                sent = await hooked.before(prompt)
+                if sent is None:
+                    yield self._opened(version)
+                    for shown in hooked.updates:
+                        yield shown
+                    return
+                turn._ops.extend(hooked.ops)
+                hooked.ops.clear()
+                turn.user_prompt = sent
 
             async def run() -> TurnResult:
                 try:
@@ -226,18 +251,18 @@ class HarnessSession:
 
             task = asyncio.ensure_future(run())
             try:
-                yield up.SessionOpened(
-                    self.id,
-                    self.exists,
-                    self.agent,
-                    f"harness:{self.spec.name}",
-                    version or "",
-                    str(self.workspace),
-                )
+                yield self._opened(version)
+                for shown in hooked.updates:
+                    yield shown
+                hooked.updates.clear()
                 while (update := await queue.get()) is not None:
                     yield update
                 self.outcome = await task
                 self.exists = True
+                if self.hooks:
+                    await hooked.after(self.outcome)
+                    for shown in hooked.updates:
+                        yield shown
             finally:
                 if not task.done():
                     self._cancel.set()

@@ -112,6 +112,7 @@ class HarnessTurn:
     turn_timeout_s: float = 1800.0
     version: str | None = None
     new_session: dict[str, Any] | None = None  # Started fields for the first turn
+    user_prompt: str | None = None  # sent to the harness instead of the prompt (hooks' context)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     serve: Upstream | None = None
     """Where the proxy sends every request instead of the real endpoint (replay and fork serve
@@ -164,8 +165,12 @@ class HarnessTurn:
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
-        self._ops.append(lambda s: void(s.add_user_message(prompt)))
-        self.emit(up.UserMessage("", prompt))
+        said = prompt
+        self._ops.append(lambda s: void(s.add_user_message(said)))
+        self.emit(up.UserMessage("", said))
+        # What the harness is sent: the prompt, with what UserPromptSubmit hooks added (their
+        # ``HookRan`` records it).
+        prompt = self.user_prompt or prompt
         # Not probed: the harness's own sandbox reports a failed set-up (one line, below).
         found = await asyncio.to_thread(
             availability, SandboxSettings(mode="auto"), self.workspace, probe=False

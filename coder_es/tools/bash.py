@@ -371,7 +371,9 @@ class BashTool(Tool[BashInput]):
                 # transaction is closed; the call is then recorded as interrupted.
                 with contextlib.suppress(Exception):
                     await committing
-            if tx is not None:
+            if prepared is not None:
+                prepared.finish()  # its directory is removed off the command's path
+            elif tx is not None:
                 await asyncio.to_thread(tx.close)
         changes = tuple(
             FileChange(a.path, a.before, a.after, a.outcome, a.proposed, a.own)
@@ -548,6 +550,10 @@ class Prepared(Protocol):
 
     async def run(self, command: str, timeout_ms: int, ctx: ToolContext) -> tuple[_Ran, Report]:
         """Run ``command`` in it (once); what it did and PID 1's report."""
+        ...
+
+    def finish(self) -> None:
+        """Its command's changes are applied: close its transaction (in the background)."""
         ...
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,8 @@ _PREPARED = "with_input.prepared"
 # Read the command line up to a NUL from the control descriptor, make the rest of it stdin,
 # then run the line as ``bash -c`` does (``$0`` is bash's path, as in a bash call).
 LAUNCHER = 'IFS= read -r -d "" c <&{fd} || exit {failed}; exec 0<&{fd} {fd}<&-; exec "$0" -c "$c"'
-_DISCARDING: set[asyncio.Task[None]] = set()  # tasks dropping unused sandboxes (kept alive)
+# Clean-up tasks (dropping unused sandboxes, removing used transactions), kept alive here.
+_BACKGROUND: set[asyncio.Future[None]] = set()
 
 
 async def run_with_input(
@@ -124,8 +127,10 @@ async def release(cache: dict[str, Any]) -> None:
         warm = await _settled(entry[1])
         if warm is not None:
             await warm.discard()
-    if _DISCARDING:
-        await asyncio.gather(*_DISCARDING, return_exceptions=True)
+    loop = asyncio.get_running_loop()
+    mine = [t for t in _BACKGROUND if t.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
 
 
 def _key(ctx: ToolContext, settings: SandboxSettings, env: dict[str, str]) -> tuple[Any, ...]:
@@ -148,11 +153,16 @@ async def _take(ctx: ToolContext, key: tuple[Any, ...]) -> Warm | None:
     if warm is None:
         return None
     if entry[0] != key or warm.proc.returncode is not None:
-        task = asyncio.ensure_future(warm.discard())
-        _DISCARDING.add(task)
-        task.add_done_callback(_DISCARDING.discard)
+        _background(warm.discard())
         return None
     return warm
+
+
+def _background(work: Coroutine[Any, Any, None]) -> None:
+    """Clean-up off the command's path, awaited by ``release`` at the latest."""
+    task = asyncio.ensure_future(work)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 async def _prepare(ctx: ToolContext, settings: SandboxSettings, env: dict[str, str]) -> Warm:
@@ -208,14 +218,29 @@ class Warm:
             await asyncio.to_thread(self._restart_clock)
         data = command.encode("utf-8", "surrogateescape") + b"\0" + self.input
         control, self.control = self.control, -1
-        writing = asyncio.ensure_future(asyncio.to_thread(_write_all, control, data))
+        if len(data) <= select.PIPE_BUF:
+            # Fits the empty pipe at once: no thread (each hop is a wake-up on a busy machine).
+            _write_all(control, data)
+            writing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            writing.set_result(None)
+        else:
+            writing = asyncio.ensure_future(asyncio.to_thread(_write_all, control, data))
         try:
             ran = await _collect(self.proc, timeout_ms, ctx)
+        except BaseException:
+            os.close(self.report)  # the command was stopped: its report is not read
+            self.report = -1
+            raise
         finally:
             with contextlib.suppress(Exception):
                 await writing
         report, self.report = self.report, -1
-        return ran, await asyncio.to_thread(read_report, report)
+        # The namespace is gone (its first process waits for PID 1): the report is whole.
+        return ran, read_report(report)
+
+    def finish(self) -> None:
+        if self.tx is not None:
+            _background(asyncio.to_thread(self.tx.close))
 
     def _restart_clock(self) -> None:
         # The command starts now: what changed while the sandbox waited is a concurrent change.

@@ -31,11 +31,14 @@ def test_a_stop_hooks_file_is_undone_by_a_rewind_to_the_start_and_a_users_edit_s
     assert ran.hook.startswith("hooks.Stop[0]")
     tree = open_tree(h.app, UUID(handle.id))
     assert any("stop-notes.txt (hook)" in line for line in render_tree(tree, files, {}))
+    first = next(e for e in h.events(handle) if type(e).__name__ == "UserMessageAdded")
+    diff = Branching(h.app, h.root).diff(handle.id, str(first.originator_version), head)
+    assert [f.path for f in diff.files] == ["stop-notes.txt"]
+    assert diff.by_hook == {"stop-notes.txt": {"b": ran.hook}}
     # The user edits a file of their own after the turn.
     readme = h.root / "README.md"
     users = readme.read_text() + "a line of the user's\n"
     readme.write_text(users)
-    first = next(e for e in h.events(handle) if type(e).__name__ == "UserMessageAdded")
     Branching(h.app, h.root).rewind(handle.id, str(first.originator_version))
     assert not (h.root / "stop-notes.txt").exists()
     assert readme.read_text() == users
