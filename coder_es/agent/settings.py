@@ -63,12 +63,16 @@ class SettingsConfig:
     """None: decided where commands run (``SandboxSettings.from_environ``)."""
 
 
-def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
-    """The agent's preset offering the tools the session recorded (``recorded_tools``): the one
+def with_recorded_tools(preset: Preset, started: Mapping[str, Any]) -> Preset:
+    """``preset`` offering only the tools the session recorded (``recorded_tools``): the one
     rule for it, used by the service, the decider and this projection."""
-    preset = get_preset(agent)
     tools = recorded_tools(preset.tools, started)
     return preset if tools == preset.tools else dataclasses.replace(preset, tools=tools)
+
+
+def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
+    """The agent's preset, offering the tools the session recorded."""
+    return with_recorded_tools(get_preset(agent), started)
 
 
 def rules_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]:
@@ -180,7 +184,7 @@ class SessionSettings:
         rules = rules_from_records(records)
         policy = Policy.for_agent(recorded.agent, rules, default)  # checks the default
         policy = dataclasses.replace(
-            policy, preset=preset_in_force(recorded.agent, recorded.started)
+            policy, preset=with_recorded_tools(policy.preset, recorded.started)
         )
         registry = session_registry(config.tools, recorded.started)
         offered = tuple(n for n in registry.names() if n in policy.tools)

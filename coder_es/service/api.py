@@ -57,7 +57,7 @@ from coder_es.agent.settings import (
     RecordedSettings,
     SessionSettings,
     SettingsConfig,
-    preset_in_force,
+    with_recorded_tools,
 )
 from coder_es.application import CoderApp
 from coder_es.config.values import Config, McpServerConfig
@@ -514,7 +514,7 @@ class AgentService:
         if self.hooks:
             settings["hooks"] = [h.to_record() for h in self.hooks]
         settings.update(options.settings)
-        policy = dataclasses.replace(policy, preset=preset_in_force(agent, settings))
+        policy = dataclasses.replace(policy, preset=with_recorded_tools(policy.preset, settings))
         session = self.app.start_session(
             workspace=str(self.workspace),
             agent=agent,
