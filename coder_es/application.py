@@ -8,7 +8,7 @@ writer on the same session version gets ``eventsourcing.persistence.IntegrityErr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -134,7 +134,10 @@ class CoderApp(ChainedLog):
         env: dict[str, str] | None = None,
         *,
         redactor: Redactor | None = None,
+        sealing_environ: Mapping[str, str] | None = None,
     ) -> None:
+        """``sealing_environ``: where the sealing's user key is read from
+        (``coder_es.sealing.load_user_key``; default: this process's environment)."""
         self.config = config or StoreConfig(backend="popo", path=Path("."))
         self.config.prepare()
         merged = self.config.eventsourcing_env()
@@ -159,12 +162,11 @@ class CoderApp(ChainedLog):
             self.witness: Witness | None = open_witness(self)
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
-        vault = SecretVault(self.views, where=f" in {self.config.describe()}")
+        vault = SecretVault(self.views, sealing_environ, where=f" in {self.config.describe()}")
         self.sealing = Sealing(redactor or Redactor.from_environ(), vault)
-        # The aggregate finds it through a class attribute: one open application at a time
-        # records sessions (a replay opened in the same process hands it back when it closes).
-        self._outer_sealing = Session.sealing
-        Session.sealing = self.sealing
+        # Given to every session this application starts or loads (``Session.sealing``) and to
+        # its blob store: each open application seals with its own vault, however many record
+        # in one process.
         self.blobs.sealing = self.sealing
         self.save_observers: list[Callable[[list[Any]], None]] = []
         """Called after each save with its recordings (live telemetry follows the log here)."""
@@ -186,8 +188,6 @@ class CoderApp(ChainedLog):
         if self.witness is not None:
             self.witness.close()
         self.leases.close()
-        if Session.sealing is self.sealing:
-            Session.sealing = self._outer_sealing
         self.views.close()
         self.blobs.close()
         super().close()
@@ -195,7 +195,7 @@ class CoderApp(ChainedLog):
     # ------------------------------------------------------------------ sessions
 
     def start_session(self, **kwargs: Any) -> Session:
-        session = Session.start(**kwargs)
+        session = Session.start(**kwargs, sealing=self.sealing)
         self.save(session)
         return session
 
@@ -211,6 +211,7 @@ class CoderApp(ChainedLog):
             raise damaged_event_error(f"session {sid}", e) from e
         if not isinstance(session, Session):
             raise SessionNotFoundError(str(session_id), store=self.config.describe())
+        session.sealing = self.sealing
         return session
 
     def update(self, session_id: UUID | str, command: Callable[[Session], T]) -> T:
