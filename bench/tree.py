@@ -433,11 +433,16 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
     try:
         digests = list(app.blobs._digests())
         times, cpu = [], []
+        content = 0
         for digest in digests:
             t, c = time.perf_counter(), time.thread_time()
-            app.blobs.get(digest)
+            content += len(app.blobs.get(digest))
             times.append((time.perf_counter() - t) * 1000)
             cpu.append((time.thread_time() - c) * 1000)
+        # The baseline, from the same session: its events as plain JSON and every blob whole.
+        plain = app.mapper.compressor.decompress if app.mapper.compressor else bytes
+        states = app.recorder.select_notifications(start=1, limit=10_000_000)
+        state_bytes = sum(len(plain(n.state)) for n in states)
     finally:
         app.close()
     return {
@@ -447,6 +452,9 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
         "event_bytes": events,
         "search_bytes": search,
         "total_bytes": sum(dbs.values()) + search,
+        "plain_bytes": state_bytes + content,
+        "state_bytes": state_bytes,
+        "content_bytes": content,
         "read_median_ms": statistics.median(times),
         "read_max_ms": max(times),
         # On a loaded machine the wall-clock maximum is a preemption; CPU time is the read's.
@@ -462,6 +470,11 @@ def print_cli_storage(edits: int, st: dict[str, float]) -> None:
         f"{st['lmdb_bytes'] / 1e6:.2f} MB (blobs {st['blob_bytes'] / 1e6:.2f} MB in "
         f"{st['blob_entries']:.0f} entries, events {st['event_bytes'] / 1e6:.2f} MB) + search "
         f"index {st['search_bytes'] / 1e6:.2f} MB; run {st['run_s']:.1f} s"
+    )
+    print(
+        f"  baseline, the same session unencoded: events as JSON {st['state_bytes'] / 1e6:.2f} MB"
+        f" + every blob whole {st['content_bytes'] / 1e6:.2f} MB = {st['plain_bytes'] / 1e6:.2f} "
+        f"MB; stored LMDB / baseline: {st['lmdb_bytes'] / st['plain_bytes']:.4f}"
     )
     print(
         f"  read every blob back: median {st['read_median_ms']:.2f} ms, "
