@@ -83,9 +83,10 @@ class BlobStore(ABC):
     # half-way up (``_delta_record``). Shorter chains rebase more often, against an ancestor
     # further back, and each rebase or whole copy repeats the edits it spans: at 16, 500
     # one-line edits of a 100 KB file stored their request manifests and versions in 1.13 MB,
-    # at 64 in 0.86 MB, at 128 in 0.74 MB but with reads twice as slow (issue 36, item 6). Writing or reading a delta decodes its base, which is nearly always
-    # one of the last blobs ``put`` stored here (``_recent``), so deep chains do not slow the
-    # loop, which reads back the file versions it just wrote.
+    # at 64 in 0.86 MB, at 128 in 0.74 MB but with reads twice as slow (issue 36, item 6).
+    # Writing or reading a delta decodes its base, which is nearly always one of the last
+    # blobs ``put`` stored here (``_recent``), so deep chains do not slow the loop, which reads
+    # back the file versions it just wrote.
     max_chain = 64
     rebase_share = 8
     _recent: dict[str, bytes] | None = None
