@@ -11,6 +11,12 @@ the edits of a file spend most of a store's bytes (issue 36, item 6).
 
 Small states stay as they are: compressing them saves little and costs a call per read. What
 is written is fixed forever per tag (a new dictionary is a new tag), so every store reads back.
+
+Every application reads both forms (``EventReader``, ``CoderApp``'s default ``COMPRESSOR_TOPIC``);
+writing compressed states is chosen per store by ``COMPRESSOR_TOPIC=`` ``READ_WRITE_TOPIC`` (the
+eventsourcing library's setting, ``CODER_ES_COMPRESSOR_TOPIC`` for this application). It is not
+the default: the audit tests tamper with stored events by editing their JSON text in place, which
+compressed states do not show (what verification finds is the same either way).
 """
 
 from __future__ import annotations
@@ -63,16 +69,15 @@ DICTIONARY_V1 = (
 )
 
 
-class EventCompressor(Compressor):
-    """Compresses a state of ``MIN_SIZE`` bytes or more; reads both forms back."""
+READ_TOPIC = "coder_es.store.compression:EventReader"
+READ_WRITE_TOPIC = "coder_es.store.compression:EventCompressor"
+
+
+class EventReader(Compressor):
+    """Reads plain and compressed states; writes them plain."""
 
     def compress(self, data: bytes) -> bytes:
-        if len(data) < MIN_SIZE:
-            return data
-        c = zlib.compressobj(
-            _LEVEL, zlib.DEFLATED, _WBITS, 9, zlib.Z_DEFAULT_STRATEGY, DICTIONARY_V1
-        )
-        return TAG_V1 + c.compress(data) + c.flush()
+        return data
 
     def decompress(self, data: bytes) -> bytes:
         if data[:1] != TAG_V1:
@@ -85,3 +90,15 @@ class EventCompressor(Compressor):
         if not d.eof:
             raise StoreError("a stored event's state is cut short")
         return out
+
+
+class EventCompressor(EventReader):
+    """Compresses a state of ``MIN_SIZE`` bytes or more; reads both forms back."""
+
+    def compress(self, data: bytes) -> bytes:
+        if len(data) < MIN_SIZE:
+            return data
+        c = zlib.compressobj(
+            _LEVEL, zlib.DEFLATED, _WBITS, 9, zlib.Z_DEFAULT_STRATEGY, DICTIONARY_V1
+        )
+        return TAG_V1 + c.compress(data) + c.flush()

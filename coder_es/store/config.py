@@ -96,9 +96,6 @@ class StoreConfig:
         else:
             env["PERSISTENCE_MODULE"] = "eventsourcing.popo"
         env.update({k: v for k, v in self.extra.items() if k.startswith("LMDB_")})
-        # Events' states are compressed (coder_es.store.compression); states written before
-        # read back as they are.
-        env["COMPRESSOR_TOPIC"] = "coder_es.store.compression:EventCompressor"
         return env
 
     def exists(self) -> bool:

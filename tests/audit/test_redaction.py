@@ -173,9 +173,7 @@ def test_planted_secret_never_reaches_the_store_or_any_export(
         assert b"[REDACTED:env:DEPLOY_TOKEN:" in app.blobs.stored_form(blob)
         # The stored records as the backend's recorder returns them (popo's only copy).
         notifications = app.recorder.select_notifications(start=None, limit=1_000_000)
-        # As the mapper reads them: states are stored compressed (coder_es.store.compression).
-        plain = app.mapper.compressor.decompress if app.mapper.compressor else bytes
-        stored = b"".join(plain(n.state) for n in notifications)
+        stored = b"".join(n.state for n in notifications)
     finally:
         app.close()
     raw = _persisted_bytes(config)
