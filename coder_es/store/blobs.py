@@ -79,15 +79,16 @@ class BlobStore(ABC):
     sealing: BlobSealer | None = None
     scope: UUID = STORE_SCOPE
     # Deepest delta chain: reading a version decodes at most this many deltas (~0.03 ms each
-    # for a 100 KB file: ~2 ms CPU at 64, ~4 ms under a load of 16); a longer chain is rebased
-    # half-way up (``_delta_record``). Shorter chains rebase more often, against an ancestor
-    # further back, and each rebase or whole copy repeats the edits it spans: at 16, 500
-    # one-line edits of a 100 KB file stored their request manifests and versions in 1.13 MB,
-    # at 64 in 0.86 MB, at 128 in 0.74 MB but with reads twice as slow (issue 36, item 6).
+    # for a 100 KB file: ~1 ms CPU at 32; a heavily loaded machine has shown 3x that); a longer
+    # chain is rebased half-way up (``_delta_record``). Shorter chains rebase more often,
+    # against an ancestor further back, and each rebase or whole copy repeats the edits it
+    # spans: 500 one-line edits of a 100 KB file stored their request manifests and versions in
+    # 1.13 MB at 16, 0.93 MB at 32, 0.86 MB at 64 (reads up to 9.5 ms CPU under a load of 16:
+    # too close to the 10 ms bound), 0.74 MB at 128 (issue 36, item 6).
     # Writing or reading a delta decodes its base, which is nearly always one of the last
     # blobs ``put`` stored here (``_recent``), so deep chains do not slow the loop, which reads
     # back the file versions it just wrote.
-    max_chain = 64
+    max_chain = 32
     rebase_share = 8
     _recent: dict[str, bytes] | None = None
     """The digests and contents of the last few blobs ``put`` stored here (likely bases)."""

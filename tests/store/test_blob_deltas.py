@@ -80,7 +80,7 @@ def test_chains_written_deeper_than_the_bound_still_read_and_rebase(
     app = CoderApp(store_config)
     try:
         blobs = app.blobs
-        bound = 16  # the mechanism at a small bound (the default, 64, is slow to reach)
+        bound = type(blobs).max_chain
         versions = _file_versions(bound + 12)
         digests = [blobs.put(versions[0])]
         blobs.max_chain = bound + 4
