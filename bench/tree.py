@@ -385,11 +385,14 @@ def lmdb_db_bytes(path: Path) -> dict[str, int]:
         env.close()
 
 
-def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
+def bench_cli_storage(root: Path, edits: int, *, compressed: bool = False) -> dict[str, float]:
     """One ``coder-es run`` with the scripted provider: read a 100 KB file, then ``edits`` edits
     of distinct lines (one per model step), in a new LMDB store. What a real session stores per
     edit (request manifests, tool results, file versions, the search index), not only the blobs
-    the API-level ``bench_storage`` writes."""
+    the API-level ``bench_storage`` writes. ``compressed``: the store writes its events'
+    states compressed (``COMPRESSOR_TOPIC``, coder_es.store.compression)."""
+    root = root / ("compressed" if compressed else "plain")
+    root.mkdir()
     import json
     import os
     import subprocess
@@ -419,6 +422,9 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
     env = dict(os.environ)
     code = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH", "")) if p)
+    env.pop("COMPRESSOR_TOPIC", None)
+    if compressed:
+        env["COMPRESSOR_TOPIC"] = "coder_es.store.compression:EventCompressor"
     argv = [sys.executable, "-c", "from coder_es.cli.main import run; run()", "run", "edit"]
     argv += ["--script", str(script), "--allow", "read", "--allow", "edit"]
     argv += ["--max-steps", str(edits + 5), "--store", str(store), "--backend", "lmdb"]
@@ -433,11 +439,16 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
     try:
         digests = list(app.blobs._digests())
         times, cpu = [], []
+        content = 0
         for digest in digests:
             t, c = time.perf_counter(), time.thread_time()
-            app.blobs.get(digest)
+            content += len(app.blobs.get(digest))
             times.append((time.perf_counter() - t) * 1000)
             cpu.append((time.thread_time() - c) * 1000)
+        # The baseline, from the same session: its events as plain JSON and every blob whole.
+        plain = app.mapper.compressor.decompress if app.mapper.compressor else bytes
+        states = app.recorder.select_notifications(start=1, limit=10_000_000)
+        state_bytes = sum(len(plain(n.state)) for n in states)
     finally:
         app.close()
     return {
@@ -447,6 +458,9 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
         "event_bytes": events,
         "search_bytes": search,
         "total_bytes": sum(dbs.values()) + search,
+        "plain_bytes": state_bytes + content,
+        "state_bytes": state_bytes,
+        "content_bytes": content,
         "read_median_ms": statistics.median(times),
         "read_max_ms": max(times),
         # On a loaded machine the wall-clock maximum is a preemption; CPU time is the read's.
@@ -455,8 +469,8 @@ def bench_cli_storage(root: Path, edits: int) -> dict[str, float]:
     }
 
 
-def print_cli_storage(edits: int, st: dict[str, float]) -> None:
-    print(f"\ncoder-es run (scripted): read a 100 KB file, then {edits} one-line edits")
+def print_cli_storage(edits: int, st: dict[str, float], how: str = "") -> None:
+    print(f"\ncoder-es run (scripted): read a 100 KB file, then {edits} one-line edits{how}")
     print(
         f"  store holds {st['total_bytes'] / 1e6:.2f} MB (target < 2 MB): LMDB "
         f"{st['lmdb_bytes'] / 1e6:.2f} MB (blobs {st['blob_bytes'] / 1e6:.2f} MB in "
@@ -464,8 +478,24 @@ def print_cli_storage(edits: int, st: dict[str, float]) -> None:
         f"index {st['search_bytes'] / 1e6:.2f} MB; run {st['run_s']:.1f} s"
     )
     print(
+        f"  baseline, the same session unencoded: events as JSON {st['state_bytes'] / 1e6:.2f} MB"
+        f" + every blob whole {st['content_bytes'] / 1e6:.2f} MB = {st['plain_bytes'] / 1e6:.2f} "
+        f"MB; stored LMDB / baseline: {st['lmdb_bytes'] / st['plain_bytes']:.4f}"
+    )
+    print(
         f"  read every blob back: median {st['read_median_ms']:.2f} ms, "
         f"max {st['read_max_ms']:.2f} ms wall, {st['read_max_cpu_ms']:.2f} ms CPU (target < 10 ms)"
+    )
+
+
+def cli_storage_both(root: Path, edits: int) -> None:
+    plain = bench_cli_storage(root, edits)
+    print_cli_storage(edits, plain, " (events stored as JSON: the default)")
+    packed = bench_cli_storage(root, edits, compressed=True)
+    print_cli_storage(edits, packed, " (COMPRESSOR_TOPIC: events stored compressed)")
+    print(
+        f"  compressed / JSON: store {packed['total_bytes'] / plain['total_bytes']:.3f}, "
+        f"events {packed['event_bytes'] / plain['event_bytes']:.3f}"
     )
 
 
@@ -487,7 +517,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coder-es-bench-") as tmp:
         root = Path(tmp)
         if args.cli_edits:
-            print_cli_storage(args.cli_edits, bench_cli_storage(root, args.cli_edits))
+            cli_storage_both(root, args.cli_edits)
             return
         backend = pick_backend(args.backend, root)
         big = 10_000 if args.quick else 100_000
@@ -538,8 +568,7 @@ def main() -> None:
             f"max {st['read_max_ms']:.2f} ms (target < 10 ms)"
         )
 
-        edits = 100 if args.quick else 500
-        print_cli_storage(edits, bench_cli_storage(root, edits))
+        cli_storage_both(root, 100 if args.quick else 500)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ writer on the same session version gets ``eventsourcing.persistence.IntegrityErr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -24,6 +24,7 @@ from coder_es.redaction import Redactor
 from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.anchor import advance_after_save
 from coder_es.store.blobs import BlobStore
+from coder_es.store.compression import READ_TOPIC
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
 from coder_es.store.lease import LeaseStore
@@ -100,7 +101,9 @@ class ChainedLog(Application[UUID]):
 class CoderApp(ChainedLog):
     name = "coder_es"
     snapshotting_intervals = {Session: 500}
-    env = {"AGGREGATE_CACHE_MAXSIZE": "128"}
+    # Stored states may be compressed (coder_es.store.compression): read either way; the
+    # environment may choose to write them compressed.
+    env = {"AGGREGATE_CACHE_MAXSIZE": "128", "COMPRESSOR_TOPIC": READ_TOPIC}
 
     def __init__(
         self,
@@ -108,7 +111,10 @@ class CoderApp(ChainedLog):
         env: dict[str, str] | None = None,
         *,
         redactor: Redactor | None = None,
+        sealing_environ: Mapping[str, str] | None = None,
     ) -> None:
+        """``sealing_environ``: where the sealing's user key is read from
+        (``coder_es.sealing.load_user_key``; default: this process's environment)."""
         self.config = config or StoreConfig(backend="popo", path=Path("."))
         self.config.prepare()
         merged = self.config.eventsourcing_env()
@@ -133,12 +139,11 @@ class CoderApp(ChainedLog):
             self.witness: Witness | None = open_witness(self)
         # Secrets are sealed and replaced by markers before any event exists (the chain hash
         # covers content) and before any blob is stored; effects use the real values.
-        vault = SecretVault(self.views, where=f" in {self.config.describe()}")
+        vault = SecretVault(self.views, sealing_environ, where=f" in {self.config.describe()}")
         self.sealing = Sealing(redactor or Redactor.from_environ(), vault)
-        # The aggregate finds it through a class attribute: one open application at a time
-        # records sessions (a replay opened in the same process hands it back when it closes).
-        self._outer_sealing = Session.sealing
-        Session.sealing = self.sealing
+        # Given to every session this application starts or loads (``Session.sealing``) and to
+        # its blob store: each open application seals with its own vault, however many record
+        # in one process.
         self.blobs.sealing = self.sealing
         self.save_observers: list[Callable[[list[Any]], None]] = []
         """Called after each save with its recordings (live telemetry follows the log here)."""
@@ -160,8 +165,6 @@ class CoderApp(ChainedLog):
         if self.witness is not None:
             self.witness.close()
         self.leases.close()
-        if Session.sealing is self.sealing:
-            Session.sealing = self._outer_sealing
         self.views.close()
         self.blobs.close()
         super().close()
@@ -169,7 +172,7 @@ class CoderApp(ChainedLog):
     # ------------------------------------------------------------------ sessions
 
     def start_session(self, **kwargs: Any) -> Session:
-        session = Session.start(**kwargs)
+        session = Session.start(**kwargs, sealing=self.sealing)
         self.save(session)
         return session
 
@@ -185,6 +188,7 @@ class CoderApp(ChainedLog):
             raise damaged_event_error(f"session {sid}", e) from e
         if not isinstance(session, Session):
             raise SessionNotFoundError(str(session_id), store=self.config.describe())
+        session.sealing = self.sealing
         return session
 
     def update(self, session_id: UUID | str, command: Callable[[Session], T]) -> T:

@@ -313,6 +313,7 @@ class Branching:
             parent_session=str(s.id),
             parent_node=target,
             settings=dict(s.settings),
+            sealing=s.sealing,
         )
         self._save(child, restored)
         return MoveResult(

@@ -438,6 +438,11 @@ class Sealing:
     """Stored forms of blobs sealed per session, until an event of it names them."""
     _forms_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Sealing:
+        # A service, not a value: a session copied from the repository's cache records through
+        # the same vault as the one it was copied from.
+        return self
+
     def redact_kwargs(self, session: UUID, kwargs: dict[str, Any]) -> dict[str, Any]:
         return self.redactor.redact_kwargs(kwargs, self.vault.sealer(session))
 

@@ -932,6 +932,7 @@ class ReplayEngine:
             parent_session=started.get("parent_session"),
             parent_node=started.get("parent_node"),
             settings=dict(started.get("settings") or {}),
+            sealing=self.app.sealing,
         )
         self.app.save(session)
         blobs = self.app.blobs

@@ -14,7 +14,7 @@ copy. Released event classes are never edited; a change is a new ``class_version
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from eventsourcing.domain import Aggregate
@@ -42,9 +42,11 @@ _BASE_FIELDS = frozenset({"originator_id", "originator_version", "timestamp"})
 class Session(Aggregate):
     """A coding-agent session: a tree of conversation nodes plus everything decided on the way."""
 
-    sealing: ClassVar[Sealing | None] = None
-    """Installed by ``CoderApp``: secrets in an event's fields are sealed and replaced by markers
-    before the event exists, because the chain hash covers its content (coder_es.sealing)."""
+    # The sealing of the application this session records into (``CoderApp.sealing``, given by
+    # ``start`` and ``CoderApp.get_session``): secrets in an event's fields are sealed and replaced
+    # by markers before the event exists, because the chain hash covers its content
+    # (coder_es.sealing). A slot, not state: no snapshot holds it, and a copy shares it.
+    __slots__ = ("_sealing",)
 
     class Event(Aggregate.Event):
         prev_hash: str
@@ -384,6 +386,7 @@ class Session(Aggregate):
         parent_node: NodeId | None = None,
         settings: dict[str, Any] | None = None,
         id: UUID | None = None,
+        sealing: Sealing | None = None,
     ) -> Session:
         fields: dict[str, Any] = {
             "workspace": workspace,
@@ -396,9 +399,20 @@ class Session(Aggregate):
             "settings": dict(settings or {}),
         }
         id = id or uuid4()
-        if Session.sealing is not None:
-            fields = Session.sealing.redact_kwargs(id, fields)
-        return cls._create(cls.Started, id=id, prev_hash=GENESIS, **fields)
+        if sealing is not None:
+            fields = sealing.redact_kwargs(id, fields)
+        session = cls._create(cls.Started, id=id, prev_hash=GENESIS, **fields)
+        session._sealing = sealing
+        return session
+
+    @property
+    def sealing(self) -> Sealing | None:
+        """The sealing this session's events are sealed with (None: recorded as given)."""
+        return getattr(self, "_sealing", None)
+
+    @sealing.setter
+    def sealing(self, sealing: Sealing | None) -> None:
+        self._sealing = sealing
 
     def __init__(
         self,
@@ -433,9 +447,10 @@ class Session(Aggregate):
     def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
         # Seal before the event exists: the chain hash covers its content (coder_es.sealing).
         forms: dict[str, str] = {}
-        if Session.sealing is not None:
-            kwargs = Session.sealing.redact_kwargs(self.id, kwargs)
-            forms = Session.sealing.take_stored_forms(self.id, kwargs)
+        sealing = self.sealing
+        if sealing is not None:
+            kwargs = sealing.redact_kwargs(self.id, kwargs)
+            forms = sealing.take_stored_forms(self.id, kwargs)
         if not forms:
             super().trigger_event(event_class, prev_hash=self.chain_head, **kwargs)
             return

@@ -708,7 +708,13 @@ class HarnessTurn:
             harness = dict(settings.get("harness") or {})
             harness.update({"session_id": harness_session, "version": version})
             settings["harness"] = harness
-            session = Session.start(id=self.session_id, settings=settings, model=model, **fields)
+            session = Session.start(
+                id=self.session_id,
+                settings=settings,
+                model=model,
+                sealing=self.app.sealing,
+                **fields,
+            )
         else:
             session = self.app.get_session(self.session_id)
         for op in self._ops:

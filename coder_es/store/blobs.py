@@ -78,12 +78,21 @@ class BlobStore(ABC):
 
     sealing: BlobSealer | None = None
     scope: UUID = STORE_SCOPE
-    # Deepest delta chain: reading a version decodes at most this many deltas (~0.1 ms each
-    # for a 100 KB file); a longer chain is rebased half-way up (``_delta_record``). Shorter
-    # chains rebase more often, against an ancestor further back, which costs writes: 8 made a
-    # one-line edit of a 100 KB file ~1.5x slower to store and its history 1.5x bigger.
-    max_chain = 16
+    # Deepest delta chain: reading a version decodes at most this many deltas (~0.03 ms each
+    # for a 100 KB file: ~1 ms CPU at 32; a heavily loaded machine has shown 3x that); a longer
+    # chain is rebased half-way up (``_delta_record``). Shorter chains rebase more often,
+    # against an ancestor further back, and each rebase or whole copy repeats the edits it
+    # spans: 500 one-line edits of a 100 KB file stored their request manifests and versions in
+    # 1.13 MB at 16, 0.93 MB at 32, 0.86 MB at 64 (reads up to 9.5 ms CPU under a load of 16:
+    # too close to the 10 ms bound), 0.74 MB at 128 (issue 36, item 6).
+    # Writing or reading a delta decodes its base, which is nearly always one of the last
+    # blobs ``put`` stored here (``_recent``), so deep chains do not slow the loop, which reads
+    # back the file versions it just wrote.
+    max_chain = 32
     rebase_share = 8
+    _recent: dict[str, bytes] | None = None
+    """The digests and contents of the last few blobs ``put`` stored here (likely bases)."""
+    _RECENT = 4
     # Deltas are only tried for content at least this big; below it zlib alone is as good.
     min_delta_size = 1024
 
@@ -153,7 +162,22 @@ class BlobStore(ABC):
         if record is None:
             record = FULL + zlib.compress(data, WHOLE_LEVEL)
         self._write_if_absent(digest, record)
+        if len(data) >= self.min_delta_size:
+            self._remember(digest, data)
         return digest
+
+    def _remember(self, digest: str, data: bytes) -> None:
+        recent = dict(self._recent or {})  # a new dict: readers on other threads see a whole one
+        recent.pop(digest, None)
+        recent[digest] = data
+        while len(recent) > self._RECENT:
+            del recent[next(iter(recent))]
+        self._recent = recent
+
+    def _recent_content(self, digest: str) -> bytes | None:
+        # Content-addressed: what was put under a digest is its content.
+        recent = self._recent
+        return recent.get(digest) if recent is not None else None
 
     def get(self, digest: str) -> bytes:
         data = self._decode(digest, self._record(digest))
@@ -295,7 +319,9 @@ class BlobStore(ABC):
                     return None
                 base_record = found
         depth = self._depth(base_record) + 1
-        base = self._decode(like, base_record)
+        base = self._recent_content(like)
+        if base is None:
+            base = self._decode(like, base_record)
         ops = zlib.compress(_encode_delta(base, data), 6)
         full_size = len(zlib.compress(data, 1))
         if len(ops) + 34 >= (full_size // self.rebase_share if rebased else full_size):
@@ -320,10 +346,12 @@ class BlobStore(ABC):
                 data = zlib.decompress(record[1:])
             elif kind == DELTA:
                 base_digest = record[2:34].hex()
-                base_record = records.get(base_digest) if records is not None else None
-                if base_record is None:
-                    base_record = self._record(base_digest)
-                base = self._decode(base_digest, base_record, records, decoded)
+                base = self._recent_content(base_digest)
+                if base is None:
+                    base_record = records.get(base_digest) if records is not None else None
+                    if base_record is None:
+                        base_record = self._record(base_digest)
+                    base = self._decode(base_digest, base_record, records, decoded)
                 data = _apply_delta(base, zlib.decompress(record[34:]))
             elif kind == SEALED:
                 if self.sealing is None:

@@ -5,6 +5,7 @@ fleet can check it too."""
 from __future__ import annotations
 
 from coder_es.errors import UsageError
+from coder_es.store.compression import READ_TOPIC
 from coder_es.store.config import StoreConfig
 
 
@@ -25,6 +26,8 @@ def require_postgres(backend: str, what: str) -> None:
 def projection_env(config: StoreConfig) -> dict[str, str]:
     require_postgres(config.backend, "a projection process")
     env = config.eventsourcing_env()
+    # A projection reads what any writer stored: compressed or not (coder_es.store.compression).
+    env.setdefault("COMPRESSOR_TOPIC", READ_TOPIC)
     env.setdefault("POSTGRES_POOL_SIZE", "2")
     env.setdefault("POSTGRES_MAX_OVERFLOW", "2")
     return env
