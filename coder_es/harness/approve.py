@@ -40,9 +40,6 @@ CLAUDE_KINDS = {
 }
 
 Record = Callable[[str, str, str, bool, str, str], None]
-Ask = Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]
-"""(call, our tool, subject, the tool's input) -> (allowed, reason): the user, asked (the
-editor's, ``coder-es acp --harness``) about what our rules leave to them."""
 
 
 def mcp_config(proxy_url: str) -> str:
@@ -50,13 +47,10 @@ def mcp_config(proxy_url: str) -> str:
 
 
 class ApprovalServer:
-    def __init__(
-        self, rule: PermissionRule, workspace: Path, record: Record, ask: Ask | None = None
-    ) -> None:
+    def __init__(self, rule: PermissionRule, workspace: Path, record: Record) -> None:
         self.rule = rule
         self.workspace = workspace
         self.record = record
-        self.ask = ask
         self.seen: Callable[[str, str, dict[str, Any]], None] | None = None
         """Told of each call asked about (Claude Code may ask before its stream shows it)."""
 
@@ -67,7 +61,7 @@ class ApprovalServer:
             return 400, b""
         if not isinstance(message, dict) or "id" not in message:
             return 202, b""  # a notification
-        result = await self._answer(str(message.get("method")), message.get("params") or {})
+        result = self._answer(str(message.get("method")), message.get("params") or {})
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if result is None:
             reply["error"] = {"code": -32601, "message": "method not found"}
@@ -75,7 +69,7 @@ class ApprovalServer:
             reply["result"] = result
         return 200, json.dumps(reply).encode()
 
-    async def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         if method == "initialize":
             return {
                 "protocolVersion": params.get("protocolVersion", "2025-06-18"),
@@ -104,7 +98,7 @@ class ApprovalServer:
             }
         if method == "tools/call":
             args = params.get("arguments") or {}
-            decision = await self.decide(
+            decision = self.decide(
                 str(args.get("tool_name", "")),
                 args.get("input") or {},
                 str(args.get("tool_use_id", "")),
@@ -112,7 +106,7 @@ class ApprovalServer:
             return {"content": [{"type": "text", "text": json.dumps(decision)}]}
         return None
 
-    async def decide(self, name: str, tool_input: dict[str, Any], call: str) -> dict[str, Any]:
+    def decide(self, name: str, tool_input: dict[str, Any], call: str) -> dict[str, Any]:
         if self.seen is not None and call:
             self.seen(call, name, tool_input)
         kind = CLAUDE_KINDS.get(name)
@@ -123,10 +117,6 @@ class ApprovalServer:
         allowed, by, reason, tool = self.rule.decide(
             kind, title, tool_input, [str(path)] if path else [], self.workspace
         )
-        if not allowed and by == "client" and self.ask is not None:
-            # Left to the user by our rules: someone is there to answer (an editor).
-            allowed, reason = await self.ask(call or name, tool, title, tool_input)
-            by = "user"
         self.record(call or name, tool, title, allowed, by, reason)
         if allowed:
             return {"behavior": "allow", "updatedInput": tool_input}

@@ -54,9 +54,6 @@ class HarnessSession:
     and a fork's rebuild: ``replay.harness``)."""
     discard: bool = False
     """Drop the turns' file changes (a rebuild of the harness's own state)."""
-    ask: Any = None
-    """Asks the user what our rules leave to them (``PermissionRequired`` ->
-    ``PermissionAnswer``; ``coder-es acp --harness``). None: rejected, saying why."""
     _cancel: asyncio.Event | None = None
 
     @classmethod
@@ -196,7 +193,6 @@ class HarnessSession:
             cancelled=self._cancel,
             serve=self.serve,
             discard=self.discard,
-            ask=self.ask if not self.yes else None,
         )
         resume, fork_at = None, None
         if self.exists:

@@ -32,7 +32,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,6 @@ class HarnessTurn:
     discard: bool = False
     """Drop the transaction at the end, whatever the agent (a fork's rebuild of the harness's
     own state: the workspace is already at the fork's node)."""
-    ask: Callable[[up.PermissionRequired], Awaitable[Any]] | None = None
-    """Someone to ask what our rules leave to the user (``coder-es acp --harness``: the
-    editor); it answers a ``PermissionAnswer``. None: a non-interactive run rejects it."""
     fork_at: str | None = None
     """Resume the harness's session as a fork of it ending at this message of its own
     (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
@@ -179,9 +176,7 @@ class HarnessTurn:
         try:
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
             if prompt_tool:
-                approvals = ApprovalServer(
-                    self._rule(), self.workspace, self._record_decision, self._asker()
-                )
+                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
                 approvals.seen = self._seen
                 proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
@@ -577,23 +572,6 @@ class HarnessTurn:
         if call not in self._tool_names and call not in self._announced:
             self._announced.add(call)
             self.emit(up.ToolStarted(call, name, dict(tool_input)))
-
-    def _asker(self) -> Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]:
-        async def ask(call: str, tool: str, subject: str, raw: dict[str, Any]) -> tuple[bool, str]:
-            if self.ask is None:
-                return False, f"{subject} needs permission (nobody can be asked)"
-            question = up.PermissionRequired(
-                call, tool, subject, dict(raw), "", "the harness asks", ""
-            )
-            self.emit(question)  # the client shows the call before the question
-            answer = await self.ask(question)
-            allowed = getattr(answer, "decision", "deny") == "allow"
-            reason = getattr(answer, "reason", None) or (
-                "allowed by the user" if allowed else "rejected by the user"
-            )
-            return allowed, str(reason)
-
-        return ask
 
     def _rule(self) -> PermissionRule:
         return PermissionRule(
