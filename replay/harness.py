@@ -407,7 +407,7 @@ async def live(
             root,
             spec,
             agent=str(cassette.started.fields.get("agent") or "build"),
-            network=True if network is None else network,
+            network=network,
         )
         seen = 0
         recorded_version = (cassette.started.fields.get("settings") or {}).get("harness", {})

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,7 +22,11 @@ from coder_es.cli.interrupt import sigint_cancels
 from coder_es.errors import UsageError
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import parse_harness
+from coder_es.sandbox import SandboxSettings
 from coder_es.service import updates as up
+
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -76,6 +81,11 @@ class Renderer:
             mark = "[red]✗[/red]" if u.is_error else "[green]✓[/green]"
             first = (u.output.strip().splitlines() or [""])[0]
             self.line(f"  {mark} {escape(u.name)} [dim]{escape(first[:100])}[/dim]")
+        elif isinstance(u, up.PermissionRequired):
+            self.line(
+                f"[bold yellow]permission[/bold yellow] {escape(u.tool)} "
+                f"[bold]{escape(u.subject)}[/bold] [dim]({escape(u.reason)})[/dim]"
+            )
         elif isinstance(u, up.PermissionDecision):
             color = "green" if u.decision == "allow" else "red"
             self.line(
@@ -131,6 +141,9 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
         "rules": _rules(args, ctx),
         "default_permission": ctx.settings.permissions.default,
         "network": ctx.settings.sandbox.network,
+        "writable": SandboxSettings.configured(
+            "auto", None, False, ctx.settings.sandbox.writable
+        ).writable,
         "store_path": ctx.app.config.path.resolve(),
     }
     if args.agent:
@@ -163,9 +176,15 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
     return tuple(rules)
 
 
-async def _turn(session: HarnessSession, prompt: str, as_json: bool, renderer: Renderer) -> int:
+async def _turn(
+    session: HarnessSession,
+    prompt: str,
+    as_json: bool,
+    renderer: Renderer,
+    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None,
+) -> int:
     with sigint_cancels(session.cancel):
-        async for update in session.send(prompt):
+        async for update in session.send(prompt, ask=ask):
             if as_json:
                 print_json(update.to_dict())
                 sys.stdout.flush()
@@ -175,6 +194,32 @@ async def _turn(session: HarnessSession, prompt: str, as_json: bool, renderer: R
     if outcome is None or outcome.reason == "cancelled":
         return 130
     return 1 if outcome.reason == "error" else 0
+
+
+def _asker(
+    renderer: Renderer,
+) -> Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]]:
+    """Asks the chat's user what no rule settles, as a native chat does (``cli.chat``): a
+    harness's permission question (ACP ``request_permission``, Claude Code's prompt tool)."""
+    from coder_es.permissions.policy import PermissionAnswer
+
+    async def ask(q: up.PermissionRequired) -> PermissionAnswer:
+        # The question is an update too: its line is shown first (the turn's loop shows the
+        # updates queued so far when this task yields).
+        for _ in range(3):
+            await asyncio.sleep(0)
+        while True:
+            renderer.err.file.write("  allow [o]nce, or [r]eject? ")
+            renderer.err.file.flush()
+            # A thread: the turn (the harness's stream, the proxy) goes on while the user reads.
+            raw = await asyncio.to_thread(sys.stdin.readline)
+            choice = raw.strip().lower()[:1] if raw else "r"
+            if choice == "o":
+                return PermissionAnswer.allow_once()
+            if choice == "r":
+                return PermissionAnswer.reject("rejected by the user")
+
+    return ask
 
 
 def harness_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -202,4 +247,5 @@ def harness_chat(args: argparse.Namespace, ctx: Context) -> int:
             return code
         if not text:
             continue
-        code = asyncio.run(_turn(session, text, args.json, renderer))
+        ask = None if args.yes else _asker(renderer)
+        code = asyncio.run(_turn(session, text, args.json, renderer, ask))

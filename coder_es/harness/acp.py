@@ -51,7 +51,7 @@ from acp.schema import (
 )
 
 from coder_es.harness import stream as hs
-from coder_es.harness.acp_shim import PermissionRule
+from coder_es.harness.acp_shim import Asker, PermissionRule, settle
 
 
 @dataclass
@@ -73,7 +73,9 @@ class HarnessClient:
         sandbox_pid: Callable[[], int | None],
         rule: PermissionRule,
         record_decision: Callable[[str, str, str, bool, str, str], None],
+        ask: Asker | None = None,
     ) -> None:
+        self.ask = ask
         self.on_event = on_event
         self.workspace = workspace
         self.sandbox_root = sandbox_root
@@ -136,8 +138,15 @@ class HarnessClient:
     ) -> Any:
         title = tool_call.title or self._titles.get(tool_call.tool_call_id, "")
         paths = [loc.path for loc in tool_call.locations or []]
-        allowed, by, reason, tool = self.rule.decide(
-            tool_call.kind, title, tool_call.raw_input, paths, self.workspace
+        allowed, by, reason, tool = await settle(
+            self.rule,
+            self.ask,
+            tool_call.tool_call_id,
+            tool_call.kind,
+            title,
+            tool_call.raw_input,
+            paths,
+            self.workspace,
         )
         self.record_decision(tool_call.tool_call_id, tool, title, allowed, by, reason)
         wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
@@ -372,6 +381,7 @@ async def converse(
     record_decision: Callable[[str, str, str, bool, str, str], None],
     prompt: str,
     resume: str | None,
+    ask: Asker | None = None,
 ) -> None:
     """One prompt over ACP with the agent ``proc`` (stdin: ``write_fd``; stdout: its pipe)."""
     assert proc.stdout is not None
@@ -391,7 +401,7 @@ async def converse(
         p = pid()
         return None if p is None else Path(f"/proc/{p}/root")
 
-    client = HarnessClient(on_event, workspace, root, pid, rule, record_decision)
+    client = HarnessClient(on_event, workspace, root, pid, rule, record_decision, ask)
     conn = ClientSideConnection(cast(Any, client), writer, proc.stdout)
     try:
         await run_acp_turn(

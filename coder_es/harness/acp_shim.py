@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,34 @@ class PermissionRule:
 
 
 _NON_INTERACTIVE = "this run is non-interactive; rerun with --yes or --allow"
+
+ASKED_BY = "client"
+"""``decided_by`` of a question no rule settled: the one an interactive run asks its user."""
+
+Asker = Callable[[str, str, str, dict[str, Any], str], Awaitable[tuple[bool, str]]]
+"""An interactive run's way to ask its user: (call id, our tool, subject, input, why asked) ->
+(allowed, reason). Where there is one (``chat --harness``), a question no rule settles is asked
+instead of rejected."""
+
+
+async def settle(
+    rule: PermissionRule,
+    ask: Asker | None,
+    call: str,
+    kind: str | None,
+    title: str,
+    raw_input: Any,
+    paths: list[str],
+    root: Path,
+) -> tuple[bool, str, str, str]:
+    """``rule.decide``, and the user's answer where no rule settled it and someone can ask."""
+    allowed, by, reason, tool = rule.decide(kind, title, raw_input, paths, root)
+    if by != ASKED_BY or ask is None:
+        return allowed, by, reason, tool
+    why = reason.removesuffix(f" ({_NON_INTERACTIVE})")
+    raw = raw_input if isinstance(raw_input, dict) else {}
+    allowed, reason = await ask(call, tool, title, raw, why)
+    return allowed, "user", reason, tool
 
 
 def stdin_descriptor() -> tuple[int, int]:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from coder_es.harness.acp_shim import PermissionRule
+from coder_es.harness.acp_shim import Asker, PermissionRule, settle
 
 SERVER = "coder_es"
 TOOL = "approve"
@@ -47,10 +47,13 @@ def mcp_config(proxy_url: str) -> str:
 
 
 class ApprovalServer:
-    def __init__(self, rule: PermissionRule, workspace: Path, record: Record) -> None:
+    def __init__(
+        self, rule: PermissionRule, workspace: Path, record: Record, ask: Asker | None = None
+    ) -> None:
         self.rule = rule
         self.workspace = workspace
         self.record = record
+        self.ask = ask
         self.seen: Callable[[str, str, dict[str, Any]], None] | None = None
         """Told of each call asked about (Claude Code may ask before its stream shows it)."""
 
@@ -61,7 +64,7 @@ class ApprovalServer:
             return 400, b""
         if not isinstance(message, dict) or "id" not in message:
             return 202, b""  # a notification
-        result = self._answer(str(message.get("method")), message.get("params") or {})
+        result = await self._answer(str(message.get("method")), message.get("params") or {})
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if result is None:
             reply["error"] = {"code": -32601, "message": "method not found"}
@@ -69,7 +72,7 @@ class ApprovalServer:
             reply["result"] = result
         return 200, json.dumps(reply).encode()
 
-    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    async def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         if method == "initialize":
             return {
                 "protocolVersion": params.get("protocolVersion", "2025-06-18"),
@@ -98,7 +101,7 @@ class ApprovalServer:
             }
         if method == "tools/call":
             args = params.get("arguments") or {}
-            decision = self.decide(
+            decision = await self.decide(
                 str(args.get("tool_name", "")),
                 args.get("input") or {},
                 str(args.get("tool_use_id", "")),
@@ -106,7 +109,7 @@ class ApprovalServer:
             return {"content": [{"type": "text", "text": json.dumps(decision)}]}
         return None
 
-    def decide(self, name: str, tool_input: dict[str, Any], call: str) -> dict[str, Any]:
+    async def decide(self, name: str, tool_input: dict[str, Any], call: str) -> dict[str, Any]:
         if self.seen is not None and call:
             self.seen(call, name, tool_input)
         kind = CLAUDE_KINDS.get(name)
@@ -114,8 +117,15 @@ class ApprovalServer:
             tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
         )
         title = str(tool_input.get("command") or path or name)
-        allowed, by, reason, tool = self.rule.decide(
-            kind, title, tool_input, [str(path)] if path else [], self.workspace
+        allowed, by, reason, tool = await settle(
+            self.rule,
+            self.ask,
+            call or name,
+            kind,
+            title,
+            tool_input,
+            [str(path)] if path else [],
+            self.workspace,
         )
         self.record(call or name, tool, title, allowed, by, reason)
         if allowed:

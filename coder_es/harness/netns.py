@@ -17,14 +17,26 @@ import sys
 FORWARDER = r"""
 import socket, subprocess, sys, threading
 path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def fail(why):
+    sys.stderr.write(f"coder-es: the model route in the sandbox is broken ({why})\n")
+    sys.stderr.flush()
+# Checked before the harness starts: a route that cannot work is one clear line now, not a
+# harness retrying a reset connection for minutes.
+try:
+    probe = socket.socket(socket.AF_UNIX)
+    probe.connect(path)
+    probe.close()
+except OSError as e:
+    fail(f"{path}: {e.strerror or e}")
+    sys.exit(125)
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     server.bind(("127.0.0.1", port))
 except OSError as e:
-    sys.exit(f"coder-es: the model route could not be set up in the sandbox ({e})")
+    fail(f"127.0.0.1:{port}: {e.strerror or e}")
+    sys.exit(125)
 server.listen(64)
-
 def relay(a, b):
     try:
         while True:
@@ -46,14 +58,19 @@ def serve():
         upstream = socket.socket(socket.AF_UNIX)
         try:
             upstream.connect(path)
-        except OSError:
+        except OSError as e:
+            # The proxy is gone (its turn ended): the harness is stopped with one line rather
+            # than left to retry.
             client.close()
-            continue
+            fail(f"{path}: {e.strerror or e}")
+            child.kill()
+            return
         threading.Thread(target=relay, args=(client, upstream), daemon=True).start()
         threading.Thread(target=relay, args=(upstream, client), daemon=True).start()
 
+child = subprocess.Popen(argv, close_fds=False)
 threading.Thread(target=serve, daemon=True).start()
-sys.exit(subprocess.call(argv, close_fds=False))
+sys.exit(child.wait())
 """
 
 

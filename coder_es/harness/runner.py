@@ -10,10 +10,10 @@ its own session id and version (``settings["harness"]``); every turn then record
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from coder_es.application import CoderApp
@@ -28,6 +28,9 @@ from coder_es.permissions.presets import get_preset
 from coder_es.secret_env import command_environ
 from coder_es.service import updates as up
 
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
+
 
 @dataclass
 class HarnessSession:
@@ -41,7 +44,11 @@ class HarnessSession:
     """The user's permission rules (``coder_es.permissions.rules.Rule``): an ACP agent's
     questions are decided by them first."""
     default_permission: str = "ask"
-    network: bool = True
+    network: bool | None = None
+    """``[sandbox] network``: None gives the harness's commands the network unless the agent is
+    read-only (as for native bash)."""
+    writable: tuple[Path, ...] = ()
+    """``[sandbox] writable``: places outside the workspace the harness's commands may change."""
     title: str = ""
     # The harness and its commands get no coder-es variable or key value (secret_env).
     environ: Mapping[str, str] = field(default_factory=command_environ)
@@ -153,7 +160,12 @@ class HarnessSession:
                 last = (event.settings.get("harness") or {}).get("session_id") or last
         return last
 
-    async def send(self, prompt: str) -> AsyncIterator[up.Update]:
+    async def send(
+        self,
+        prompt: str,
+        ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None,
+    ) -> AsyncIterator[up.Update]:
+        """One turn; ``ask``: an interactive run's user, asked what no rule settles."""
         if not prompt.strip():
             raise UsageError("the message is empty")
         adapter = ADAPTERS[self.spec.kind]()
@@ -185,7 +197,8 @@ class HarnessSession:
             agent=self.agent,
             rules=self.rules,
             default_permission=self.default_permission,
-            network=self.network,
+            network=self.network if self.network is not None else not preset.read_only_shell,
+            writable=self.writable,
             hidden=hidden_paths(self.workspace, self.store_path),
             turn_timeout_s=self.turn_timeout_s,
             version=version,
@@ -193,6 +206,7 @@ class HarnessSession:
             cancelled=self._cancel,
             serve=self.serve,
             discard=self.discard,
+            ask=ask,
         )
         resume, fork_at = None, None
         if self.exists:

@@ -32,17 +32,17 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
-from coder_es.harness.acp_shim import PermissionRule, shimmed, stdin_descriptor
+from coder_es.harness.acp_shim import Asker, PermissionRule, shimmed, stdin_descriptor
 from coder_es.harness.adapters import ACP_ROUTES, Adapter, TurnRequest
 from coder_es.harness.approve import ROUTE as APPROVE_ROUTE
 from coder_es.harness.approve import ApprovalServer
@@ -58,6 +58,9 @@ from coder_es.service import updates as up
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from coder_es.permissions.policy import PermissionAnswer
 
 KILL_GRACE_S = 2.0
 STDERR_TAIL = 4000
@@ -104,6 +107,7 @@ class HarnessTurn:
     rules: tuple[Any, ...] = ()
     default_permission: str = "ask"
     network: bool = True
+    writable: tuple[Path, ...] = ()  # ``[sandbox] writable``, besides the harness's home
     hidden: tuple[Path, ...] = ()
     turn_timeout_s: float = 1800.0
     version: str | None = None
@@ -118,6 +122,9 @@ class HarnessTurn:
     fork_at: str | None = None
     """Resume the harness's session as a fork of it ending at this message of its own
     (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
+    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
+    """An interactive run's user (``chat --harness``): a question no rule settles is asked
+    (shown as a ``PermissionRequired`` update first) instead of rejected."""
 
     # state of the turn
     _ops: list[Op] = field(default_factory=list)
@@ -143,6 +150,17 @@ class HarnessTurn:
         as ``~/.claude.json`` directly in it, so no narrower place holds them all)."""
         home = self.environ.get("HOME")
         return (Path(home),) if home and Path(home).is_dir() else ()
+
+    def _model_route(self) -> Path | None:
+        """Without network, a private directory for the proxy's Unix socket (None with network).
+
+        Made under the temporary directory outside the sandbox, which has a private ``/tmp`` of
+        its own: the directory is one of the sandbox's places carried over it (``writable``), so
+        the socket has the same path inside. (It was not, at first: the forwarder in the sandbox
+        found no socket and reset every connection, and the harness retried for minutes.)"""
+        if self.network:
+            return None
+        return Path(tempfile.mkdtemp(prefix="coder-es-model-"))
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
         blobs = self.app.blobs.for_session(self.session_id)
@@ -172,11 +190,14 @@ class HarnessTurn:
         outcome = "ok"
         message: str | None = None
         applied: list[Applied] = []
-        route_dir: str | None = None
+        route_dir: Path | None = None
         try:
+            route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
             if prompt_tool:
-                approvals = ApprovalServer(self._rule(), self.workspace, self._record_decision)
+                approvals = ApprovalServer(
+                    self._rule(), self.workspace, self._record_decision, self._asker()
+                )
                 approvals.seen = self._seen
                 proxy.local[APPROVE_ROUTE] = approvals.handle
             request = TurnRequest(
@@ -200,18 +221,21 @@ class HarnessTurn:
                 # The harness keeps its own state (~/.claude, ~/.claude.json, ~/.codex,
                 # ~/.gemini: sessions, settings, caches) outside the transaction, as when the
                 # user runs it; the sandbox is otherwise an allow-list of writable places.
-                writable=self.state_dirs(),
+                writable=(
+                    *self.state_dirs(),
+                    *self.writable,
+                    *([route_dir] if route_dir else []),
+                ),
             )
             inner = self.adapter.argv(self.command, request)
             acp_stdin: tuple[int, int] | None = None
             if self.spec.kind == "acp":
                 acp_stdin = stdin_descriptor()
                 inner = shimmed(inner, acp_stdin[0])
-            if not self.network:
+            if route_dir is not None:
                 # No network for the harness's commands: its model is reached through the
                 # proxy's Unix socket, relayed on the namespace's own loopback (netns.py).
-                route_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-model-")
-                route = os.path.join(route_dir, "proxy.sock")
+                route = str(route_dir / "proxy.sock")
                 await proxy.listen_unix(route)
                 inner = forwarded(inner, route, proxy.port)
             argv = wrap(sandbox, inner)
@@ -362,6 +386,7 @@ class HarnessTurn:
                 record_decision=self._record_decision,
                 prompt=prompt,
                 resume=resume,
+                ask=self._asker(),
             )
             await _stop(proc)
 
@@ -577,6 +602,23 @@ class HarnessTurn:
         return PermissionRule(
             self.read_only, self.yes, self.agent, self.rules, self.default_permission
         )
+
+    def _asker(self) -> Asker | None:
+        if self.ask is None or self.yes:
+            return None
+        ask = self.ask
+
+        async def asked(
+            call: str, tool: str, subject: str, tool_input: dict[str, Any], why: str
+        ) -> tuple[bool, str]:
+            question = up.PermissionRequired(call, tool, subject, tool_input, "", why, subject)
+            self.emit(question)
+            answer = await ask(question)
+            if answer.decision == "allow":
+                return True, answer.reason or "allowed by the user"
+            return False, answer.reason or "rejected by the user"
+
+        return asked
 
     def _record_decision(
         self, call: str, tool: str, subject: str, allowed: bool, by: str, reason: str

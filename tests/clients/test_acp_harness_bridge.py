@@ -41,9 +41,7 @@ def henv(tmp_path: Path) -> Iterator[HarnessEnv]:
         config = h.home / ".config" / "coder-es"
         config.mkdir(parents=True, exist_ok=True)
         # The shell command is left to the user: the editor is asked.
-        (config / "config.toml").write_text(
-            '[sandbox]\nnetwork = true\n\n[permissions.rules]\nbash = "ask"\n'
-        )
+        (config / "config.toml").write_text('[permissions.rules]\nbash = "ask"\n')
         yield h
 
 

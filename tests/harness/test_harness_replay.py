@@ -22,21 +22,12 @@ KINDS = [
 ]
 
 
-def with_network(h: HarnessEnv) -> None:
-    """The harness's commands get the network (as a ``build`` run's do by default)."""
-    config = h.home / ".config" / "coder-es"
-    config.mkdir(parents=True, exist_ok=True)
-    (config / "config.toml").write_text("[sandbox]\nnetwork = true\n")
-
-
 @pytest.fixture
 def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
     reason = sandbox_reason(tmp_path)
     if reason:
         pytest.skip(f"harness sessions need the namespace sandbox: {reason}")
-    for h in make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws"))):
-        with_network(h)
-        yield h
+    yield from make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws")))
 
 
 def record(h: HarnessEnv, kind: str) -> tuple[str, Path]:

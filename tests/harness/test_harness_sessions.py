@@ -24,18 +24,6 @@ KINDS = [
 ]
 
 
-# KNOWN BREAKAGE at the merge of the harness bridge with the allow-list sandbox (issue 29): inside
-# the new sandbox the harness CLI's connection to the recording proxy is reset (ECONNRESET), so
-# harness turns end in an error. Each test passes on the harness branch alone; the cause is not
-# found yet (issue 31 stays open for it). Remove this mark with the fix.
-# run=False: each failing turn waits out the CLI's retries (minutes), which the suite cannot afford.
-pytestmark = pytest.mark.xfail(
-    reason="harness turns inside the allow-list sandbox: connection to the proxy reset (issue 31)",
-    strict=False,
-    run=False,
-)
-
-
 @pytest.fixture
 def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
     reason = sandbox_reason(tmp_path)
@@ -281,3 +269,55 @@ def test_chat_runs_one_harness_turn_per_line(henv: HarnessEnv) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("FAKE-ANSWER-7Q") == 2
     assert done.stderr.count("started") == 1 and done.stderr.count("resumed") == 1
+
+
+def _chat(h: HarnessEnv, kind: str, typed: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coder_es.cli.main",
+            "--workspace",
+            str(h.workspace),
+            "chat",
+            "--harness",
+            kind,
+        ],
+        cwd=h.workspace,
+        env=h.env,
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer"),
+    [
+        ("claude", "o"),
+        pytest.param("claude", "r", marks=pytest.mark.slow),
+        pytest.param("acp:claude-agent-acp", "o", marks=pytest.mark.slow),
+    ],
+)
+def test_chat_asks_the_user_what_no_rule_settles(kind: str, answer: str, henv: HarnessEnv) -> None:
+    # The build preset allows everything; a rule of the user's asks for edits.
+    h = henv
+    config = h.home / ".config" / "coder-es"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[permissions.rules]\nedit = "ask"\n')
+    done = _chat(h, kind, f"write the notes and make the file\n{answer}\n")
+    assert done.returncode == 0, done.stderr
+    assert "permission edit" in done.stderr and "notes.md" in done.stderr, done.stderr
+    assert "allow [o]nce, or [r]eject?" in done.stderr
+    assert (h.workspace / "made.txt").exists()  # the command: allowed by the preset
+    assert (h.workspace / "notes.md").exists() == (answer == "o"), done.stderr
+    sid = next(line.split()[1] for line in done.stderr.splitlines() if line.startswith("session "))
+    exported = h.cli("export", sid, "--format", "jsonl").stdout
+    decided = [json.loads(line) for line in exported.splitlines() if "PermissionDecided" in line]
+    by_user = [d for d in decided if '"edit"' in json.dumps(d)]
+    assert by_user and '"decided_by": "user"' in json.dumps(by_user[-1]), decided
+    assert ('"decision": "allow"' in json.dumps(by_user[-1])) == (answer == "o")
