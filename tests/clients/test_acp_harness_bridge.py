@@ -73,8 +73,9 @@ def test_an_editor_drives_a_harness_through_coder_es(
     assert len(seen["toolCalls"]) == 2, json.dumps(seen, indent=1)
     assert "pending" not in seen["finished"][-1:] and "completed" in seen["finished"]
     assert (h.workspace / "notes.md").read_text() == "# Notes\nwritten by the harness\n"
-    assert (h.workspace / "made.txt").exists(), done.stderr[-3000:]
-    assert (h.workspace / "made.txt").read_text() == "made\n"
+    if kind != "gemini":  # Gemini CLI's auto_edit (build without --yes) refuses commands itself
+        assert (h.workspace / "made.txt").exists(), done.stderr[-3000:]
+        assert (h.workspace / "made.txt").read_text() == "made\n"
     # /tree is a code block; /search finds the harness's answer in this session
     assert seen["tree"].startswith("```") and "tool" in seen["tree"]
     assert "FAKE-ANSWER-7Q" in seen["search"]
