@@ -145,14 +145,31 @@ def comparable(
                 {**b, "id": call_id(b["id"])} if b.get("type") == "tool_use" and "id" in b else b
                 for b in value["blocks"] or []
             ]
-        if kind == "ToolCallCompleted" and live:
-            value["files_changed"] = [
-                {k: c.get(k) for k in ("path", "before", "after") if k in c}
-                for c in fields.get("files_changed") or []
-                if isinstance(c, dict)
-            ]
         out.append((version, {"kind": kind, **norm.value(value)}))
+    if live:
+        out.append(_file_effects(items, norm))
     return out
+
+
+def _file_effects(
+    items: Iterable[tuple[int, str, dict[str, Any]]], norm: Normalizer
+) -> tuple[int, dict[str, Any]]:
+    """What the turn did to the files, per path (first ``before``, last ``after``), as one
+    item at its end. Per call it is not compared: which call a change is attributed to
+    depends on when the stream is read against when the harness writes (a replay served at
+    once runs ahead of it), while the turn's effect does not."""
+    effects: dict[str, dict[str, Any]] = {}
+    last = 0
+    for version, kind, fields in items:
+        last = max(last, version)
+        if kind != "ToolCallCompleted":
+            continue
+        for c in fields.get("files_changed") or []:
+            if isinstance(c, dict) and isinstance(c.get("path"), str):
+                seen = effects.setdefault(c["path"], {"before": c.get("before")})
+                seen["after"] = c.get("after")
+    changed = {p: e for p, e in sorted(effects.items()) if e["before"] != e["after"]}
+    return last, {"kind": "files", "changes": norm.value(changed)}
 
 
 def first_divergence(
@@ -390,7 +407,7 @@ async def live(
             root,
             spec,
             agent=str(cassette.started.fields.get("agent") or "build"),
-            network=True if network is None else network,
+            network=network,
         )
         seen = 0
         recorded_version = (cassette.started.fields.get("settings") or {}).get("harness", {})

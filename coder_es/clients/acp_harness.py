@@ -90,9 +90,8 @@ class HarnessHandle:
         self.running = True
         self.outcome = None
         self.loop.state.calls.clear()
-        self.session.ask = answerer
         try:
-            async for update in self.session.send(text):
+            async for update in self.session.send(text, ask=answerer):
                 if isinstance(update, up.ToolStarted):
                     self.loop.state.calls[update.tool_use_id] = _Call(
                         update.name, dict(update.input)
@@ -100,7 +99,6 @@ class HarnessHandle:
                 yield update
         finally:
             self.running = False
-            self.session.ask = None
             result = self.session.outcome
             self.outcome = (
                 Outcome(result.reason, result.message)

@@ -41,6 +41,7 @@ CLAUDE_KINDS = {
 
 Record = Callable[[str, str, str, bool, str, str], None]
 
+
 def mcp_config(proxy_url: str) -> str:
     return json.dumps({"mcpServers": {SERVER: {"type": "http", "url": proxy_url + ROUTE}}})
 

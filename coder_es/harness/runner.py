@@ -65,9 +65,6 @@ class HarnessSession:
     and a fork's rebuild: ``replay.harness``)."""
     discard: bool = False
     """Drop the turns' file changes (a rebuild of the harness's own state)."""
-    ask: Any = None
-    """Asks the user what our rules leave to them (``PermissionRequired`` ->
-    ``PermissionAnswer``; ``coder-es acp --harness``). None: rejected, saying why."""
     _cancel: asyncio.Event | None = None
 
     @classmethod
@@ -139,16 +136,19 @@ class HarnessSession:
         try:
             for n, turn in enumerate(where.rebuild, 1):
                 served = ServingUpstream(
-                    turn.exchanges, requests, on_mismatch=lambda _m: helper.cancel()
+                    turn.exchanges,
+                    requests,
+                    on_mismatch=lambda _m: helper.cancel(),
+                    strict=False,
                 )
                 helper.serve, helper.yes = served, turn.yes
                 async for _update in helper.send(turn.prompt):
                     pass
-                if served.mismatch is not None or served.unserved:
+                if served.mismatch is not None:
                     msg = (
                         f"cannot rebuild the {self.spec.name} harness's conversation up to "
-                        f"{where.recorded_at}: in turn {n} it asked the model something else than "
-                        "it did when recorded (coder-es replay shows where)"
+                        f"{where.recorded_at}: in turn {n} it asked the model more than it did "
+                        "when recorded (coder-es replay shows where it differs)"
                     )
                     raise HarnessFailed(msg)
         finally:
@@ -220,8 +220,7 @@ class HarnessSession:
             cancelled=self._cancel,
             serve=self.serve,
             discard=self.discard,
-            # this turn's asker (chat --harness), else the session's (acp --harness)
-            ask=ask if ask is not None else self.ask,
+            ask=ask,
         )
         resume, fork_at = None, None
         if self.exists:

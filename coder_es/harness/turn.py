@@ -120,12 +120,12 @@ class HarnessTurn:
     discard: bool = False
     """Drop the transaction at the end, whatever the agent (a fork's rebuild of the harness's
     own state: the workspace is already at the fork's node)."""
-    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
-    """An interactive run's user (``chat --harness``): a question no rule settles is asked
-    (shown as a ``PermissionRequired`` update first) instead of rejected."""
     fork_at: str | None = None
     """Resume the harness's session as a fork of it ending at this message of its own
     (Claude Code ``--fork-session --resume-session-at``: ``coder_es.harness.resume``)."""
+    ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
+    """An interactive run's user (``chat --harness``): a question no rule settles is asked
+    (shown as a ``PermissionRequired`` update first) instead of rejected."""
 
     # state of the turn
     _ops: list[Op] = field(default_factory=list)

@@ -41,9 +41,7 @@ def henv(tmp_path: Path) -> Iterator[HarnessEnv]:
         config = h.home / ".config" / "coder-es"
         config.mkdir(parents=True, exist_ok=True)
         # The shell command is left to the user: the editor is asked.
-        (config / "config.toml").write_text(
-            '[sandbox]\nnetwork = true\n\n[permissions.rules]\nbash = "ask"\n'
-        )
+        (config / "config.toml").write_text('[permissions.rules]\nbash = "ask"\n')
         yield h
 
 
@@ -69,11 +67,15 @@ def test_an_editor_drives_a_harness_through_coder_es(
 
     assert {"tree", "rewind", "fork", "switch", "diff", "label", "search"} <= set(seen["commands"])
     assert seen["configOptions"] == ["mode"]  # the harness chooses its model
-    assert seen["stopReason"] == "end_turn" and "FAKE-ANSWER-7Q" in seen["text"]
+    assert seen["stopReason"] == "end_turn" and "FAKE-ANSWER-7Q" in seen["text"], done.stderr[
+        -2000:
+    ]
     assert len(seen["toolCalls"]) == 2, json.dumps(seen, indent=1)
     assert "pending" not in seen["finished"][-1:] and "completed" in seen["finished"]
     assert (h.workspace / "notes.md").read_text() == "# Notes\nwritten by the harness\n"
-    assert (h.workspace / "made.txt").read_text() == "made\n"
+    if kind != "gemini":  # Gemini CLI's auto_edit (build without --yes) refuses commands itself
+        assert (h.workspace / "made.txt").exists(), done.stderr[-3000:]
+        assert (h.workspace / "made.txt").read_text() == "made\n"
     # /tree is a code block; /search finds the harness's answer in this session
     assert seen["tree"].startswith("```") and "tool" in seen["tree"]
     assert "FAKE-ANSWER-7Q" in seen["search"]
@@ -87,5 +89,5 @@ def test_an_editor_drives_a_harness_through_coder_es(
         json.loads(line) for line in exported.stdout.splitlines() if '"PermissionDecided"' in line
     ]
     if kind == "claude":
-        assert seen["asked"] and "made" in seen["asked"][0], seen["asked"]
+        assert seen["asked"] == ["Run `echo made > made.txt`"], done.stderr[-3000:]
         assert any(d["fields"]["decided_by"] == "user" for d in decided), decided

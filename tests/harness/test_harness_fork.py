@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from fake_model import standard_script
 from harness_helpers import HarnessEnv, make_env, sandbox_reason
-from test_harness_replay import with_network
 
 KINDS = [
     "claude",
@@ -27,9 +26,7 @@ def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
     reason = sandbox_reason(tmp_path)
     if reason:
         pytest.skip(f"harness sessions need the namespace sandbox: {reason}")
-    for h in make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws"))):
-        with_network(h)
-        yield h
+    yield from make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws")))
 
 
 def two_turns(h: HarnessEnv, kind: str) -> tuple[str, list[dict[str, Any]]]:

@@ -22,21 +22,12 @@ KINDS = [
 ]
 
 
-def with_network(h: HarnessEnv) -> None:
-    """The harness's commands get the network (as a ``build`` run's do by default)."""
-    config = h.home / ".config" / "coder-es"
-    config.mkdir(parents=True, exist_ok=True)
-    (config / "config.toml").write_text("[sandbox]\nnetwork = true\n")
-
-
 @pytest.fixture
 def henv(tmp_path: Path, harness_bin: Path) -> Iterator[HarnessEnv]:
     reason = sandbox_reason(tmp_path)
     if reason:
         pytest.skip(f"harness sessions need the namespace sandbox: {reason}")
-    for h in make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws"))):
-        with_network(h)
-        yield h
+    yield from make_env(tmp_path, harness_bin, standard_script(str(tmp_path / "ws")))
 
 
 def record(h: HarnessEnv, kind: str) -> tuple[str, Path]:
@@ -100,7 +91,10 @@ def test_a_harness_session_replays_identically_and_a_changed_set_up_diverges(
     assert len(h.model.requests) == recorded_requests
 
 
-def test_verify_mode_reports_a_stream_that_decodes_differently(henv: HarnessEnv) -> None:
+def test_a_different_tool_result_or_file_effect_is_a_divergence(henv: HarnessEnv) -> None:
+    """Verify mode: the recorded stream decodes to another output than the turn recorded.
+    Live mode: the replayed harness's tool result, then its file effect, differ from the
+    recording (the requests still match: the recording's own bodies are served)."""
     h = henv
     _sid, cassette = record(h, "claude")
     # The recording says the shell call's output was something else than its stream says.
@@ -117,6 +111,25 @@ def test_verify_mode_reports_a_stream_that_decodes_differently(henv: HarnessEnv)
     assert (code, report["status"]) == (1, "diverged"), report
     assert report["divergence"]["kind"] == "ToolCallCompleted"
     assert "not what the stream says" in report["divergence"]["diff"]
+    code, report = replay(h, cassette, "live")
+    assert (code, report["status"]) == (1, "diverged"), report
+    assert report["divergence"]["kind"] == "ToolCallCompleted"
+    assert "not what the stream says" in report["divergence"]["diff"]
+
+    # A file the recording says the harness wrote otherwise.
+    cassette.write_text("\n".join(lines) + "\n")
+    changed = []
+    for line in lines:
+        obj = json.loads(line)
+        for change in obj.get("fields", {}).get("files_changed") or []:
+            if change.get("path") == "notes.md":
+                change["after"] = "0" * 64
+                line = json.dumps(obj)
+        changed.append(line)
+    cassette.write_text("\n".join(changed) + "\n")
+    code, report = replay(h, cassette, "live")
+    assert (code, report["status"]) == (1, "diverged"), report
+    assert report["divergence"]["kind"] == "files" and "notes.md" in report["divergence"]["diff"]
 
 
 def test_a_replay_that_cannot_run_says_why(henv: HarnessEnv) -> None:

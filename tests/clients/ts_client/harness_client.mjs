@@ -64,8 +64,10 @@ const seen = { asked: [] };
 try {
   await acp
     .client({ name: "coder-es-ts-sdk-harness-test" })
-    .onRequest(acp.methods.client.session.requestPermission, (params) => {
-      seen.asked.push(JSON.stringify(params));
+    .onRequest(acp.methods.client.session.requestPermission, (...args) => {
+      // The handler is given the request ({method, params, requestId, ...}).
+      const params = args[0]?.params ?? {};
+      seen.asked.push(params.toolCall?.title ?? "");
       return { outcome: { outcome: "selected", optionId: "allow_once" } };
     })
     .connectWith(stream, async (ctx) => {
