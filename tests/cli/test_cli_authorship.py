@@ -5,6 +5,7 @@ Each test is a reproduction a user ran on a real repository with the scripted pr
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -98,16 +99,31 @@ def test_a_later_read_does_not_take_the_users_line(cli: Cli, repo: Path, tmp_pat
     _read_edit_then(cli, repo, tmp_path, turn(tool("read", path="a.py")))
 
 
+def _sleeping_in(repo: Path) -> bool:
+    """Whether a command's ``sleep`` runs in ``repo`` (its process, seen in /proc: its working
+    directory is the workspace, which the sandbox mounts at the same path)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "cmdline").read_bytes().split(b"\0")[0] != b"sleep":
+                continue
+            if os.readlink(proc / "cwd") == str(repo):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _when_the_command_runs(repo: Path, then: callable) -> threading.Thread:  # type: ignore[valid-type]
-    """Run ``then`` once a shell transaction has begun (its directory exists), while the command
-    sleeps: the user's write lands during the command, whatever the load."""
-    tx = repo / ".coder-es" / "tx"
+    """Run ``then`` while the command sleeps (its ``sleep`` process runs in the workspace): the
+    user's write lands during the command, whatever the load. A transaction directory is not
+    enough of a sign: the sandbox probe's comes and goes before the command's begins."""
 
     def wait() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if tx.is_dir() and any(tx.iterdir()):
-                time.sleep(0.2)
+            if _sleeping_in(repo):
                 then()
                 return
             time.sleep(0.02)
