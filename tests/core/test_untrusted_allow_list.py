@@ -194,6 +194,7 @@ def test_only_the_listed_keys_can_ever_apply_untrusted() -> None:
         "permissions.default",
         "permissions.rules",
         "permissions.defer",
+        "permissions.schedule",
         "serve.rules",
         "sandbox.mode",
         "sandbox.network",
