@@ -468,3 +468,17 @@ def test_chat_asks_in_a_real_terminal(henv: HarnessEnv, tmp_path: Path) -> None:
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
+
+
+def test_a_read_only_agent_reaches_its_model_without_network_and_changes_nothing(
+    henv: HarnessEnv,
+) -> None:
+    # plan: no network for its commands by default (as for bash), so the model is reached
+    # through the route into the sandbox; the transaction is dropped.
+    h = henv
+    done = h.cli("run", "--harness", "claude", "--agent", "plan", "--yes", "--json", "look")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert h.json_lines(done.stdout)[-1]["reason"] == "end_turn"
+    assert "FAKE-ANSWER-7Q" in done.stdout
+    assert not (h.workspace / "notes.md").exists() and not (h.workspace / "made.txt").exists()
+    assert sum(1 for r in h.model.requests if r["method"] == "POST") >= 2
