@@ -50,7 +50,6 @@ from uuid import UUID
 
 from coder_es.agent.decider import ABANDONED, rules_from_records
 from coder_es.agent.runner import AgentLoop, LoopConfig
-from coder_es.application import CoderApp
 from coder_es.branching import Branching
 from coder_es.config.values import McpServerConfig
 from coder_es.domain.chain import SEALED_FORMS
@@ -74,6 +73,7 @@ from coder_es.tools.registry import LocalExecutor, ToolRegistry, default_registr
 from coder_es.workspace import git_state
 from coder_es.workspace.confined import ConfinedDir
 from replay import disk
+from replay.app import ReplayApp
 from replay.cassette import Cassette, CassetteError, RecordedEvent
 from replay.children import ReplaySpawner
 from replay.normalize import Normalizer, compared_fields
@@ -121,37 +121,6 @@ class ReplayOptions:
     network: bool | None = None
     """Live mode of a harness session: whether the harness's commands get the network
     (``[sandbox] network``; default: they do, as in a run)."""
-
-
-class ReplayApp(CoderApp):
-    """A ``CoderApp`` that keeps the events it saves for one session, in order, for comparison."""
-
-    # eventsourcing names an application after its class; the store must be CoderApp's own.
-    name = CoderApp.name
-
-    def __init__(self, config: StoreConfig | None = None, env: dict[str, str] | None = None):
-        super().__init__(config, env)
-        if self.config.backend == "popo":
-            # A throwaway store is never loaded again: snapshots would only cost time.
-            self.snapshotting_intervals = {}  # type: ignore[misc]
-        self.watched: UUID | None = None
-        self.observed: list[Any] = []
-        self.children: dict[UUID, list[Any]] = {}
-        """The events of the subagents a live replay runs again, per child session."""
-
-    def watch_child(self, session: UUID) -> list[Any]:
-        self.children[session] = []
-        return self.children[session]
-
-    def save(self, *objs: Any, **kwargs: Any) -> Any:
-        recordings = super().save(*objs, **kwargs)
-        for recording in recordings:
-            event = recording.domain_event
-            if event.originator_id == self.watched:
-                self.observed.append(event)
-            elif self.children and event.originator_id in self.children:
-                self.children[event.originator_id].append(event)
-        return recordings
 
 
 # Events of the user's side: a child session's recording may go on with them after its task.

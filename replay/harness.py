@@ -373,7 +373,7 @@ async def live(
     from coder_es.harness.runner import HarnessSession
     from coder_es.harness.serve import ServingUpstream
     from coder_es.harness.turn import HarnessFailed
-    from replay.engine import ReplayApp
+    from replay.app import ReplayApp
 
     moves = [e for e in cassette.events if e.kind in ("HeadMoved", "WorkspaceRestored")]
     if moves or cassette.ancestors:

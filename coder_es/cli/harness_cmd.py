@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -182,7 +183,9 @@ async def _turn(
     renderer: Renderer,
     ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None,
 ) -> int:
-    with sigint_cancels(session.cancel):
+    # A `kill` (TERM) or a closed terminal (HUP) ends the turn as Ctrl-C does: what the harness
+    # did is applied and the turn recorded as cancelled, not lost with the process.
+    with sigint_cancels(session.cancel, also=(signal.SIGTERM, signal.SIGHUP)):
         async for update in session.send(prompt, ask=ask):
             if as_json:
                 print_json(update.to_dict())

@@ -10,15 +10,20 @@ from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
-def sigint_cancels(cancel: Callable[[], object]) -> Iterator[None]:
+def sigint_cancels(
+    cancel: Callable[[], object], also: tuple[signal.Signals, ...] = ()
+) -> Iterator[None]:
+    """While the turn runs, SIGINT (and the signals ``also`` names) cancel it."""
     loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, cancel)
-        installed = True
-    except (NotImplementedError, RuntimeError):
-        installed = False
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, *also):
+        try:
+            loop.add_signal_handler(sig, cancel)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed.append(sig)
     try:
         yield
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for sig in installed:
+            loop.remove_signal_handler(sig)

@@ -1,4 +1,4 @@
-"""The hooks a harness session offers (``coder_es.hooks.outside``; ``docs/harness.md``).
+"""The hooks a harness session offers (``coder_es.harness.outside_hooks``; ``docs/harness.md``).
 
 Before a turn: ``SessionStart`` (a new session) and ``UserPromptSubmit`` (the prompt coder-es
 forwards): their context is added to what the harness is sent, a block erases the prompt (the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from coder_es.domain.session import Session
-from coder_es.hooks.outside import HookStep, Op, run_session_hooks
+from coder_es.harness.outside_hooks import HookStep, Op, run_session_hooks
 from coder_es.service import updates as up
 
 if TYPE_CHECKING:

@@ -424,7 +424,11 @@ class HarnessTurn:
                 await _stop(proc)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pumps, KILL_GRACE_S)
-            await asyncio.wait_for(proc.wait(), KILL_GRACE_S * 5)
+            try:
+                await asyncio.wait_for(proc.wait(), KILL_GRACE_S * 5)
+            except TimeoutError:
+                # Its output is closed but it lingers (a child it left): bounded, then killed.
+                await _stop(proc)
         except asyncio.CancelledError:
             await _stop(proc)
             raise

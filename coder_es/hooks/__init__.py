@@ -6,7 +6,8 @@ session's events in a deterministic, recorded, sandboxed pipeline (docs/DESIGN.m
 - ``answer``: a hook's exit code and output read as Claude Code reads them;
 - ``command``: a hook command run as a transaction in the session's sandbox;
 - ``plugins``: Python plugins from the ``coder_es.plugins`` entry point group;
-- ``pipeline``: matching hooks in configuration order, rewrites chained, decisions combined.
+- ``pipeline``: matching hooks in configuration order, rewrites chained, decisions combined;
+- ``outside``: the same for a session without an agent loop of ours (a harness session).
 """
 
 from coder_es.hooks.spec import EVENTS, TOOL_EVENTS, HookSpec

@@ -197,7 +197,9 @@ class Policy:
                 return not outside or rule.action == "deny"
             if outside and not rule.pattern.startswith("/"):
                 return False
-            if opaque and rule.action != "deny":
+            if opaque and rule.action in ("allow", "schedule"):
+                # A pattern cannot prove what an opaque part is, so it cannot allow it; a deny,
+                # ask or defer only tightens, so it covers it (``bash:*`` asks for every line).
                 return False
             return rule.matches(tool, kind, text)
 

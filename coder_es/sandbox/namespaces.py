@@ -45,6 +45,7 @@ open write end does not make a mount busy for the read-only remount.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import select
@@ -206,14 +207,35 @@ def _write_plans(spec: SandboxSpec, first: str, last: str) -> tuple[Path, Path]:
     out = []
     for suffix, text in (("first", first), ("fstab", last)):
         path = spec.fstab / f"plan-{key}.{suffix}"
-        if not path.exists():
-            # Written whole under a private name, then renamed: a concurrent command reads
-            # either no file or the whole one (the same bytes, named by them).
+        data = text.encode("utf-8", "surrogateescape")
+        # A plan found there is used only if it holds exactly these bytes (read without
+        # following a link): the name alone proves nothing, anyone who can write the directory
+        # could have planted it, and `mount -a` would then mount what they chose.
+        if _read_nofollow(path) != data:
+            # Written whole under a private name, then renamed over whatever was there (a link
+            # is replaced, not followed): a concurrent command reads no file or the whole one.
             tmp = spec.fstab / f".plan-{key}.{suffix}.{os.getpid()}.{threading.get_ident()}"
-            tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()  # a leftover of a process that died here with the same ids
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         out.append(path)
     return out[0], out[1]
+
+
+def _read_nofollow(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
 
 
 TMP = Path("/tmp")

@@ -375,6 +375,8 @@ class FakeModel:
                     self._json(200, chunk)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # A client that went away mid-answer (a harness killed by a test): not worth a trace.
+        self._server.handle_error = lambda request, address: None  # type: ignore[method-assign]
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

@@ -162,7 +162,9 @@ def test_an_unreachable_model_ends_the_turn_with_one_line(how: str, henv: Harnes
     assert took < 90, took
 
 
-def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> None:
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_kills_the_harness_and_applies_what_it_did(sig: str, henv: HarnessEnv) -> None:
+    # Ctrl-C, and a `kill` (TERM): the turn is cancelled, not lost with the process.
     import signal
     import subprocess
     import sys
@@ -203,7 +205,7 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     )
     try:
         assert asked.wait(120), "the harness never made its second request"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -212,6 +214,12 @@ def test_ctrl_c_kills_the_harness_and_applies_what_it_did(henv: HarnessEnv) -> N
     assert gone(marker, within_s=10), "the harness outlived the cancel"
     assert (h.workspace / "notes.md").exists()  # what it did before the cancel is applied
     assert "Traceback" not in err, err
+    # ...and recorded: the write, the cancellation
+    sid = h.json_lines(h.cli("sessions", "--json").stdout)[0]["id"]
+    tree = json.loads(h.cli("tree", sid, "--json").stdout)
+    results = [n for n in tree["nodes"] if n["kind"] == "tool_result"]
+    assert results and results[0]["files_changed"] == ["notes.md"], tree
+    assert h.cli("verify", sid).returncode == 0
 
 
 def test_without_network_the_harness_reaches_only_its_recorded_model(henv: HarnessEnv) -> None:
@@ -468,3 +476,17 @@ def test_chat_asks_in_a_real_terminal(henv: HarnessEnv, tmp_path: Path) -> None:
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     assert (h.workspace / "notes.md").exists() and (h.workspace / "made.txt").exists()
+
+
+def test_a_read_only_agent_reaches_its_model_without_network_and_changes_nothing(
+    henv: HarnessEnv,
+) -> None:
+    # plan: no network for its commands by default (as for bash), so the model is reached
+    # through the route into the sandbox; the transaction is dropped.
+    h = henv
+    done = h.cli("run", "--harness", "claude", "--agent", "plan", "--yes", "--json", "look")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert h.json_lines(done.stdout)[-1]["reason"] == "end_turn"
+    assert "FAKE-ANSWER-7Q" in done.stdout
+    assert not (h.workspace / "notes.md").exists() and not (h.workspace / "made.txt").exists()
+    assert sum(1 for r in h.model.requests if r["method"] == "POST") >= 2

@@ -157,3 +157,25 @@ def test_user_allow_rules_offer_tools_the_preset_leaves_out() -> None:
         "write",
         "edit",
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "echo made > made.txt",
+        "echo $(date) >> log.txt",
+        "git status | tee out.txt",
+        'X=1 sh -c "$CMD"',
+    ],
+)
+@pytest.mark.parametrize("action", ["ask", "defer"])
+def test_a_users_ask_for_every_command_covers_the_opaque_ones_too(line: str, action: str) -> None:
+    # Found by the harness bridge's chat test: `bash = "ask"` in a config (`bash:*`) let the
+    # build preset's tool-wide allow decide `echo made > made.txt`, because an opaque part was
+    # covered by no ask pattern. A user's ask or defer only tightens, so it covers what a
+    # pattern cannot prove (an allow still does not).
+    tightened = Policy.for_agent("build", [parse_rule("bash:*", action)])
+    assert tightened.evaluate("bash", cmd(line)).action in (action, "ask")
+    assert tightened.evaluate("bash", cmd(line)).action != "allow"
+    allowed = Policy.for_agent("plan", [parse_rule("bash:*", "allow")])
+    assert allowed.evaluate("bash", cmd(line)).action != "allow"
