@@ -129,6 +129,16 @@ class FleetQueue:
         )
         return SessionJob.from_args(rows[0]["args"]) if rows else None
 
+    async def has_open_job(self, session_id: str) -> bool:
+        """A job of the session is queued (``todo``, whatever its ``scheduled_at``) or running."""
+        rows = await self.connector.execute_query_all_async(
+            "SELECT 1 FROM procrastinate_jobs WHERE lock = %(lock)s AND task_name = %(task)s "
+            "AND status IN ('todo', 'doing') LIMIT 1",
+            lock=f"session:{session_id}",
+            task=TASK_NAME,
+        )
+        return bool(rows)
+
     async def counts(self) -> QueueCounts:
         rows = await self.connector.execute_query_all_async(
             "SELECT status::text AS status, count(*) AS n FROM procrastinate_jobs "
