@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -38,7 +38,7 @@ from procrastinate import JobContext
 from procrastinate import exceptions as pexc
 
 from coder_es.agent import updates as up
-from coder_es.agent.runner import Clock, SessionConflictError
+from coder_es.agent.runner import Clock, SessionConflictError, SystemClock
 from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
@@ -348,12 +348,20 @@ class FleetWorker:
     async def schedule_resume(self, job: SessionJob) -> int | None:
         """A session parked on scheduled calls goes back on the queue for the earliest of their
         times (procrastinate's ``schedule_at``): a worker takes it up when the window opens.
-        Parked on questions only, it waits for ``approve`` / ``deny``, which queue it."""
+        Parked on questions only, it waits for ``approve`` / ``deny``, which queue it.
+
+        The loop decides whether a call is due by its clock (``self.clock``), the queue starts a
+        job by the database's. A worker whose clock runs behind the database's would be handed
+        the job before its loop finds the call due, park again and queue it again at once: a
+        busy loop for as long as the skew. So the wait the loop's clock sees is measured on the
+        database's clock instead: the job starts when the deciding clock reaches the time."""
         questions = questions_in(self.app.session_events(UUID(job.session_id)))
         times = [datetime.fromisoformat(q.scheduled_for) for q in questions if q.scheduled_for]
         if not times:
             return None
-        return await self.queue.enqueue(replace(job, prompt=None), schedule_at=min(times))
+        wait = max(min(times) - (self.clock or SystemClock()).now(), timedelta(0))
+        row = await self.queue.connector.execute_query_one_async("SELECT now() AS now")
+        return await self.queue.enqueue(replace(job, prompt=None), schedule_at=row["now"] + wait)
 
     async def _still_ours(self, job_id: int, worker_id: int) -> bool:
         row = await self.queue.connector.execute_query_one_async(
