@@ -134,6 +134,14 @@ def pending(app: CoderApp) -> list[Question]:
     return sorted(out, key=lambda q: (q.since, q.session))
 
 
+def due(questions: Sequence[Question], now: datetime) -> list[Question]:
+    """The scheduled calls among ``questions`` whose time has come by ``now`` (a loop's clock):
+    a resume runs them without anyone answering."""
+    return [
+        q for q in questions if q.scheduled_for and datetime.fromisoformat(q.scheduled_for) <= now
+    ]
+
+
 def answered_unresumed(app: CoderApp) -> list[str]:
     """The sessions whose parked turn has answers but was not taken up yet (sorted), from the
     same index: what a fleet worker queues again if the answering process died before it could
