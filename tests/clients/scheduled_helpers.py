@@ -43,7 +43,7 @@ class SetClock:
 
 
 async def park_scheduled(ws: Path, script: Path, at: datetime) -> str:
-    """A session whose turn parked on ``touch night.txt`` at ``at`` (its window opens at 22:00 UTC)."""
+    """A session whose turn parked on ``touch night.txt`` at ``at`` (its window: 22:00 UTC)."""
     app = CoderApp(StoreConfig(backend="lmdb", path=ws / ".coder-es"))
     try:
         service = AgentService(
