@@ -44,7 +44,7 @@ async def sweep_answered(app: CoderApp, queue: FleetQueue) -> dict[str, int]:
     queued: dict[str, int] = {}
     for sid in answered_unresumed(app):
         if await queue.has_open_job(sid):
-            continue  # queued (maybe for later, a scheduled call's window) or running now
+            continue  # queued to start now, or running
         last = await queue.last_job(sid)
         if last is None:
             continue  # not a fleet session: ``run --session S`` takes it up
