@@ -122,7 +122,7 @@ from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
-from coder_es.service.waiting import Question, pending_of
+from coder_es.service.waiting import Question, due, pending_of
 from coder_es.service.waiting import answer as answer_parked
 from coder_es.store.discover import check_owner
 from coder_es.tools.base import ToolContext
@@ -447,6 +447,7 @@ class CoderAcpAgent:
             mcp_servers=service.mcp_servers,
             sandbox=service.sandbox,
             hooks=service.hooks,
+            clock=service.clock,
         )
         return own, buffers
 
@@ -522,10 +523,13 @@ class CoderAcpAgent:
         questions = self._parked(session)
         if not questions:
             return False
+        ready = {q.call for q in due(questions, session.service.clock.now())}
         lines = [f"This session's turn waits for {len(questions)} answer(s):"]
         for q in questions:
             subject = "" if q.subject == q.tool else f" {q.subject}"
             when = f"scheduled for {q.scheduled_for}; " if q.scheduled_for else ""
+            if q.call in ready:
+                when = f"scheduled for {q.scheduled_for}, due now: it runs at your next prompt; "
             lines.append(f"- `{q.call}` {q.tool}{subject} ({when}{q.reason or q.source})")
         lines.append(
             "Answer with /approve [CALL...] [--always] or /deny [CALL...] [--message TEXT]."
@@ -916,6 +920,10 @@ class CoderAcpAgent:
         if not text.strip() and not images:
             raise invalid_params({"details": "the prompt has no text"})
         try:
+            if due(self._parked(session), session.service.clock.now()):
+                # A scheduled call whose time has come: the parked turn goes on first (its call
+                # runs, its turn ends), within this prompt turn; then the prompt's own turn.
+                await self._guard(self._turn(session, None, []))
             return await self._guard(self._turn(session, text, images))
         finally:
             await self._apply_pending(session)

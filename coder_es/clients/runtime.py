@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from coder_es.agent.runner import Clock
 from coder_es.application import CoderApp
 from coder_es.clients.filters import ApprovalFilter
 from coder_es.config import Config, ConfigError, ConfigWatcher, Overrides, changed_sections
@@ -95,8 +96,11 @@ class ClientRuntime:
         provider_factory: ProviderFactory | None = None,
         overrides: Overrides | None = None,
         environ: Mapping[str, str] = os.environ,
+        clock: Clock | None = None,
     ) -> None:
         self.app = app
+        self.clock = clock
+        """The loops' clock (None: the system's): when a parked scheduled call is due."""
         self.workspace = Path(workspace).resolve()
         self.choice = choice
         self.agent = agent
@@ -170,6 +174,7 @@ class ClientRuntime:
                 ),
                 # The configuration's hooks apply in its own workspace only.
                 hooks=self.config.hooks if where == self.config.workspace.resolve() else (),
+                clock=self.clock,
             )
             self._services[where] = service
         return service

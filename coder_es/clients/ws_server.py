@@ -52,7 +52,7 @@ from coder_es.permissions.policy import PermissionAnswer
 from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle
 from coder_es.service.waiting import answer as answer_parked
-from coder_es.service.waiting import pending_of
+from coder_es.service.waiting import due, pending_of
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +291,10 @@ class WsServer:
                 await conn.close(1008, code)
             return
         await self._attach(session, conn, resumed, _int((query.get("last_seq") or ["0"])[0]))
+        if not session.running and self._due(session):
+            # A scheduled call whose time has come while nobody ran the session: the parked
+            # turn goes on now, streamed to the client that opened it (as a worker would).
+            session.turn = asyncio.create_task(self._turn(session, None))
         try:
             async for raw in conn:
                 if budget.take_message():
@@ -403,7 +407,7 @@ class WsServer:
                     "a turn is already running; wait for finished or cancel it", "busy"
                 )
             text = m.str_field("text") or ""
-            session.turn = asyncio.create_task(self._turn(session, text))
+            session.turn = asyncio.create_task(self._send(session, text))
         elif m.type == "tool_decision":
             tool_use_id = m.str_field("tool_use_id") or ""
             pending = session.pending.get(tool_use_id)
@@ -457,6 +461,19 @@ class WsServer:
             model=st.model,
             usage=dict(session.usage),
         )
+
+    def _due(self, session: ServerSession) -> bool:
+        """A scheduled call of the session's parked turn is due by the loop's clock."""
+        now = session.service.clock.now()
+        return bool(due(pending_of(self.runtime.app, session.id), now))
+
+    async def _send(self, session: ServerSession, text: str) -> None:
+        """A new message. A parked turn whose scheduled call has come due meanwhile is taken up
+        first (its call runs, its turn ends), so that the message does not abandon a call the
+        rules allowed at this time; then the message's turn."""
+        if self._due(session):
+            await self._turn(session, None)
+        await self._turn(session, text)
 
     def _parked(self, session: ServerSession) -> list[dict[str, Any]]:
         """The session's parked questions as the log has them now (another process may have

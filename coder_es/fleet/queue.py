@@ -129,6 +129,18 @@ class FleetQueue:
         )
         return SessionJob.from_args(rows[0]["args"]) if rows else None
 
+    async def has_open_job(self, session_id: str) -> bool:
+        """A job of the session is running, or queued to start now (one queued for later, a
+        scheduled call's window, does not count: an answer given meanwhile should not wait)."""
+        rows = await self.connector.execute_query_all_async(
+            "SELECT 1 FROM procrastinate_jobs WHERE lock = %(lock)s AND task_name = %(task)s "
+            "AND (status = 'doing' OR (status = 'todo' AND "
+            "(scheduled_at IS NULL OR scheduled_at <= now()))) LIMIT 1",
+            lock=f"session:{session_id}",
+            task=TASK_NAME,
+        )
+        return bool(rows)
+
     async def counts(self) -> QueueCounts:
         rows = await self.connector.execute_query_all_async(
             "SELECT status::text AS status, count(*) AS n FROM procrastinate_jobs "

@@ -16,7 +16,10 @@ How a job runs (``FleetWorker.advance``):
 Crash recovery: every worker sends a heartbeat (procrastinate) and runs a reaper that, under an
 advisory lock (so reapers never race), puts the running jobs of workers whose heartbeat is older
 than ``stall_timeout_s`` back on the queue. Their session lock is released with them, and the next
-worker to take the job resumes the session from its events.
+worker to take the job resumes the session from its events. An answer recorded by a process that
+died before it queued the session (``coder-es approve`` killed between its two writes) is found
+by the sweep every worker runs when it starts and every ``sweep_interval_s``
+(``fleet.answers.sweep_answered``): the session is queued again.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -35,10 +38,11 @@ from procrastinate import JobContext
 from procrastinate import exceptions as pexc
 
 from coder_es.agent import updates as up
-from coder_es.agent.runner import Clock, SessionConflictError
+from coder_es.agent.runner import Clock, SessionConflictError, SystemClock
 from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
+from coder_es.fleet.answers import sweep_answered
 from coder_es.fleet.errors import FleetError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
@@ -73,6 +77,8 @@ class WorkerOptions:
     """Fallback polling of the queue (new jobs normally arrive by LISTEN/NOTIFY)."""
     until_empty: bool = False
     """Exit when there is no job left to start, instead of waiting for more."""
+    sweep_interval_s: float = 10.0
+    """How often a worker queues answered parked sessions that have no job (and at start)."""
     max_conflicts: int = 5
     busy_wait_s: float = 60.0
     """How long a job waits for a session whose lease another process holds (a worker taken
@@ -160,7 +166,10 @@ class FleetWorker:
         with ``until_empty``."""
         o = self.options
         await self.queue.open()
+        # Before taking work, so that ``until_empty`` sees what the sweep queues.
+        await self._sweep_logged()
         reaper = asyncio.create_task(self._reap_forever())
+        sweeper = asyncio.create_task(self._sweep_forever())
         try:
             await self.queue.app.run_worker_async(
                 queues=[o.queue],
@@ -175,7 +184,8 @@ class FleetWorker:
             )
         finally:
             reaper.cancel()
-            await asyncio.gather(reaper, return_exceptions=True)
+            sweeper.cancel()
+            await asyncio.gather(reaper, sweeper, return_exceptions=True)
             await self.queue.close()
 
     def close(self) -> None:
@@ -194,6 +204,22 @@ class FleetWorker:
             except Exception:  # a failed round is retried on the next tick
                 log.exception("reaping stalled jobs failed")
             await asyncio.sleep(self.options.reap_interval_s)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.sweep_interval_s)
+            await self._sweep_logged()
+
+    async def _sweep_logged(self) -> None:
+        try:
+            queued = await sweep_answered(self.app, self.queue)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failed sweep is retried on the next tick
+            log.exception("sweeping answered sessions failed")
+            return
+        for sid, job_id in queued.items():
+            log.warning("session %s was answered but not queued: queued it (job %d)", sid, job_id)
 
     async def reap_once(self) -> list[int]:
         """Queue again the running jobs of workers whose heartbeat stopped."""
@@ -322,12 +348,20 @@ class FleetWorker:
     async def schedule_resume(self, job: SessionJob) -> int | None:
         """A session parked on scheduled calls goes back on the queue for the earliest of their
         times (procrastinate's ``schedule_at``): a worker takes it up when the window opens.
-        Parked on questions only, it waits for ``approve`` / ``deny``, which queue it."""
+        Parked on questions only, it waits for ``approve`` / ``deny``, which queue it.
+
+        The loop decides whether a call is due by its clock (``self.clock``), the queue starts a
+        job by the database's. A worker whose clock runs behind the database's would be handed
+        the job before its loop finds the call due, park again and queue it again at once: a
+        busy loop for as long as the skew. So the wait the loop's clock sees is measured on the
+        database's clock instead: the job starts when the deciding clock reaches the time."""
         questions = questions_in(self.app.session_events(UUID(job.session_id)))
         times = [datetime.fromisoformat(q.scheduled_for) for q in questions if q.scheduled_for]
         if not times:
             return None
-        return await self.queue.enqueue(replace(job, prompt=None), schedule_at=min(times))
+        wait = max(min(times) - (self.clock or SystemClock()).now(), timedelta(0))
+        row = await self.queue.connector.execute_query_one_async("SELECT now() AS now")
+        return await self.queue.enqueue(replace(job, prompt=None), schedule_at=row["now"] + wait)
 
     async def _still_ours(self, job_id: int, worker_id: int) -> bool:
         row = await self.queue.connector.execute_query_one_async(

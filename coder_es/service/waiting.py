@@ -23,7 +23,7 @@ from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
-from coder_es.service.waiting_index import caught_up
+from coder_es.service.waiting_index import Fold, caught_up
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,18 @@ class Question:
 
 def questions_in(events: Sequence[Any]) -> list[Question]:
     """The questions of a session's events still waiting for an answer, in call order."""
-    state = LoopState.from_events(events)
+    return _questions(LoopState.from_events(events), events)
+
+
+def is_ready(state: LoopState) -> bool:
+    """The turn is parked and some of its calls have an answer: a resume takes it up (the
+    runner's own test, ``AgentRunner._resume``)."""
+    return state.parked is not None and any(
+        c.deferred and c.decision is not None for c in state.open_calls()
+    )
+
+
+def _questions(state: LoopState, events: Sequence[Any]) -> list[Question]:
     waiting = {c.id for c in state.waiting_calls()}
     if not waiting:
         return []
@@ -118,13 +129,34 @@ def pending(app: CoderApp) -> list[Question]:
     """Every waiting question of the store, oldest first, read from the index of waiting
     sessions (``waiting_index``): only sessions touched since its last read are loaded."""
 
-    def fold(sid: UUID) -> list[dict[str, Any]]:
-        # The stored (redacted) form: what is listed may leave the terminal.
-        return [q.to_record() for q in questions_in(app.session_events(sid))]
-
-    index = caught_up(app, fold)
-    out = [Question.from_record(d) for questions in index.values() for d in questions]
+    index = caught_up(app, _folder(app))
+    out = [Question.from_record(d) for questions in index.waiting.values() for d in questions]
     return sorted(out, key=lambda q: (q.since, q.session))
+
+
+def due(questions: Sequence[Question], now: datetime) -> list[Question]:
+    """The scheduled calls among ``questions`` whose time has come by ``now`` (a loop's clock):
+    a resume runs them without anyone answering."""
+    return [
+        q for q in questions if q.scheduled_for and datetime.fromisoformat(q.scheduled_for) <= now
+    ]
+
+
+def answered_unresumed(app: CoderApp) -> list[str]:
+    """The sessions whose parked turn has answers but was not taken up yet (sorted), from the
+    same index: what a fleet worker queues again if the answering process died before it could
+    (``fleet.answers.sweep_answered``)."""
+    return sorted(caught_up(app, _folder(app)).ready)
+
+
+def _folder(app: CoderApp) -> Fold:
+    def fold(sid: UUID) -> tuple[list[dict[str, Any]], bool]:
+        events = app.session_events(sid)
+        state = LoopState.from_events(events)
+        # The stored (redacted) form: what is listed may leave the terminal.
+        return [q.to_record() for q in _questions(state, events)], is_ready(state)
+
+    return fold
 
 
 def pending_of(app: CoderApp, session: str) -> list[Question]:

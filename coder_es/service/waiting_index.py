@@ -2,7 +2,9 @@
 
 A projection of the log kept beside the events (``ViewStore`` key ``waiting-index``), always
 rebuildable: its record holds the notification id it has read up to, the sessions that ever
-parked a question, and the questions of the sessions waiting now. Reading it catches up first:
+parked a question, the questions of the sessions waiting now, and the sessions whose parked turn
+has answers it has not been taken up with yet (``ready``: what a fleet worker's sweep queues
+again when the answering process died before queueing it). Reading it catches up first:
 the notifications after its position whose kinds can change what a session waits for
 (``TOUCHING``, read through the store's topic index) name the sessions to fold again, and only
 those of them that ever parked are loaded. With nothing new, ``pending`` is one record read and
@@ -58,6 +60,8 @@ class WaitingIndex:
     position: int = 0
     ever: set[str] = field(default_factory=set)
     waiting: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    ready: set[str] = field(default_factory=set)
+    """Sessions whose turn is parked with at least one answered call: a resume takes it up."""
 
     @classmethod
     def decode(cls, record: ViewRecord | None) -> WaitingIndex:
@@ -69,43 +73,52 @@ class WaitingIndex:
                 record.position,
                 set(data["ever"]),
                 {str(k): list(v) for k, v in data["waiting"].items()},
+                # A record written before ``ready`` existed is rebuilt (KeyError below): it
+                # could not name the sessions answered meanwhile.
+                {str(x) for x in data["ready"]},
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()  # a damaged record is rebuilt from the log, never trusted
 
     def encode(self) -> ViewRecord:
-        data = {"ever": sorted(self.ever), "waiting": self.waiting}
+        data = {"ever": sorted(self.ever), "waiting": self.waiting, "ready": sorted(self.ready)}
         return ViewRecord(self.position, json.dumps(data, sort_keys=True).encode())
 
 
-def caught_up(
-    app: CoderApp, fold: Callable[[UUID], list[dict[str, Any]]]
-) -> dict[str, list[dict[str, Any]]]:
-    """The waiting questions of every session (``fold``: one session's questions as dicts),
-    after bringing the stored index up to the end of the log."""
+Fold = Callable[[UUID], tuple[list[dict[str, Any]], bool]]
+"""One session's waiting questions (as dicts) and whether its parked turn has answers."""
+
+
+def caught_up(app: CoderApp, fold: Fold) -> WaitingIndex:
+    """The index brought up to the end of the log: the waiting questions of every session and
+    the sessions ready to be taken up (``fold`` reads one session)."""
     index = WaitingIndex.decode(app.views.get(KEY))
     if index.position == 0:
         touched, position = _from_scratch(app)
     else:
         touched, position = _touched(app, index.position)
     if position == index.position:
-        return index.waiting
+        return index
     for sid, parked in touched.items():
         if parked:
             index.ever.add(sid)
         if sid not in index.ever:
             continue
-        questions = fold(UUID(sid))
+        questions, ready = fold(UUID(sid))
         if questions:
             index.waiting[sid] = questions
         else:
             index.waiting.pop(sid, None)
+        if ready:
+            index.ready.add(sid)
+        else:
+            index.ready.discard(sid)
     index.position = position
     try:
         app.views.put(KEY, index.encode())
     except Exception:  # a store opened read-only, or busy: the answer stands, unsaved
         log.debug("the waiting index could not be saved", exc_info=True)
-    return index.waiting
+    return index
 
 
 def _from_scratch(app: CoderApp) -> tuple[dict[str, bool], int]:

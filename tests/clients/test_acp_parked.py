@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 from acp import text_block
 from client_helpers import child_env, cli, kinds, make_workspace, run, stored_events
+from scheduled_helpers import TURNS as SCHEDULED_TURNS
+from scheduled_helpers import park_scheduled
 from test_acp import WRITE_TURNS, EditorClient, agent, start
 
 EXIT_WAITING = 3
@@ -91,3 +94,38 @@ def test_a_turn_that_parks_in_the_editor_is_denied_with_a_message(tmp_path: Path
     assert not (ws / "hello.txt").exists()
     (done,) = [e for e in stored_events(ws, sid) if type(e).__name__ == "ToolCallCompleted"]
     assert done.is_error and "not here" in done.output
+
+
+def test_a_scheduled_call_whose_time_has_come_runs_at_the_next_prompt(tmp_path: Path) -> None:
+    """Parked on a scheduled call by a clock in 2020: loading the session says the call is due
+    and runs at the next prompt; that prompt continues the parked turn first (its call runs,
+    nobody is asked), then the prompt's own turn."""
+    ws = make_workspace(tmp_path, "", SCHEDULED_TURNS)
+    sid = run(park_scheduled(ws, tmp_path / "script.json", datetime(2020, 3, 1, 12, 0, tzinfo=UTC)))
+    client = EditorClient()
+
+    async def scenario() -> None:
+        async with agent(client, ws, tmp_path) as (conn, _proc):
+            await start(conn, fs=False)
+            loaded = await conn.load_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            (shown,) = loaded.field_meta["coderEs"]["parkedQuestions"]
+            assert shown["scheduled_for"] == "2020-03-01T22:00:00+00:00"
+            assert "due now: it runs at your next prompt" in client.text()
+            assert not (ws / "night.txt").exists()
+
+            client.updates.clear()
+            done = await conn.prompt(session_id=sid, prompt=[text_block("and then?")])
+            assert done.stop_reason == "end_turn"
+            said = client.text()
+            assert said.index("It ran.") < said.index("Next, then.")
+            assert client.questions == []
+
+    run(scenario())
+    assert (ws / "night.txt").exists()
+    events = stored_events(ws, sid)
+    names = kinds(events)
+    assert names.count("UserMessageAdded") == 2 and names.count("TurnResumed") == 1
+    # The parked call ran (by the schedule), it was not abandoned by the new message.
+    (ran,) = [e for e in events if type(e).__name__ == "ToolCallCompleted"]
+    assert not ran.is_error
+    assert names.index("TurnResumed") < names.index("ToolCallCompleted")

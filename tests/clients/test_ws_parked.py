@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import websockets
 from client_helpers import child_env, cli, kinds, make_workspace, run, serve_process, stored_events
+from scheduled_helpers import TURNS as SCHEDULED_TURNS
+from scheduled_helpers import park_scheduled
 from test_ws import ASK_BASH, TURNS, recv, send, until
 
 EXIT_WAITING = 3
@@ -107,3 +110,43 @@ def test_a_turn_over_the_socket_parks_and_a_deny_with_a_reason_reaches_the_model
     assert not (ws_dir / "out.txt").exists()
     decided = [e for e in stored_events(ws_dir, sid) if type(e).__name__ == "PermissionDecided"]
     assert decided[-1].decided_by == "user" and decided[-1].reason == "not today, thanks"
+
+
+def test_a_scheduled_call_whose_time_has_come_runs_when_a_client_opens_the_session(
+    tmp_path: Path,
+) -> None:
+    """Parked on a scheduled call by a clock in 2020: for the server's clock the window opened
+    long ago. Opening the session shows the call with its time and continues the turn at once
+    (nobody answers); one scheduled for 2040 is shown and left waiting."""
+    ws_dir = make_workspace(tmp_path, "", SCHEDULED_TURNS)
+    script = tmp_path / "script.json"
+    sid = run(park_scheduled(ws_dir, script, datetime(2020, 3, 1, 12, 0, tzinfo=UTC)))
+    later = run(park_scheduled(ws_dir, script, datetime(2040, 3, 1, 12, 0, tzinfo=UTC)))
+    assert not (ws_dir / "night.txt").exists()
+
+    async def scenario() -> None:
+        async with serve_process(ws_dir, tmp_path) as (url, _proc):
+            async with websockets.connect(f"{url}&session={later}") as ws:
+                hello = await recv(ws)
+                (shown,) = hello["parked_questions"]
+                assert shown["scheduled_for"] == "2040-03-01T22:00:00+00:00"
+                await send(ws, type="get_state", id="s")
+                state = await until(ws, "state", [])
+                assert not state["running"] and len(state["parked_questions"]) == 1
+            async with websockets.connect(f"{url}&session={sid}") as ws:
+                hello = await recv(ws)
+                (shown,) = hello["parked_questions"]
+                assert shown["scheduled_for"] == "2020-03-01T22:00:00+00:00"
+                seen: list[dict[str, Any]] = []
+                done = await until(ws, "finished", seen)
+                assert done["reason"] == "end_turn"
+                types = [m["type"] for m in seen]
+                assert types.index("tool_completed") < types.index("model_response")
+
+    run(scenario())
+    assert (ws_dir / "night.txt").exists()
+    names = kinds(stored_events(ws_dir, sid))
+    assert names.count("UserMessageAdded") == 1 and names.count("TurnResumed") == 1
+    (ran,) = [e for e in stored_events(ws_dir, sid) if type(e).__name__ == "PermissionDecided"]
+    assert ran.decided_by == "schedule"
+    assert "TurnResumed" not in kinds(stored_events(ws_dir, later))

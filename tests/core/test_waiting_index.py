@@ -9,7 +9,7 @@ from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
-from coder_es.service.waiting import answer, pending, questions_in
+from coder_es.service.waiting import answer, answered_unresumed, pending, questions_in
 from coder_es.service.waiting_index import KEY, WaitingIndex
 from coder_es.store.config import StoreConfig
 from coder_es.store.views import ViewRecord
@@ -71,6 +71,8 @@ def test_the_index_follows_parking_answers_and_new_messages(
         finally:
             other.close()
         assert _listed(app) == _folded(app) == [(str(b.id), "cb")]
+        # Answered, not taken up yet: ready for a resume (a fleet worker's sweep queues it).
+        assert answered_unresumed(app) == [str(a.id)]
 
         # A new message abandons the parked call (closed with a result): nothing waits.
         s = app.get_session(b.id)

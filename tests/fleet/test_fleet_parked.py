@@ -21,11 +21,13 @@ import pytest
 pytest.importorskip("procrastinate", reason="the fleet queue needs procrastinate (postgres extra)")
 
 from backends import PG, REPO, make_config, requires_postgres
-from fleet_helpers import create_sessions, workspace
+from fleet_helpers import create_sessions, enqueue, run, workspace
 
 from coder_es.application import CoderApp
+from coder_es.fleet.answers import sweep_answered
 from coder_es.fleet.queue import FleetQueue
-from coder_es.service.waiting import pending
+from coder_es.fleet.worker import FleetWorker, WorkerOptions
+from coder_es.service.waiting import answer, pending
 
 pytestmark = requires_postgres
 
@@ -131,3 +133,50 @@ def test_a_parked_session_answered_elsewhere_is_finished_by_another_worker(
     assert names.count("TurnResumed") == 1
     assert names.count("ModelResponded") == 2  # the tool call, then the closing text
     assert names[-1] == "ModelResponded"
+
+
+def test_an_answer_whose_requeue_was_lost_is_queued_by_the_next_worker(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    """``approve`` records the answer, then queues the session: killed between the two, the
+    session would stay answered and unqueued. The recording alone (the crash) is followed by a
+    worker starting: its sweep queues the session, and it finishes the same turn."""
+    config = make_config("postgres", tmp_path, pg_schema)
+    turns = [
+        {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
+        {"blocks": [{"type": "text", "text": "done"}]},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    ws = workspace(tmp_path, "w")
+    (job,) = run(create_sessions(config, [ws], script))
+    job = replace(job, yes=False, rules=(("defer", "bash"),))
+    run(enqueue(config, [job]))
+    options = WorkerOptions(install_signal_handlers=False, until_empty=True)
+    worker = FleetWorker(config, options)
+    try:
+        run(worker.run())
+        assert [r.outcome for r in worker.reports] == ["waiting"]
+        # The recording part of ``approve`` alone: no job is queued for the session.
+        (done,) = answer(worker.app, job.session_id, [], decision="allow", by={"client": "t"})
+        assert done.tool == "bash" and not (ws / "t").exists()
+    finally:
+        worker.close()
+
+    again = FleetWorker(config, options)
+    try:
+        run(again.run())
+        assert [r.outcome for r in again.reports] == ["end_turn"]
+        names = [type(e).__name__ for e in again.app.session_events(UUID(job.session_id))]
+        # Swept once: a second sweep finds the turn taken up, queues nothing.
+        assert run(sweep(again)) == {}
+    finally:
+        again.close()
+    assert (ws / "t").read_text() == "x\n"
+    assert names.count("UserMessageAdded") == 1 and names.count("TurnResumed") == 1
+    assert names[-1] == "ModelResponded"
+
+
+async def sweep(worker: FleetWorker) -> dict[str, int]:
+    async with FleetQueue(worker.config) as queue:
+        return await sweep_answered(worker.app, queue)
