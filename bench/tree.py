@@ -385,12 +385,13 @@ def lmdb_db_bytes(path: Path) -> dict[str, int]:
         env.close()
 
 
-def bench_cli_storage(root: Path, edits: int, *, compressed: bool = False) -> dict[str, float]:
+def bench_cli_storage(root: Path, edits: int, *, compressed: bool = True) -> dict[str, float]:
     """One ``coder-es run`` with the scripted provider: read a 100 KB file, then ``edits`` edits
     of distinct lines (one per model step), in a new LMDB store. What a real session stores per
     edit (request manifests, tool results, file versions, the search index), not only the blobs
     the API-level ``bench_storage`` writes. ``compressed``: the store writes its events'
-    states compressed (``COMPRESSOR_TOPIC``, coder_es.store.compression)."""
+    states compressed (the default; else ``COMPRESSOR_TOPIC`` chooses JSON text,
+    coder_es.store.compression)."""
     root = root / ("compressed" if compressed else "plain")
     root.mkdir()
     import json
@@ -423,8 +424,8 @@ def bench_cli_storage(root: Path, edits: int, *, compressed: bool = False) -> di
     code = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH", "")) if p)
     env.pop("COMPRESSOR_TOPIC", None)
-    if compressed:
-        env["COMPRESSOR_TOPIC"] = "coder_es.store.compression:EventCompressor"
+    if not compressed:
+        env["COMPRESSOR_TOPIC"] = "coder_es.store.compression:EventReader"
     argv = [sys.executable, "-c", "from coder_es.cli.main import run; run()", "run", "edit"]
     argv += ["--script", str(script), "--allow", "read", "--allow", "edit"]
     argv += ["--max-steps", str(edits + 5), "--store", str(store), "--backend", "lmdb"]
@@ -489,10 +490,10 @@ def print_cli_storage(edits: int, st: dict[str, float], how: str = "") -> None:
 
 
 def cli_storage_both(root: Path, edits: int) -> None:
-    plain = bench_cli_storage(root, edits)
-    print_cli_storage(edits, plain, " (events stored as JSON: the default)")
-    packed = bench_cli_storage(root, edits, compressed=True)
-    print_cli_storage(edits, packed, " (COMPRESSOR_TOPIC: events stored compressed)")
+    plain = bench_cli_storage(root, edits, compressed=False)
+    print_cli_storage(edits, plain, " (COMPRESSOR_TOPIC: events stored as JSON, as before)")
+    packed = bench_cli_storage(root, edits)
+    print_cli_storage(edits, packed, " (events stored compressed: the default)")
     print(
         f"  compressed / JSON: store {packed['total_bytes'] / plain['total_bytes']:.3f}, "
         f"events {packed['event_bytes'] / plain['event_bytes']:.3f}"

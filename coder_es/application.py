@@ -24,7 +24,7 @@ from coder_es.redaction import Redactor
 from coder_es.sealing import Sealing, SecretVault
 from coder_es.store.anchor import advance_after_save
 from coder_es.store.blobs import BlobStore
-from coder_es.store.compression import READ_TOPIC
+from coder_es.store.compression import READ_WRITE_TOPIC
 from coder_es.store.config import StoreConfig
 from coder_es.store.ddl import store_setup_lock
 from coder_es.store.lease import LeaseStore
@@ -101,9 +101,9 @@ class ChainedLog(Application[UUID]):
 class CoderApp(ChainedLog):
     name = "coder_es"
     snapshotting_intervals = {Session: 500}
-    # Stored states may be compressed (coder_es.store.compression): read either way; the
-    # environment may choose to write them compressed.
-    env = {"AGGREGATE_CACHE_MAXSIZE": "128", "COMPRESSOR_TOPIC": READ_TOPIC}
+    # Stored states are written compressed (coder_es.store.compression) and read either way;
+    # the environment may choose to write them as JSON text (COMPRESSOR_TOPIC=...:EventReader).
+    env = {"AGGREGATE_CACHE_MAXSIZE": "128", "COMPRESSOR_TOPIC": READ_WRITE_TOPIC}
 
     def __init__(
         self,

@@ -135,11 +135,14 @@ def read_summaries(config: StoreConfig) -> list[SessionSummary]:
     )
     from eventsourcing.utils import Environment
 
+    from coder_es.store.compression import READ_TOPIC
     from coder_es.store.transcoder import FileNameSafeTranscoder
 
     # The environment CoderApp's application is configured from (eventsourcing's
-    # Application.construct_env: the process environment, then the store's settings).
-    env = Environment(APP_NAME, {**os.environ, **config.eventsourcing_env()})
+    # Application.construct_env: the process environment, then the store's settings). Its
+    # states may be stored compressed (the default): read with the reader CoderApp has.
+    defaults = {"COMPRESSOR_TOPIC": READ_TOPIC}
+    env = Environment(APP_NAME, {**defaults, **os.environ, **config.eventsourcing_env()})
     try:
         factory: Any = InfrastructureFactory.construct(env)
     except StoreError:

@@ -12,11 +12,12 @@ the edits of a file spend most of a store's bytes (issue 36, item 6).
 Small states stay as they are: compressing them saves little and costs a call per read. What
 is written is fixed forever per tag (a new dictionary is a new tag), so every store reads back.
 
-Every application reads both forms (``EventReader``, ``CoderApp``'s default ``COMPRESSOR_TOPIC``);
-writing compressed states is chosen per store by ``COMPRESSOR_TOPIC=`` ``READ_WRITE_TOPIC`` (the
-eventsourcing library's setting, ``CODER_ES_COMPRESSOR_TOPIC`` for this application). It is not
-the default: the audit tests tamper with stored events by editing their JSON text in place, which
-compressed states do not show (what verification finds is the same either way).
+Every application reads both forms. Writing compressed states is the default
+(``CoderApp``'s ``COMPRESSOR_TOPIC`` is ``READ_WRITE_TOPIC``); a store may choose JSON text with
+``COMPRESSOR_TOPIC=`` ``READ_TOPIC`` (the eventsourcing library's setting,
+``CODER_ES_COMPRESSOR_TOPIC`` for this application). The hash chain covers an event's decoded
+fields (``domain.chain``), not its stored bytes: what verification finds is the same either way,
+and a state that no longer decompresses is a damaged event like unreadable JSON.
 """
 
 from __future__ import annotations

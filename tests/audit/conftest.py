@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +14,13 @@ import pytest
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
+from coder_es.store.compression import (
+    DICTIONARY_V1,
+    MIN_SIZE,
+    TAG_V1,
+    EventCompressor,
+    EventReader,
+)
 from coder_es.store.config import StoreConfig
 
 SECRET_KEY = "sk-ant-api03-" + "Zq9" * 12  # an Anthropic-shaped key planted in tool output
@@ -229,8 +238,8 @@ def recorded_persistent(persistent_store_config: StoreConfig) -> Iterator[Record
 
 def damage_lmdb_values(lmdb_dir: Path, marker: bytes, forged: bytes, *, limit: int = 0) -> int:
     """Replace ``marker`` by ``forged`` in the stored values of every database of an LMDB store
-    (at most ``limit`` values when given): the way someone editing the file would. Returns how
-    many values changed."""
+    (at most ``limit`` values when given): the way someone editing the file would, decoding a
+    compressed event state and encoding it again. Returns how many values changed."""
     import lmdb
 
     changed = 0
@@ -246,9 +255,71 @@ def damage_lmdb_values(lmdb_dir: Path, marker: bytes, forged: bytes, *, limit: i
                 continue
             with env.begin(write=True, db=db) as txn:
                 for key, value in list(txn.cursor()):
-                    if marker in value and (not limit or changed < limit):
-                        txn.put(key, value.replace(marker, forged))
+                    text = plain_state(value)
+                    if marker in text and (not limit or changed < limit):
+                        txn.put(key, repacked(value, text.replace(marker, forged)))
                         changed += 1
     finally:
         env.close()
     return changed
+
+
+# Tampering the way someone who knows the store's encoding would: event states are stored
+# compressed (coder_es.store.compression), so a tamper helper edits their JSON text and encodes
+# it again, as the store's own compressor does. What verification must find is unchanged.
+_READER = EventReader()
+_PACKER = EventCompressor()
+
+
+def plain_state(value: bytes) -> bytes:
+    """A stored value as JSON text when it is a compressed event state; else as it is."""
+    if not isinstance(value, bytes) or value[:1] != TAG_V1:
+        return value  # damage of another kind (a number, text) is left as it is
+    try:
+        return _READER.decompress(value)
+    except Exception:  # not an event state (a blob record, a view): left as it is
+        return value
+
+
+def repacked(stored: bytes, text: bytes) -> bytes:
+    """``text`` encoded the way ``stored`` was: compressed again when it was."""
+    return (
+        _PACKER.compress(text) if stored[:1] == TAG_V1 and plain_state(stored) != stored else text
+    )
+
+
+def pack_state(value: bytes) -> bytes:
+    """What the store's compressor writes for a JSON state (small ones stay JSON)."""
+    if isinstance(value, bytes) and value[:1] == b"{" and len(value) >= MIN_SIZE:
+        return _PACKER.compress(value)
+    return value
+
+
+@contextmanager
+def sqlite_tampering(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to a SQLite store whose event states are JSON text while it is open (SQL can
+    edit them in place), encoded again by the store's compressor when it closes."""
+    with sqlite3.connect(path) as conn:
+        conn.create_function("plain_state", 1, plain_state, deterministic=True)
+        conn.create_function("pack_state", 1, pack_state, deterministic=True)
+        conn.execute("UPDATE stored_events SET state = plain_state(state)")
+        yield conn
+        conn.execute("UPDATE stored_events SET state = pack_state(state)")
+
+
+def inflated_states(raw: bytes) -> bytes:
+    """Every compressed event state found in ``raw`` (a store's files or rows), decoded: what
+    someone reading those bytes could read."""
+    out: list[bytes] = []
+    view = memoryview(raw)
+    at = raw.find(TAG_V1)
+    while at >= 0:
+        d = zlib.decompressobj(-15, DICTIONARY_V1)
+        try:
+            text = d.decompress(view[at + 1 :], 1 << 22)
+        except zlib.error:
+            text = b""
+        if d.eof and text[:1] == b"{":
+            out.append(text)
+        at = raw.find(TAG_V1, at + 1)
+    return b"".join(out)

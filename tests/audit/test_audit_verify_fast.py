@@ -3,7 +3,6 @@ exactly what the sequential one does, on intact and on tampered stores."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +24,7 @@ from coder_es.audit.verify import _exact_pass, verify_store
 from coder_es.domain.chain import canonical_json
 from coder_es.domain.session import Session
 from coder_es.store.config import StoreConfig
-from tests.audit.conftest import record_demo
+from tests.audit.conftest import plain_state, record_demo, repacked, sqlite_tampering
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -208,7 +207,7 @@ def test_split_verify_of_an_intact_store_equals_the_exact_pass(
 
 
 def _tamper(config: StoreConfig, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-    with sqlite3.connect(config.sqlite_file) as conn:
+    with sqlite_tampering(config.sqlite_file) as conn:
         for sql, params in statements:
             conn.execute(sql, params)
 
@@ -305,8 +304,9 @@ def test_split_verify_catches_tampered_lmdb_values(tmp_path: Path, split: None) 
             db = env.open_db(name, create=False)
             with env.begin(write=True, db=db) as txn:
                 for key, value in list(txn.cursor()):
-                    if b"turn 6 of 1" in value:
-                        txn.put(key, value.replace(b"turn 6 of 1", b"turn 6 of 7"))
+                    text = plain_state(value)
+                    if b"turn 6 of 1" in text:
+                        txn.put(key, repacked(value, text.replace(b"turn 6 of 1", b"turn 6 of 7")))
                         changed += 1
     finally:
         env.close()

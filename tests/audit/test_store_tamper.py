@@ -13,7 +13,7 @@ from coder_es.audit.problems import VerifyReport
 from coder_es.audit.verify import verify_session, verify_store
 from coder_es.store.anchor import read_anchor
 from coder_es.store.config import StoreConfig
-from tests.audit.conftest import damage_lmdb_values, record_demo
+from tests.audit.conftest import damage_lmdb_values, record_demo, sqlite_tampering
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def test_intact_sessions_verify_on_every_backend(store_config: StoreConfig) -> N
 
 
 def _tampered(config: StoreConfig, sql: list[tuple[str, tuple[object, ...]]]) -> None:
-    with sqlite3.connect(config.sqlite_file) as conn:
+    with sqlite_tampering(config.sqlite_file) as conn:
         for statement, params in sql:
             conn.execute(statement, params)
 

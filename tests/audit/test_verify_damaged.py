@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from coder_es.application import CoderApp
 from coder_es.audit.verify import verify_session, verify_store
 from coder_es.errors import StoreError
 from coder_es.store.config import StoreConfig
-from tests.audit.conftest import damage_lmdb_values, record_demo
+from tests.audit.conftest import damage_lmdb_values, record_demo, sqlite_tampering
 
 
 def _two_sessions(config: StoreConfig) -> tuple[UUID, UUID]:
@@ -45,7 +44,7 @@ def _verify_cli(config: StoreConfig) -> subprocess.CompletedProcess[str]:
 
 
 def _sql(config: StoreConfig, statement: str, params: tuple[object, ...]) -> None:
-    with sqlite3.connect(config.sqlite_file) as conn:
+    with sqlite_tampering(config.sqlite_file) as conn:
         conn.execute(statement, params)
 
 

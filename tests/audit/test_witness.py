@@ -16,6 +16,7 @@ from coder_es.audit.verify import verify_store
 from coder_es.store.config import StoreConfig
 from coder_es.store.witness import read_witness
 from coder_es.userdirs import user_data_dir
+from tests.audit.conftest import sqlite_tampering
 
 
 def _sessions(config: StoreConfig, n: int = 3) -> list[UUID]:
@@ -77,7 +78,7 @@ def test_deleting_the_last_events_and_the_anchor_is_caught(sqlite_config: StoreC
 
 def test_a_rewritten_last_event_with_its_anchor_is_caught(sqlite_config: StoreConfig) -> None:
     ids = _sessions(sqlite_config, 1)
-    with sqlite3.connect(sqlite_config.sqlite_file) as conn:
+    with sqlite_tampering(sqlite_config.sqlite_file) as conn:
         conn.execute(
             "UPDATE stored_events SET state = CAST(REPLACE(CAST(state AS TEXT), 'message 3', "
             "'message X') AS BLOB) WHERE originator_id = ? AND originator_version = 5",

@@ -116,3 +116,52 @@ def test_one_line_json_blobs_are_deltas_of_each_other(store_config: StoreConfig)
         assert blobs.get(b) == second and _sha(second) == b
     finally:
         app.close()
+
+
+def _diff_log(rng: random.Random, steps: int) -> str:
+    words = ["def", "return", "self", "value", "index", "result", "items", "for", "in", "if"]
+    out = []
+    for _ in range(steps):
+        at = rng.randrange(2000)
+        hunk = [f" x{at + k:05d} " + " ".join(rng.choices(words, k=6)) for k in range(3)]
+        hunk += [f"-x{at + 3:05d} old", f"+x{at + 3:05d} edited old"]
+        out.append(f"Edited big.py\n--- a/big.py\n+++ b/big.py\n@@ -{at},7 +{at},7 @@\n")
+        out.append("\n".join(hunk) + "\n")
+    return "".join(out)
+
+
+def test_a_delta_is_compressed_against_its_base(store_config: StoreConfig) -> None:
+    """What a delta inserts (a new tool result's diff) is much like the end of its base (the
+    earlier results): its operations are deflated with the base's tail as dictionary, and are
+    smaller than deflated alone; a delta written before, deflated alone, reads back unchanged."""
+    import zlib
+
+    from coder_es.store.blobs import _encode_delta
+
+    rng = random.Random(3)
+    history = _diff_log(rng, 60)
+    first = json.dumps({"messages": [{"role": "user", "text": history}]}).encode()
+    second = json.dumps(
+        {"messages": [{"role": "user", "text": history + _diff_log(rng, 1)}]}
+    ).encode()
+    app = CoderApp(store_config)
+    try:
+        blobs = app.blobs
+        a = blobs.put(first)
+        b = blobs.put(second, like=a)
+        record = blobs._read(b)
+        assert record is not None and record[:1] == DELTA
+        alone = zlib.compress(_encode_delta(first, second), 6)
+        assert len(record) - 34 < 0.8 * len(alone), (len(record) - 34, len(alone))
+        assert blobs.get(b) == second
+        # A delta record as written before: its operations deflated without a dictionary.
+        third = second.replace(b"edited old", b"edited twice")
+        c = _sha(third)
+        old_form = (
+            DELTA + bytes([1]) + bytes.fromhex(a) + zlib.compress(_encode_delta(first, third), 6)
+        )
+        blobs._write_if_absent(c, old_form)
+        assert blobs.get(c) == third
+        assert blobs.verify() == []
+    finally:
+        app.close()

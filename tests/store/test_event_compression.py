@@ -4,6 +4,9 @@ JSON, 0.79 MB compressed)."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
 
@@ -12,6 +15,7 @@ from coder_es.audit.verify import verify_store
 from coder_es.errors import StoreError
 from coder_es.store.compression import (
     MIN_SIZE,
+    READ_TOPIC,
     READ_WRITE_TOPIC,
     TAG_V1,
     EventCompressor,
@@ -53,8 +57,8 @@ def test_states_are_stored_compressed_and_read_back(store_config: StoreConfig) -
         app.close()
     if store_config.backend == "popo":
         return
-    # Read by an application that writes plain states (the default) all the same.
-    reader = CoderApp(store_config)
+    # Read by an application that writes plain states all the same.
+    reader = CoderApp(store_config, env={"COMPRESSOR_TOPIC": READ_TOPIC})
     try:
         assert type(reader.mapper.compressor) is EventReader
         events = reader.session_events(reader.resolve_session(sid))
@@ -86,14 +90,55 @@ def test_states_stored_as_json_before_read_back(store_config: StoreConfig) -> No
         reopened.close()
 
 
-def test_plain_states_by_default() -> None:
+def test_states_are_compressed_by_default_and_plain_on_request() -> None:
+    """A new store writes compressed states (issue 36, item 6); ``COMPRESSOR_TOPIC=`` the
+    reader writes JSON text, as stores did before."""
     app = CoderApp()
     try:
+        assert type(app.mapper.compressor) is EventCompressor
         _record(app)
         stored = app.recorder.select_notifications(start=1, limit=100)
-        assert all(n.state[:1] == b"{" for n in stored)
+        assert any(n.state[:1] == TAG_V1 for n in stored)
     finally:
         app.close()
+    plain = CoderApp(env={"COMPRESSOR_TOPIC": READ_TOPIC})
+    try:
+        _record(plain)
+        stored = plain.recorder.select_notifications(start=1, limit=100)
+        assert all(n.state[:1] == b"{" for n in stored)
+    finally:
+        plain.close()
+
+
+def test_a_tampered_compressed_state_is_found_by_verify(tmp_path: Path) -> None:
+    """The hash chain covers an event's decoded fields, not its stored bytes: a compressed state
+    whose JSON is edited and encoded again is found as modified, like a plain one."""
+    config = StoreConfig(backend="sqlite", path=tmp_path / "store")
+    app = CoderApp(config)
+    try:
+        sid = app.resolve_session(_record(app))
+        assert verify_store(app).ok
+    finally:
+        app.close()
+    with sqlite3.connect(config.sqlite_file) as conn:
+        (state,) = conn.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = 3",
+            (sid.hex,),
+        ).fetchone()
+        assert state[:1] == TAG_V1
+        text = EventReader().decompress(state)
+        forged = EventCompressor().compress(text.replace(b"new line 7", b"NEW line 7"))
+        assert forged[:1] == TAG_V1 and forged != state
+        conn.execute(
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 3",
+            (forged, sid.hex),
+        )
+    app = CoderApp(config)
+    try:
+        report = verify_store(app)
+    finally:
+        app.close()
+    assert {(p.version, p.kind) for p in report.problems} == {(3, "modified")}
 
 
 def test_small_states_stay_json_and_a_damaged_one_says_so() -> None:
