@@ -33,17 +33,31 @@ def _branching(ctx: Context, session_ref: str) -> tuple[Branching, str]:
     from coder_es.branching import Branching
 
     app = ctx.app
-    session = app.get_session(session_ref)
-    recorded = session.workspace
+    sid, recorded = _recorded_workspace(ctx, session_ref)
     if recorded and os.path.isabs(recorded) and os.path.isdir(recorded):
         here = os.path.realpath(ctx.workspace)
         if os.path.realpath(recorded) != here:
             msg = (
-                f"session {str(session.id)[:8]} belongs to the workspace {recorded}, not {here}; "
+                f"session {sid[:8]} belongs to the workspace {recorded}, not {here}; "
                 f"pass --workspace {recorded}"
             )
             raise UsageError(msg)
-    return Branching(app, Path(ctx.workspace)), str(session.id)
+    return Branching(app, Path(ctx.workspace)), sid
+
+
+def _recorded_workspace(ctx: Context, session_ref: str) -> tuple[str, str | None]:
+    """The session's id and the workspace its start recorded, from its first event only: the
+    command reads the whole log once itself (``Branching._load``), and a log of restorations
+    is long to decode."""
+    app = ctx.app
+    sid = app.resolve_session(session_ref)
+    try:
+        first = app.session_events(sid, lte=1)
+        recorded = getattr(first[0], "workspace", None)
+    except Exception:  # absent or damaged: ``get_session`` names the problem
+        session = app.get_session(sid)
+        return str(session.id), session.workspace
+    return str(sid), recorded if isinstance(recorded, str) else None
 
 
 # ---------------------------------------------------------------------- tree
