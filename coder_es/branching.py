@@ -223,6 +223,16 @@ class Branching:
             views.tree.save()
             views.files.save()
 
+    def keep_views(self) -> None:
+        """After a command: bring the open projections up to date and store them unless they
+        are stored already, so that the next command opens them without replaying this one's
+        events (a restoration's hold thousands of files: replaying them is most of what a
+        later command would otherwise spend before its own work)."""
+        for views in self._views.values():
+            views.catch_up()
+            views.tree.checkpoint()
+            views.files.checkpoint()
+
     def _sid(self, session: str | UUID) -> UUID:
         return session if isinstance(session, UUID) else self.app.resolve_session(session)
 

@@ -317,6 +317,7 @@ def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
             new_session=args.new_session,
             progress=bar("restoring files", PROGRESS_MIN_FILES),
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 
@@ -328,6 +329,7 @@ def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
         result = branching.checkout(
             sid, args.node, progress=bar("restoring files", PROGRESS_MIN_FILES)
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 
@@ -345,6 +347,7 @@ def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
             files=files,
             progress=bar("restoring files", PROGRESS_MIN_FILES),
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 
