@@ -22,17 +22,18 @@ size of the workspace or of the history.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
+from eventsourcing.application import project_aggregate
 from eventsourcing.persistence import IntegrityError
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
-from coder_es.errors import CoderESError, UsageError
+from coder_es.errors import CoderESError, StoreError, UsageError
 from coder_es.records import summarize
 from coder_es.sealed_names import resolve_plan
 from coder_es.workspace.atomic import clean_scratch, scratch_dir
@@ -151,8 +152,13 @@ class SessionViews:
     tree: Tracked[ConversationTree]
     files: Tracked[FileStates]
 
-    def catch_up(self) -> tuple[ConversationTree, FileStates]:
-        return self.tree.catch_up(), self.files.catch_up()
+    def catch_up(self, events: Sequence[Any] | None = None) -> tuple[ConversationTree, FileStates]:
+        """Both projections brought up to date; the log read once for both (``events``: read
+        already, from at most the lower of their positions on)."""
+        if events is None:
+            lowest = min(self.tree.position, self.files.position)
+            events = self.tree.app.session_events(self.tree.session_id, gt=lowest)
+        return self.tree.catch_up(events), self.files.catch_up(events)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -189,7 +195,8 @@ class Branching:
 
     # ------------------------------------------------------------------ views
 
-    def views(self, session_id: UUID) -> SessionViews:
+    def views(self, session_id: UUID, events: Sequence[Any] | None = None) -> SessionViews:
+        """The session's projections, up to date (``events``: the whole log, already read)."""
         views = self._views.get(session_id)
         if views is None:
             views = SessionViews(
@@ -197,11 +204,14 @@ class Branching:
                 track_files(self.app, session_id, every=self.checkpoint_every),
             )
             self._views[session_id] = views
+            if events is None:
+                lowest = min(views.tree.position, views.files.position)
+                events = self.app.session_events(session_id, gt=lowest)
             # Opening: checkpoint if the log ran far ahead of the stored views.
-            views.tree.open()
-            views.files.open()
+            views.tree.open(events=events)
+            views.files.open(events=events)
         else:
-            views.catch_up()
+            views.catch_up(events)
         return views
 
     def tree(self, session: str | UUID) -> ConversationTree:
@@ -216,13 +226,35 @@ class Branching:
             views.tree.save()
             views.files.save()
 
+    def keep_views(self) -> None:
+        """After a command: bring the open projections up to date and store them unless they
+        are stored already, so that the next command opens them without replaying this one's
+        events (a restoration's hold thousands of files: replaying them is most of what a
+        later command would otherwise spend before its own work)."""
+        for views in self._views.values():
+            views.catch_up()
+            views.tree.checkpoint()
+            views.files.checkpoint()
+
     def _sid(self, session: str | UUID) -> UUID:
         return session if isinstance(session, UUID) else self.app.resolve_session(session)
 
     def _load(self, session: str | UUID) -> tuple[Session, ConversationTree, FileStates]:
-        s = self.app.get_session(self._sid(session))
-        tree, files = self.views(s.id).catch_up()
-        return s, tree, files
+        """The session and its projections, from one read of its log: a restoration's events
+        hold thousands of files each, and decoding them is most of a command's own cost
+        (``bench/rewind.py --whole``)."""
+        sid = self._sid(session)
+        events: list[Any] | None = None
+        try:
+            events = self.app.session_events(sid)
+            found = project_aggregate(None, events)
+        except StoreError:
+            raise
+        except Exception:  # a damaged log: ``get_session`` names the problem
+            found = None
+        s = found if isinstance(found, Session) else self.app.get_session(sid)
+        views = self.views(s.id, events if found is s else None)
+        return s, views.tree.projection, views.files.projection
 
     # ------------------------------------------------------------------ commands
 

@@ -15,7 +15,7 @@ comparing ``encode_state`` outputs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
@@ -148,10 +148,17 @@ class Tracked(Generic[P]):
     def position(self) -> int:
         return self.projection.position
 
-    def catch_up(self) -> P:
-        """Apply the events recorded since the last call; checkpoint if enough accumulated."""
+    def catch_up(self, events: Sequence[Any] | None = None) -> P:
+        """Apply the events recorded since the last call; checkpoint if enough accumulated.
+        ``events``: the session's events from at most this position on, already read (by a
+        caller that opens several projections or the session too: one read of the log)."""
+        position = self.projection.position
+        if events is None:
+            events = self.app.session_events(self.session_id, gt=position)
         applied = 0
-        for event in self.app.session_events(self.session_id, gt=self.projection.position):
+        for event in events:
+            if event.originator_version <= position:
+                continue
             self.projection.apply(event)
             applied += 1
         self._unsaved += applied
@@ -166,9 +173,9 @@ class Tracked(Generic[P]):
         """Events applied since the last checkpoint."""
         return self._unsaved
 
-    def open(self, *, save_after: int = 200) -> P:
+    def open(self, *, save_after: int = 200, events: Sequence[Any] | None = None) -> P:
         """Catch up, and checkpoint when that replayed enough events to be worth keeping."""
-        projection = self.catch_up()
+        projection = self.catch_up(events)
         if self._unsaved >= save_after:
             self.save()
         return projection

@@ -34,17 +34,31 @@ def _branching(ctx: Context, session_ref: str) -> tuple[Branching, str]:
     from coder_es.branching import Branching
 
     app = ctx.app
-    session = app.get_session(session_ref)
-    recorded = session.workspace
+    sid, recorded = _recorded_workspace(ctx, session_ref)
     if recorded and os.path.isabs(recorded) and os.path.isdir(recorded):
         here = os.path.realpath(ctx.workspace)
         if os.path.realpath(recorded) != here:
             msg = (
-                f"session {str(session.id)[:8]} belongs to the workspace {recorded}, not {here}; "
+                f"session {sid[:8]} belongs to the workspace {recorded}, not {here}; "
                 f"pass --workspace {recorded}"
             )
             raise UsageError(msg)
-    return Branching(app, Path(ctx.workspace)), str(session.id)
+    return Branching(app, Path(ctx.workspace)), sid
+
+
+def _recorded_workspace(ctx: Context, session_ref: str) -> tuple[str, str | None]:
+    """The session's id and the workspace its start recorded, from its first event only: the
+    command reads the whole log once itself (``Branching._load``), and a log of restorations
+    is long to decode."""
+    app = ctx.app
+    sid = app.resolve_session(session_ref)
+    try:
+        first = app.session_events(sid, lte=1)
+        recorded = getattr(first[0], "workspace", None)
+    except Exception:  # absent or damaged: ``get_session`` names the problem
+        session = app.get_session(sid)
+        return str(session.id), session.workspace
+    return str(sid), recorded if isinstance(recorded, str) else None
 
 
 # ---------------------------------------------------------------------- tree
@@ -216,6 +230,7 @@ def cmd_fork(args: argparse.Namespace, ctx: Context) -> int:
             new_session=args.new_session,
             progress=bar("restoring files", PROGRESS_MIN_FILES),
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 
@@ -227,6 +242,7 @@ def cmd_checkout(args: argparse.Namespace, ctx: Context) -> int:
         result = branching.checkout(
             sid, args.node, progress=bar("restoring files", PROGRESS_MIN_FILES)
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 
@@ -244,6 +260,7 @@ def cmd_rewind(args: argparse.Namespace, ctx: Context) -> int:
             files=files,
             progress=bar("restoring files", PROGRESS_MIN_FILES),
         )
+    branching.keep_views()
     return _report(result, args.json)
 
 

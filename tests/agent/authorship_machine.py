@@ -93,6 +93,11 @@ class WorkspaceModel(RuleBasedStateMachine):
         self.sessions: list[str] = []
 
     def teardown(self) -> None:
+        log = os.environ.get("AUTHORSHIP_LOG")
+        if log:
+            # A long run (-m slow: 2,000 examples) says how far it got: one line per example.
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%H:%M:%S')} sandbox={self.sandbox} steps={self.n}\n")
         self.h.app.close()
         if self._env is None:
             os.environ.pop("CODER_ES_SANDBOX", None)
