@@ -57,7 +57,12 @@ def test_agent_and_a_concurrent_writer_never_lose_each_others_lines(
     user = subprocess.Popen([sys.executable, "-c", USER, str(path), str(stop), str(out)])
     try:
         ws.read("shared.txt")
-        time.sleep(0.05)
+        # The edits start once the user's editor writes (a fixed pause let a loaded machine
+        # start the editor after the last edit: nothing concurrent was tested).
+        deadline = time.monotonic() + 60
+        while b"appended by user #0" not in path.read_bytes():
+            assert time.monotonic() < deadline and user.poll() is None
+            time.sleep(0.01)
         outcomes = []
         for i in range(30):
             result = ws.edit("shared.txt", f"line {i}\n", f"line {i} (agent)\n")
