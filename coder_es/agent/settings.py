@@ -31,18 +31,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coder_es.domain.settings import RecordedSettings, recorded_settings
-from coder_es.hooks.spec import HookSpec
 from coder_es.permissions.policy import Policy
 from coder_es.permissions.presets import Preset, get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition, agents_from_records, recorded_tools
-from coder_es.sandbox import SandboxSettings
 from coder_es.tools.offered import session_registry
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.task import TaskTool
+
+if TYPE_CHECKING:
+    # Only a type here: importing the sandbox package would add ~0.1 s to ``coder-es context``.
+    from coder_es.hooks.spec import HookSpec
+    from coder_es.sandbox import SandboxSettings
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_MAX_TOKENS = 8192
@@ -138,7 +141,7 @@ class SessionSettings:
             tools=registry,
             offered=offered,
             subagents=subagents,
-            hooks=tuple(HookSpec.from_record(r) for r in recorded.hook_records()),
+            hooks=_hooks(recorded.hook_records()),
             context_budget=budget if budget is not None else config.context_budget,
             max_tokens=int(recorded.started.get("max_tokens", config.max_tokens)),
             max_steps=max_steps
@@ -147,6 +150,15 @@ class SessionSettings:
             sandbox=sandbox,
             recorded=recorded,
         )
+
+
+def _hooks(records: list[dict[str, Any]]) -> tuple[HookSpec, ...]:
+    if not records:
+        return ()
+    # Imported here: a session without hooks (``coder-es context``'s start-up) does not pay it.
+    from coder_es.hooks.spec import HookSpec
+
+    return tuple(HookSpec.from_record(r) for r in records)
 
 
 def session_settings(events: Iterable[Any], config: SettingsConfig) -> SessionSettings:
