@@ -67,10 +67,16 @@ class SettingsConfig:
 
 
 def with_recorded_tools(preset: Preset, started: Mapping[str, Any]) -> Preset:
-    """``preset`` offering only the tools the session recorded (``recorded_tools``): the one
-    rule for it, used by the service, the decider and this projection."""
+    """``preset`` offering only the tools the session recorded (``recorded_tools``), its shell
+    read-only where the session recorded so: the one rule for it, used by the service, the
+    decider and this projection."""
     tools = recorded_tools(preset.tools, started)
-    return preset if tools == preset.tools else dataclasses.replace(preset, tools=tools)
+    # A subagent of a read-only parent records that its shell is read-only too
+    # (``child_policy``): a record only ever tightens the preset, never loosens it.
+    read_only = preset.read_only_shell or started.get("read_only_shell") is True
+    if tools == preset.tools and read_only == preset.read_only_shell:
+        return preset
+    return dataclasses.replace(preset, tools=tools, read_only_shell=read_only)
 
 
 def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
