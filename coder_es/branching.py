@@ -33,6 +33,7 @@ from eventsourcing.persistence import IntegrityError
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
+from coder_es.domain.settings import recorded_settings
 from coder_es.errors import CoderESError, StoreError, UsageError
 from coder_es.records import summarize
 from coder_es.sealed_names import resolve_plan
@@ -344,7 +345,8 @@ class Branching:
             title=s.title,
             parent_session=str(s.id),
             parent_node=target,
-            settings=dict(s.settings),
+            # The permissions, hooks and budget in force too, not only those it started with.
+            settings=recorded_settings(self.app.session_events(s.id)).carried(),
             sealing=s.sealing,
         )
         self._save(child, restored)
