@@ -56,6 +56,7 @@ def ten_calls(workspace: Path) -> Script:
 
 CACHE = Path(tempfile.mkdtemp(prefix="bench-harness-cache-"))
 atexit.register(shutil.rmtree, CACHE, True)
+SHARED_CACHE = True  # --cold-cache: each run's own, empty (every run compiles that code again)
 """One user cache for every run (coder-es's generated-code cache, ``coder_es.cli.codecache``,
 filled by the warm-up as by any earlier run of an installed coder-es; a fresh HOME per run
 would otherwise leave it cold every time). The direct runs get the same variable."""
@@ -71,7 +72,7 @@ def claude_env(home: Path, model: FakeModel, repo: Path = REPO) -> dict[str, str
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_CACHE_HOME": str(CACHE),
+        "XDG_CACHE_HOME": str(CACHE if SHARED_CACHE else home / ".cache"),
         "PYTHONPATH": str(repo),
         "ANTHROPIC_BASE_URL": model.url,
         "ANTHROPIC_API_KEY": "sk-ant-bench",
@@ -308,7 +309,14 @@ def main() -> None:
         help="another checkout of coder-es whose `run --harness` is timed too, interleaved "
         "(before/after figures from the same run)",
     )
+    parser.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="no user cache shared between runs: each coder-es run compiles dataclasses' code",
+    )
     args = parser.parse_args()
+    global SHARED_CACHE
+    SHARED_CACHE = not args.cold_cache
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
         base = Path(tmp)
