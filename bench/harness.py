@@ -15,6 +15,7 @@ per model request):
    < 100 ms).
 
 Run:  python3 bench/harness.py [--runs 5] [--files 100000] [--skip-turn] [--skip-apply]
+      [--baseline OTHER_CHECKOUT] [--cold-cache]
 Needs the pinned CLIs (``npm ci --prefix .ci/harness-clis``) for figure 1.
 """
 
