@@ -342,12 +342,16 @@ def main() -> None:
                 turn_coder_es(base)  # ...and the bytecode and generated-code caches
                 if args.baseline:
                     turn_coder_es(base, args.baseline.resolve())
-                for _ in range(args.runs):
+                for run in range(args.runs):
                     direct.append(turn_direct(base))
-                    cli.append(turn_coder_es(base))
-                    inproc.append(turn_in_process(base))
-                    if args.baseline:
+                    # The two commands take turns to follow the direct run (which may leave
+                    # processes behind that still use a core for a while).
+                    if args.baseline and run % 2:
                         before.append(turn_coder_es(base, args.baseline.resolve()))
+                    cli.append(turn_coder_es(base))
+                    if args.baseline and not run % 2:
+                        before.append(turn_coder_es(base, args.baseline.resolve()))
+                    inproc.append(turn_in_process(base))
                 d, c, i = (statistics.median(x) for x in (direct, cli, inproc))
                 results["turn"] = {"direct_s": d, "coder_es_s": c, "in_process_s": i}
                 print(
