@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
@@ -81,6 +80,10 @@ class Question:
 
 def questions_in(events: Sequence[Any]) -> list[Question]:
     """The questions of a session's events still waiting for an answer, in call order."""
+    # Here, not at the top: the loop's state imports the agent's settings (providers'
+    # defaults), which `pending` needs only for a session touched since the index's last read.
+    from coder_es.agent.state import LoopState
+
     state = LoopState.from_events(events)
     waiting = {c.id for c in state.waiting_calls()}
     if not waiting:

@@ -177,3 +177,30 @@ def test_the_tables_copies_of_choices_agree_with_their_sources() -> None:
     assert TASK_TOOL_NAME == TASK_TOOL
     assert set(commands.AGENTS) == set(PRESETS)
     assert (SESSIONS / f"{commands.DEMO_CASSETTE}{SUFFIX}").is_file()
+
+
+def test_pending_imports_neither_asyncio_rich_nor_the_agents_settings(tmp_path: Path) -> None:
+    """Issue 35: `pending` reads the index of waiting sessions and prints plain lines; the
+    event loop, rich's console, the origin's socket and the loop's state (with the agent's
+    settings) belong to the commands that answer or continue a turn."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    subprocess.run(
+        [sys.executable, "-m", "coder_es.cli.main", "run", "x", "--script", str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        check=True,
+    )
+    # The first `pending` folds the session into the index; the second reads the index alone.
+    assert probe(["pending"], tmp_path)["code"] in (0, None)
+    report = probe(["pending"], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    unexpected = ("asyncio", "rich", "coder_es.agent", "coder_es.providers", "tree_sitter")
+    assert absent(modules, unexpected) == []
+    assert absent(modules, READER_NEVER) == []
