@@ -204,3 +204,26 @@ def test_pending_imports_neither_asyncio_rich_nor_the_agents_settings(tmp_path: 
     unexpected = ("asyncio", "rich", "coder_es.agent", "coder_es.providers", "tree_sitter")
     assert absent(modules, unexpected) == []
     assert absent(modules, READER_NEVER) == []
+
+
+def test_context_does_not_load_the_event_loop(tmp_path: Path) -> None:
+    """Issue 35: `context` builds the tool registry for the tools' definitions only; the tools
+    import asyncio (with ssl, socket, concurrent.futures) where they run."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = [sys.executable, "-m", "coder_es.cli.main"]
+    subprocess.run([*main, "run", "x", "--script", str(script)], cwd=tmp_path, env=env, check=True)
+    listed = subprocess.run(
+        [*main, "sessions", "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    sid = json.loads(listed.stdout)["id"]
+    report = probe(["context", sid[:8]], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    assert "coder_es.tools.bash" in modules  # the registry is built
+    assert absent(modules, ("asyncio", "ssl", "concurrent.futures")) == []
