@@ -227,3 +227,31 @@ def test_context_does_not_load_the_event_loop(tmp_path: Path) -> None:
     modules = set(report["modules"])
     assert "coder_es.tools.bash" in modules  # the registry is built
     assert absent(modules, ("asyncio", "ssl", "concurrent.futures")) == []
+
+
+def test_diff_reads_without_the_branching_machinery(tmp_path: Path) -> None:
+    """Issue 35: `diff` only reads the tree and file projections (projections.node_diff); the
+    branching commands' file restoration, its thread pool and the progress bars are not loaded."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = [sys.executable, "-m", "coder_es.cli.main"]
+    subprocess.run([*main, "run", "x", "--script", str(script)], cwd=tmp_path, env=env, check=True)
+    listed = subprocess.run(
+        [*main, "sessions", "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    sid = json.loads(listed.stdout)["id"]
+    shown = subprocess.run(
+        [*main, "tree", sid[:8], "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    nodes = [n["id"] for n in json.loads(shown.stdout)["nodes"]]
+    report = probe(["diff", sid[:8], nodes[0], nodes[-1]], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    assert "projections.node_diff" in modules
+    moving = ("coder_es.branching", "coder_es.workspace.restore", "coder_es.cli.progress")
+    assert absent(modules, (*moving, "concurrent.futures")) == []
