@@ -194,8 +194,10 @@ def _print_context(session: str, built: BuiltContext) -> None:
         console.print(f"file {f.path}  {f.tokens} tokens{cut}", markup=False, highlight=False)
     if built.related:
         console.print("related: " + ", ".join(built.related), markup=False, highlight=False)
-    for i, message in enumerate(built.request.messages):
-        for block in message["content"]:
-            console.print(
-                f"{i:>4} {message['role']:<9} {_preview(block)}", markup=False, highlight=False
-            )
+    lines = [
+        f"{i:>4} {message['role']:<9} {_preview(block)}"
+        for i, message in enumerate(built.request.messages)
+        for block in message["content"]
+    ]
+    if lines:  # one print: rich's cost is per call, and a request has a line per block
+        console.print("\n".join(lines), markup=False, highlight=False)
