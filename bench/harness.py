@@ -15,6 +15,7 @@ per model request):
    < 100 ms).
 
 Run:  python3 bench/harness.py [--runs 5] [--files 100000] [--skip-turn] [--skip-apply]
+      [--baseline OTHER_CHECKOUT] [--cold-cache]
 Needs the pinned CLIs (``npm ci --prefix .ci/harness-clis``) for figure 1.
 """
 
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,7 +55,15 @@ def ten_calls(workspace: Path) -> Script:
     return Script(steps=steps, latency_s=LATENCY_S)
 
 
-def claude_env(home: Path, model: FakeModel) -> dict[str, str]:
+CACHE = Path(tempfile.mkdtemp(prefix="bench-harness-cache-"))
+atexit.register(shutil.rmtree, CACHE, True)
+SHARED_CACHE = True  # --cold-cache: each run's own, empty (every run compiles that code again)
+"""One user cache for every run (coder-es's generated-code cache, ``coder_es.cli.codecache``,
+filled by the warm-up as by any earlier run of an installed coder-es; a fresh HOME per run
+would otherwise leave it cold every time). The direct runs get the same variable."""
+
+
+def claude_env(home: Path, model: FakeModel, repo: Path = REPO) -> dict[str, str]:
     # As installed: with bytecode caches (an environment that forbids writing them makes every
     # coder-es run compile its modules again, ~0.7 s here, which no installed copy pays).
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -62,7 +73,8 @@ def claude_env(home: Path, model: FakeModel) -> dict[str, str]:
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "PYTHONPATH": str(REPO),
+        "XDG_CACHE_HOME": str(CACHE if SHARED_CACHE else home / ".cache"),
+        "PYTHONPATH": str(repo),
         "ANTHROPIC_BASE_URL": model.url,
         "ANTHROPIC_API_KEY": "sk-ant-bench",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -109,7 +121,8 @@ def turn_direct(base: Path) -> float:
     return took
 
 
-def turn_coder_es(base: Path) -> float:
+def turn_coder_es(base: Path, repo: Path = REPO) -> float:
+    """``repo``: whose coder-es runs (``--baseline``: another checkout's, in the same run)."""
     ws, home = fresh(base, "coder-es")
     with FakeModel(ten_calls(ws)) as model:
         t = time.perf_counter()
@@ -127,7 +140,7 @@ def turn_coder_es(base: Path) -> float:
                 "go",
             ],
             cwd=ws,
-            env=claude_env(home, model),
+            env=claude_env(home, model, repo),
             **_to_files(base),
         )
         took = time.perf_counter() - t
@@ -291,7 +304,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--skip-turn", action="store_true")
     parser.add_argument("--skip-apply", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of coder-es whose `run --harness` is timed too, interleaved "
+        "(before/after figures from the same run)",
+    )
+    parser.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="no user cache shared between runs: each coder-es run compiles dataclasses' code",
+    )
     args = parser.parse_args()
+    global SHARED_CACHE
+    SHARED_CACHE = not args.cold_cache
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
         base = Path(tmp)
@@ -311,12 +337,20 @@ def main() -> None:
             if not (BIN / "claude").exists():
                 print("turn: skipped (npm ci --prefix .ci/harness-clis first)")
             else:
-                direct, cli, inproc = [], [], []
+                direct, cli, inproc, before = [], [], [], []
                 turn_direct(base)  # warm the file cache
-                turn_coder_es(base)  # ...and the bytecode caches
-                for _ in range(args.runs):
+                turn_coder_es(base)  # ...and the bytecode and generated-code caches
+                if args.baseline:
+                    turn_coder_es(base, args.baseline.resolve())
+                for run in range(args.runs):
                     direct.append(turn_direct(base))
+                    # The two commands take turns to follow the direct run (which may leave
+                    # processes behind that still use a core for a while).
+                    if args.baseline and run % 2:
+                        before.append(turn_coder_es(base, args.baseline.resolve()))
                     cli.append(turn_coder_es(base))
+                    if args.baseline and not run % 2:
+                        before.append(turn_coder_es(base, args.baseline.resolve()))
                     inproc.append(turn_in_process(base))
                 d, c, i = (statistics.median(x) for x in (direct, cli, inproc))
                 results["turn"] = {"direct_s": d, "coder_es_s": c, "in_process_s": i}
@@ -325,6 +359,13 @@ def main() -> None:
                     f"{d:.2f} s; coder-es run --harness {c:.2f} s (x{c / d:.3f}); the turn "
                     f"in-process {i:.2f} s (x{i / d:.3f}) (target <= 1.15x)"
                 )
+                if before:
+                    b = statistics.median(before)
+                    results["turn"]["baseline_s"] = b
+                    print(
+                        f"  baseline {args.baseline}: coder-es run --harness {b:.2f} s "
+                        f"(x{b / d:.3f}); this checkout x{c / b:.3f} of it"
+                    )
         if not args.skip_apply:
             times, own, serial = apply_figure(base, args.files, args.runs)
             m, o, b = statistics.median(times), statistics.median(own), statistics.median(serial)

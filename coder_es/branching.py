@@ -33,8 +33,8 @@ from eventsourcing.persistence import IntegrityError
 
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
+from coder_es.domain.settings import recorded_settings
 from coder_es.errors import CoderESError, StoreError, UsageError
-from coder_es.records import summarize
 from coder_es.sealed_names import resolve_plan
 from coder_es.workspace.atomic import clean_scratch, scratch_dir
 from coder_es.workspace.restore import (
@@ -45,8 +45,9 @@ from coder_es.workspace.restore import (
 )
 from coder_es.workspace.sandbox import Sandbox
 from projections.checkpoint import Tracked
-from projections.files import FileDiff, FileStates, track_files
-from projections.tree import ConversationTree, events_at, track_tree
+from projections.files import FileStates, track_files
+from projections.node_diff import NodeDiff, node_diff
+from projections.tree import ConversationTree, track_tree
 
 
 class RestoreError(CoderESError):
@@ -106,43 +107,6 @@ class LabelMove:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "node": self.node, "previous": self.previous}
-
-
-@dataclass(frozen=True)
-class MessageLine:
-    node: NodeId
-    kind: str
-    text: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "kind": self.kind, "text": self.text}
-
-
-@dataclass(frozen=True)
-class NodeDiff:
-    """Two nodes compared: the turns on each side since they diverged, and the files."""
-
-    session: str
-    a: NodeId | None
-    b: NodeId | None
-    common: NodeId | None
-    only_a: tuple[MessageLine, ...]
-    only_b: tuple[MessageLine, ...]
-    files: tuple[FileDiff, ...]
-    by_hook: dict[str, dict[str, str]] = field(default_factory=dict)
-    """path -> side ("a", "b") -> the hook whose command made that side's content."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "a": self.a,
-            "b": self.b,
-            "common": self.common,
-            "only_a": [m.to_json() for m in self.only_a],
-            "only_b": [m.to_json() for m in self.only_b],
-            "files": [f.to_json() for f in self.files],
-            "files_by_hook": self.by_hook,
-        }
 
 
 @dataclass
@@ -344,7 +308,8 @@ class Branching:
             title=s.title,
             parent_session=str(s.id),
             parent_node=target,
-            settings=dict(s.settings),
+            # The permissions, hooks and budget in force too, not only those it started with.
+            settings=recorded_settings(self.app.session_events(s.id)).carried(),
             sealing=s.sealing,
         )
         self._save(child, restored)
@@ -360,33 +325,7 @@ class Branching:
 
     def diff(self, session: str | UUID, a: str, b: str) -> NodeDiff:
         s, tree, files = self._load(session)
-        na, nb = s.resolve_node(a), s.resolve_node(b)
-        common, only_a, only_b = tree.diverging(na, nb)
-        versions = [int(n) for n in only_a + only_b]
-        events = {e.originator_version: e for e in events_at(self.app, s.id, versions)}
-
-        def lines(nodes: list[NodeId]) -> tuple[MessageLine, ...]:
-            return tuple(
-                MessageLine(n, tree.kind(n), summarize(events[int(n)], 200)) for n in nodes
-            )
-
-        differ = tuple(files.diff(na, nb))
-        by_hook: dict[str, dict[str, str]] = {}
-        for f in differ:
-            for side, node in (("a", na), ("b", nb)):
-                hook = files.made_by(node, f.path)
-                if hook is not None:
-                    by_hook.setdefault(f.path, {})[side] = hook
-        return NodeDiff(
-            session=str(s.id),
-            a=na,
-            b=nb,
-            common=common,
-            only_a=lines(only_a),
-            only_b=lines(only_b),
-            files=differ,
-            by_hook=by_hook,
-        )
+        return node_diff(self.app, s, tree, files, a, b)
 
     # ------------------------------------------------------------------ moving
 

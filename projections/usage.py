@@ -13,13 +13,14 @@ user's rows). A response of a model with no known price makes the sum it is in u
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 from coder_es.domain.session import Session
-from coder_es.providers.pricing import PriceTable
+from coder_es.providers.pricing import Price, PriceTable, cost_at
 from coder_es.providers.types import usage_from
 
 
@@ -47,22 +48,33 @@ class SessionUsage:
 
 
 def usage_of(
-    app: Any, session: UUID, prices: PriceTable | None = None, *, after: int = 0
+    app: Any,
+    session: UUID,
+    prices: PriceTable | None = None,
+    *,
+    after: int = 0,
+    events: Sequence[Any] | None = None,
 ) -> SessionUsage:
     """``after``: only what the session recorded after that version (one turn's, for ``run``);
-    a subagent started then counts whole."""
+    a subagent started then counts whole. ``events``: the session's events when the caller
+    has read them already (``show``: the log is read once)."""
     table = prices if prices is not None else PriceTable.default()
+    # A price is looked up once per model (a lookup scans the table for the longest prefix).
+    price_of: dict[str, Price | None] = {}
     own: Counter[str] = Counter()
     subagents: Counter[str] = Counter()
     own_cost: Decimal | None = Decimal(0)
     subagents_cost: Decimal | None = Decimal(0)
     unpriced: set[str] = set()
-    for event in app.session_events(session):
+    for event in app.session_events(session) if events is None else events:
         if event.originator_version <= after:
             continue
         if isinstance(event, Session.ModelResponded):
             own.update({k: int(v) for k, v in event.usage.items() if isinstance(v, int)})
-            cost = table.cost(event.model, usage_from(event.usage))
+            if event.model not in price_of:
+                price_of[event.model] = table.price(event.model)
+            price = price_of[event.model]
+            cost = None if price is None else cost_at(price, usage_from(event.usage))
             if cost is None:
                 unpriced.add(event.model)
             own_cost = _add(own_cost, cost)

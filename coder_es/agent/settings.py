@@ -30,19 +30,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from coder_es.domain.session import Session
-from coder_es.hooks.spec import HookSpec
+from coder_es.domain.settings import RecordedSettings, recorded_settings
 from coder_es.permissions.policy import Policy
 from coder_es.permissions.presets import Preset, get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition, agents_from_records, recorded_tools
-from coder_es.sandbox import SandboxSettings
 from coder_es.tools.offered import session_registry
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.task import TaskTool
+
+if TYPE_CHECKING:
+    # Only a type here: importing the sandbox package would add ~0.1 s to ``coder-es context``.
+    from coder_es.hooks.spec import HookSpec
+    from coder_es.sandbox import SandboxSettings
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_MAX_TOKENS = 8192
@@ -64,10 +67,16 @@ class SettingsConfig:
 
 
 def with_recorded_tools(preset: Preset, started: Mapping[str, Any]) -> Preset:
-    """``preset`` offering only the tools the session recorded (``recorded_tools``): the one
-    rule for it, used by the service, the decider and this projection."""
+    """``preset`` offering only the tools the session recorded (``recorded_tools``), its shell
+    read-only where the session recorded so: the one rule for it, used by the service, the
+    decider and this projection."""
     tools = recorded_tools(preset.tools, started)
-    return preset if tools == preset.tools else dataclasses.replace(preset, tools=tools)
+    # A subagent of a read-only parent records that its shell is read-only too
+    # (``child_policy``): a record only ever tightens the preset, never loosens it.
+    read_only = preset.read_only_shell or started.get("read_only_shell") is True
+    if tools == preset.tools and read_only == preset.read_only_shell:
+        return preset
+    return dataclasses.replace(preset, tools=tools, read_only_shell=read_only)
 
 
 def preset_in_force(agent: str, started: Mapping[str, Any]) -> Preset:
@@ -81,76 +90,6 @@ def rules_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]
         Rule(r["tool"], r.get("pattern"), r["action"], r.get("source") or "user", r.get("window"))
         for r in records
     )
-
-
-@dataclass(frozen=True)
-class RecordedSettings:
-    """What a session's events say it runs with (no configuration involved)."""
-
-    agent: str = "build"
-    provider: str = ""
-    model: str = ""
-    started: Mapping[str, Any] = field(default_factory=dict)
-    """The ``Started`` settings (prompt, permissions, agents, budget, hooks...)."""
-    changed_permissions: Mapping[str, Any] | None = None
-    """The last ``PermissionsChanged`` ({rules, default}); None: the ``Started`` ones hold."""
-    changed_budget: int | None = None
-    """The last ``SettingsChanged``'s budget; None: the ``Started`` one holds."""
-    changed_hooks: tuple[Mapping[str, Any], ...] | None = None
-    """The last ``HooksChanged``'s; None: the ``Started`` settings' hold."""
-
-    def apply(self, event: Any) -> RecordedSettings:
-        """These settings after ``event`` (the same object when it changes none)."""
-        if isinstance(event, Session.Started):
-            return RecordedSettings(
-                agent=event.agent,
-                provider=event.provider,
-                model=event.model,
-                started=dict(event.settings),
-            )
-        if isinstance(event, Session.SettingsChanged):
-            return dataclasses.replace(
-                self,
-                agent=event.agent,
-                provider=event.provider,
-                model=event.model,
-                changed_budget=event.context_budget,
-            )
-        if isinstance(event, Session.PermissionsChanged):
-            return dataclasses.replace(
-                self,
-                changed_permissions={
-                    "rules": [dict(r) for r in event.rules],
-                    "default": event.default,
-                },
-            )
-        if isinstance(event, Session.HooksChanged):
-            return dataclasses.replace(self, changed_hooks=tuple(dict(h) for h in event.hooks))
-        return self
-
-    def permission_records(self) -> tuple[list[dict[str, Any]], str]:
-        """The user's rules (as recorded) and default in force (as ``LoopState``'s)."""
-        recorded = self.changed_permissions or self.started.get("permissions") or {}
-        return [dict(r) for r in recorded.get("rules", [])], str(recorded.get("default", "ask"))
-
-    def hook_records(self) -> list[dict[str, Any]]:
-        recorded = (
-            self.changed_hooks if self.changed_hooks is not None else self.started.get("hooks")
-        )
-        return [dict(h) for h in recorded or []]
-
-    def context_budget(self) -> int | None:
-        if self.changed_budget:  # as the service always read it (a 0 never was a budget)
-            return self.changed_budget
-        started = self.started.get("context_budget")
-        return started if isinstance(started, int) and started > 0 else None
-
-
-def recorded_settings(events: Iterable[Any]) -> RecordedSettings:
-    settings = RecordedSettings()
-    for event in events:
-        settings = settings.apply(event)
-    return settings
 
 
 @dataclass(frozen=True)
@@ -208,7 +147,7 @@ class SessionSettings:
             tools=registry,
             offered=offered,
             subagents=subagents,
-            hooks=tuple(HookSpec.from_record(r) for r in recorded.hook_records()),
+            hooks=_hooks(recorded.hook_records()),
             context_budget=budget if budget is not None else config.context_budget,
             max_tokens=int(recorded.started.get("max_tokens", config.max_tokens)),
             max_steps=max_steps
@@ -217,6 +156,15 @@ class SessionSettings:
             sandbox=sandbox,
             recorded=recorded,
         )
+
+
+def _hooks(records: list[dict[str, Any]]) -> tuple[HookSpec, ...]:
+    if not records:
+        return ()
+    # Imported here: a session without hooks (``coder-es context``'s start-up) does not pay it.
+    from coder_es.hooks.spec import HookSpec
+
+    return tuple(HookSpec.from_record(r) for r in records)
 
 
 def session_settings(events: Iterable[Any], config: SettingsConfig) -> SessionSettings:

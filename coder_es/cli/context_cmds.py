@@ -72,27 +72,32 @@ def split_prompt(prompt: str) -> tuple[str, str]:
     return prompt[:at], prompt[at + 2 :]
 
 
-def _settings(ctx: Context, state: ContextState) -> ContextSettings:
+def _settings(ctx: Context, state: ContextState, events: list[Any]) -> ContextSettings:
     from coder_es.agent.prompt import recorded_prompt
-    from coder_es.permissions.presets import get_preset
-    from coder_es.permissions.subagents import recorded_tools
-    from coder_es.tools.offered import session_registry
+    from coder_es.agent.settings import SettingsConfig, session_settings
     from coder_es.tools.registry import default_registry
 
-    registry = session_registry(default_registry(), state.settings)
+    config = SettingsConfig(tools=default_registry())
     try:
         # What the loop offers this session (``task`` only where it recorded subagents).
-        names: Any = recorded_tools(get_preset(state.agent).tools, state.settings)
+        settings = session_settings(events, config)
+        tools, names, max_tokens = settings.tools, settings.offered, settings.max_tokens
+        model = settings.model
     except UsageError:
-        names = None  # an agent this version does not know: show every tool
+        # An agent this version does not know: show every tool.
+        from coder_es.tools.offered import session_registry
+
+        tools, names = session_registry(config.tools, state.settings), None
+        max_tokens = int(state.settings.get("max_tokens", config.max_tokens))
+        model = state.model
     system, instructions = split_prompt(
         recorded_prompt(state.settings, ctx.app.blobs, state.workspace or str(ctx.workspace))
     )
     return ContextSettings(
-        model=state.model or "unknown",
+        model=model or "unknown",
         system=system,
-        tools=registry.definitions(names),
-        max_tokens=int(state.settings.get("max_tokens", 8192)),
+        tools=tools.definitions(names),
+        max_tokens=max_tokens,
         instructions=instructions,
     )
 
@@ -113,11 +118,10 @@ def cmd_context(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(msg)
     session = ctx.app.get_session(args.session)
     app = ctx.app
-    state = session_context(
-        app.session_events(session.id), lambda sid, lte: app.session_events(UUID(sid), lte=lte)
-    )
+    events = app.session_events(session.id)
+    state = session_context(events, lambda sid, lte: app.session_events(UUID(sid), lte=lte))
     builder = ContextBuilder(
-        _settings(ctx, state), blobs=ctx.app.blobs, related=_related(state.workspace)
+        _settings(ctx, state, events), blobs=ctx.app.blobs, related=_related(state.workspace)
     )
     built = builder.build(state, budget=args.budget)
     if args.json:
@@ -190,8 +194,10 @@ def _print_context(session: str, built: BuiltContext) -> None:
         console.print(f"file {f.path}  {f.tokens} tokens{cut}", markup=False, highlight=False)
     if built.related:
         console.print("related: " + ", ".join(built.related), markup=False, highlight=False)
-    for i, message in enumerate(built.request.messages):
-        for block in message["content"]:
-            console.print(
-                f"{i:>4} {message['role']:<9} {_preview(block)}", markup=False, highlight=False
-            )
+    lines = [
+        f"{i:>4} {message['role']:<9} {_preview(block)}"
+        for i, message in enumerate(built.request.messages)
+        for block in message["content"]
+    ]
+    if lines:  # one print: rich's cost is per call, and a request has a line per block
+        console.print("\n".join(lines), markup=False, highlight=False)

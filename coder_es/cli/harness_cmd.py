@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +190,8 @@ async def _turn(
     # did is applied and the turn recorded as cancelled, not lost with the process.
     with sigint_cancels(session.cancel, also=(signal.SIGTERM, signal.SIGHUP)):
         async for update in session.send(prompt, ask=ask):
+            if isinstance(update, up.ToolStarted | up.TextDelta):
+                warm_end_of_turn()
             if as_json:
                 print_json(update.to_dict())
                 sys.stdout.flush()
@@ -196,6 +201,27 @@ async def _turn(
     if outcome is None or outcome.reason == "cancelled":
         return 130
     return 1 if outcome.reason == "error" else 0
+
+
+_END_OF_TURN_MODULES = ("coder_es.records", "projections.search.follow")
+"""What the end of a turn imports (recording it, the search index fed by its save)."""
+_warming: list[threading.Thread] = []
+
+
+def warm_end_of_turn() -> None:
+    """Import what the end of the turn needs while the harness works (it is running once it
+    shows a call or text): its start is not delayed by them, nor its end by importing them
+    then. Only imports: the recording is the same."""
+    if _warming:
+        return
+
+    def load() -> None:
+        for name in _END_OF_TURN_MODULES:
+            with contextlib.suppress(Exception):  # the end of the turn imports it again
+                importlib.import_module(name)
+
+    _warming.append(threading.Thread(target=load, name="coder-es-warm", daemon=True))
+    _warming[0].start()
 
 
 def _asker(

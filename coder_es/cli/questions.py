@@ -4,12 +4,16 @@ and a run that parks says how to answer them. Below ``run`` and ``waiting``, whi
 from __future__ import annotations
 
 from datetime import datetime
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from coder_es.cli.context import Context
 from coder_es.service.waiting import Question, questions_in
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich is imported where a parked run prints through it: `pending` prints plain lines
+# (start-up time; tests/core/test_cli_startup.py).
 
 
 def _line(q: Question) -> str:
@@ -32,6 +36,8 @@ def _line(q: Question) -> str:
 
 def how_to_answer(ctx: Context, session: str, err: Console) -> None:
     """After a run that parked: what waits, and the commands that answer it."""
+    from rich.markup import escape
+
     sid = ctx.app.resolve_session(session)
     questions = questions_in(ctx.app.session_events(sid))
     err.print(

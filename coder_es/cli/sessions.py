@@ -105,7 +105,7 @@ def _usage_line(ctx: Context, session: Any, events: list[Any]) -> str:
     from coder_es.domain.session import Session
     from projections.usage import dollars, usage_of
 
-    usage = usage_of(ctx.app, session, ctx.settings.price_table())
+    usage = usage_of(ctx.app, session, ctx.settings.price_table(), events=events)
     own = _tokens(usage.own, dollars(usage.own_cost))
     if any(isinstance(e, Session.TaskStarted) for e in events):
         line = (

@@ -147,12 +147,19 @@ def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> int:
-    from coder_es.branching import Branching
     from coder_es.views.files import file_patches, render_stat
+    from projections.node_diff import node_diff
 
-    branching = Branching(ctx.app, Path(ctx.workspace))
-    diff = branching.diff(args.session, args.node_a, args.node_b)
-    patches = file_patches(ctx.app, diff)
+    # What ``Branching.diff`` reads (the projections opened as ``Branching.views`` opens
+    # them), without the branching machinery: `diff` only reads (start-up time).
+    app = ctx.app
+    session = app.get_session(app.resolve_session(args.session))
+    tracked_tree, tracked_files = track_tree(app, session.id), track_files(app, session.id)
+    tracked_tree.open()
+    tracked_files.open()
+    tree, files = tracked_tree.catch_up(), tracked_files.catch_up()
+    diff = node_diff(app, session, tree, files, args.node_a, args.node_b)
+    patches = file_patches(app, diff)
     if args.json:
         print_json({**diff.to_json(), "files": [p.to_json() for p in patches]})
         return 0

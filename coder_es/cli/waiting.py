@@ -9,13 +9,14 @@ waiting (answered already, never parked) exits 2 with one line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
-from coder_es.agent.origin import origin
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.questions import _line
 from coder_es.service.waiting import Question, answer, pending
+
+# asyncio and the origin (socket, getpass) are imported by the commands that answer or continue:
+# `pending` only reads (start-up time; tests/core/test_cli_startup.py).
 
 
 def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
@@ -33,6 +34,8 @@ def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.agent.origin import origin
+
     done = answer(
         ctx.app,
         args.session,
@@ -49,6 +52,8 @@ def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_deny(args: argparse.Namespace, ctx: Context) -> int:
+    from coder_es.agent.origin import origin
+
     done = answer(
         ctx.app,
         args.session,
@@ -66,6 +71,8 @@ def _next_step(ctx: Context, session: str) -> None:
     """Who continues the turn: on the fleet's store, a worker (the session is queued again,
     when the fleet ran it); else ``run --session S``."""
     if ctx.config.backend == "postgres":
+        import asyncio
+
         from coder_es.fleet.answers import requeue_answered  # procrastinate: only here
         from coder_es.fleet.errors import FleetError
 
@@ -92,6 +99,8 @@ def _said(done: list[Question], verb: str) -> None:
 def _continue(args: argparse.Namespace, ctx: Context, session: str) -> int:
     """The turn goes on here, as ``coder-es run --session S`` would run it (new questions park
     again: this process answers nothing on its own)."""
+    import asyncio
+
     from coder_es.cli.run import _run
 
     values = dict(vars(args))

@@ -20,9 +20,7 @@ from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
-from coder_es.harness.harness_hooks import HarnessHooks
 from coder_es.harness.proxy import Upstream
-from coder_es.harness.resume import ResumePlan, plan
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
 from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
@@ -30,6 +28,8 @@ from coder_es.secret_env import command_environ
 from coder_es.service import updates as up
 
 if TYPE_CHECKING:
+    from coder_es.harness.harness_hooks import HarnessHooks
+    from coder_es.harness.resume import ResumePlan
     from coder_es.permissions.policy import PermissionAnswer
 
 
@@ -224,14 +224,23 @@ class HarnessSession:
         )
         resume, fork_at = None, None
         if self.exists:
+            # Imported only to continue a session (the tree projection): a first turn's
+            # harness starts without them (``run --harness`` start-up, bench/harness.py).
+            from coder_es.harness.resume import plan
+
             where = plan(self.app, self.session_id, self.spec.kind)
             resume, fork_at = where.resume, where.fork_at
             if where.rebuild:
                 resume = await self._rebuild(where)
         turn.fork_at = fork_at
         with self.app.leases.hold(self.id, "harness turn"):
-            hooked = HarnessHooks(self, preset.read_only_shell)
+            hooked: HarnessHooks | None = None
             if self.hooks:
+                # Imported only when hooks are in force: the hook runner brings the tools'
+                # modules, which a turn without hooks does not need before its harness starts.
+                from coder_es.harness.harness_hooks import HarnessHooks
+
+                hooked = HarnessHooks(self, preset.read_only_shell)
                 sent = await hooked.before(prompt)
                 if sent is None:
                     yield self._opened(version)
@@ -251,14 +260,15 @@ class HarnessSession:
             task = asyncio.ensure_future(run())
             try:
                 yield self._opened(version)
-                for shown in hooked.updates:
-                    yield shown
-                hooked.updates.clear()
+                if hooked is not None:
+                    for shown in hooked.updates:
+                        yield shown
+                    hooked.updates.clear()
                 while (update := await queue.get()) is not None:
                     yield update
                 self.outcome = await task
                 self.exists = True
-                if self.hooks:
+                if hooked is not None:
                     await hooked.after(self.outcome)
                     for shown in hooked.updates:
                         yield shown

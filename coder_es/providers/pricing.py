@@ -88,15 +88,18 @@ class PriceTable:
     def cost(self, model: str, usage: Usage) -> Decimal | None:
         """Dollars for ``usage``, or None for a model with no known price (never a guess)."""
         price = self.price(model)
-        if price is None:
-            return None
-        total = (
-            price.input * usage.get("input_tokens", 0)
-            + price.output * usage.get("output_tokens", 0)
-            + price.cache_read * usage.get("cache_read_tokens", 0)
-            + price.cache_write * usage.get("cache_write_tokens", 0)
-        )
-        return total / _MILLION
+        return None if price is None else cost_at(price, usage)
+
+
+def cost_at(price: Price, usage: Usage) -> Decimal:
+    """Dollars for ``usage`` at ``price``."""
+    total = (
+        price.input * usage.get("input_tokens", 0)
+        + price.output * usage.get("output_tokens", 0)
+        + price.cache_read * usage.get("cache_read_tokens", 0)
+        + price.cache_write * usage.get("cache_write_tokens", 0)
+    )
+    return total / _MILLION
 
 
 def _match(prices: Mapping[str, Price], model: str) -> Price | None:

@@ -33,6 +33,7 @@ from uuid import UUID
 
 from coder_es.agent.decider import DecisionContext
 from coder_es.agent.runner import AgentLoop, LoopDeps, PermissionAnswerer, TurnOutcome
+from coder_es.agent.settings import SettingsConfig, session_settings
 from coder_es.domain.session import Session
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.subagents import AgentDefinition, child_policy, net_changes
@@ -93,6 +94,7 @@ class TaskRunner:
         settings["subagents"] = False
         settings["hooks"] = state.hooks_in_force()
         settings["tools"] = list(policy.preset.tools)
+        settings["read_only_shell"] = policy.preset.read_only_shell
         settings["task"] = {
             "tool_use_id": call.id,
             "agent": definition.name,
@@ -110,6 +112,9 @@ class TaskRunner:
             id=seams.session_id,
         )
         child_id = str(child.id)
+        # The child runs with what its own events say (as its resume and replay do).
+        given = SettingsConfig(tools=parent.deps.decision.tools, max_steps=steps)
+        in_force = session_settings(app.session_events(child.id), given)
         # Recorded with the task's result (so in call order); the child's Started already
         # names the parent, the node and the call, should the parent stop before that.
         parent.sink.start_task(
@@ -123,7 +128,7 @@ class TaskRunner:
             provider=provider,
             executor=seams.executor,
             answerer=partial(_ask_for_child, parent, child_id, seams.answerer),
-            decision=DecisionContext(parent.deps.decision.tools, policy, steps),
+            decision=DecisionContext(in_force.tools, in_force.policy, in_force.max_steps),
             clock=parent.deps.clock,
             sandbox=parent.deps.sandbox,
             hook_runner=parent.deps.hook_runner,

@@ -16,14 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
 from coder_es.service.waiting_index import Fold, caught_up
+
+if TYPE_CHECKING:
+    from coder_es.agent.state import LoopState
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class Question:
 
 def questions_in(events: Sequence[Any]) -> list[Question]:
     """The questions of a session's events still waiting for an answer, in call order."""
+    # Here, not at the top: the loop's state imports the agent's settings (providers'
+    # defaults), which `pending` needs only for a session touched since the index's last read.
+    from coder_es.agent.state import LoopState
+
     return _questions(LoopState.from_events(events), events)
 
 
@@ -151,6 +157,8 @@ def answered_unresumed(app: CoderApp) -> list[str]:
 
 def _folder(app: CoderApp) -> Fold:
     def fold(sid: UUID) -> tuple[list[dict[str, Any]], bool]:
+        from coder_es.agent.state import LoopState
+
         events = app.session_events(sid)
         state = LoopState.from_events(events)
         # The stored (redacted) form: what is listed may leave the terminal.

@@ -23,7 +23,6 @@ output is larger than ``MAX_CAPTURE_BYTES``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -32,7 +31,7 @@ import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import Report, ReportFifo, SandboxSpec, read_report, wrap
@@ -43,6 +42,12 @@ from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
 from coder_es.tools.terminal import Terminal, terminal_command
 from coder_es.userdirs import protected_user_dirs
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio is imported where it runs: building the registry (`context`, which only lists the
+# tools' definitions) must not load the event loop's modules (start-up time, issue 35).
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -102,6 +107,8 @@ def _kill_group(pid: int, sig: int) -> None:
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     """SIGTERM the group, then SIGKILL it if it is still there after a grace period."""
+    import asyncio
+
     _kill_group(proc.pid, signal.SIGTERM)
     try:
         await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
@@ -143,6 +150,8 @@ async def _run_process(
     pass_fds: tuple[int, ...] = (),
 ) -> _Ran:
     """Run ``argv`` in a new session, capturing its output; kill its group at the timeout."""
+    import asyncio
+
     spawning = asyncio.ensure_future(_spawn(argv, cwd, stdin, extra_env, pass_fds))
     try:
         proc = await asyncio.shield(spawning)
@@ -163,6 +172,8 @@ async def _spawn(
     extra_env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
+    import asyncio
+
     # Never coder-es's own variables or keys (``coder_es.secret_env``).
     env = {**command_environ(), **_QUIET_ENV, **(extra_env or {})}
     return await asyncio.create_subprocess_exec(
@@ -179,6 +190,8 @@ async def _spawn(
 
 async def _collect(proc: asyncio.subprocess.Process, timeout_ms: int, ctx: ToolContext) -> _Ran:
     """The output of a started process; its group killed at the timeout or a cancellation."""
+    import asyncio
+
     out, err = _Capture(), _Capture()
 
     async def pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
@@ -235,6 +248,8 @@ async def _run_in_terminal(
 ) -> _Ran:
     """Run ``argv`` in the editor's terminal. The terminal's environment is the client's (which
     started this process); only what ``_run_process`` sets on top of it is passed."""
+    import asyncio
+
     script_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="coder-es-terminal-"))
     command, args = terminal_command(scrub_argv(argv), report, script_dir)
     try:
@@ -295,6 +310,8 @@ class BashTool(Tool[BashInput]):
         return index
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolResult:
+        import asyncio
+
         if not args.command.strip():
             return ToolResult("empty command", is_error=True)
         timeout_ms = min(args.timeout_ms or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
@@ -316,6 +333,8 @@ class BashTool(Tool[BashInput]):
         feed: _Feed | None = None,
         prepared: Prepared | None = None,
     ) -> ToolResult:
+        import asyncio
+
         workspace = ctx.workspace
         root: Path = workspace.root
         read_only = settings.read_only
@@ -420,6 +439,8 @@ class BashTool(Tool[BashInput]):
         feed: _Feed | None = None,
     ) -> tuple[_Ran, Report]:
         """Run the command in its sandbox, here or in the editor's terminal; PID 1's report."""
+        import asyncio
+
         argv = wrap(spec, [*_shell(), command if feed is None else feed.command(command)])
         if ctx.terminal is not None:
             where = tx.path if tx is not None else spec.fstab
@@ -465,6 +486,8 @@ class BashTool(Tool[BashInput]):
     async def _run_with_index(
         self, command: str, timeout_ms: int, ctx: ToolContext, feed: _Feed | None = None
     ) -> ToolResult:
+        import asyncio
+
         index = await asyncio.to_thread(self._index, ctx) if ctx.workspace is not None else None
         argv = [*_shell(), command]
         if feed is not None:

@@ -8,7 +8,6 @@ refused) so it can act on it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,9 @@ from coder_es.tools.lines import line_window
 from coder_es.tools.paths import path_subject
 from coder_es.tools.schema import doc
 from coder_es.workspace.workspace import EditResult
+
+# asyncio is imported where it runs: building the registry (`context`, which only lists the
+# tools' definitions) must not load the event loop's modules (start-up time, issue 35).
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -70,6 +72,8 @@ class ReadTool(Tool[ReadInput]):
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
         # Reading, hashing, storing and numbering a large file is work that releases the event
         # loop (and mostly the GIL): the reads of one response run side by side.
+        import asyncio
+
         return await asyncio.to_thread(self._read, args, ctx)
 
     def _read(self, args: ReadInput, ctx: ToolContext) -> ToolResult:

@@ -8,13 +8,15 @@ loop (cancellation still propagates, so the loop can record it).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from coder_es.errors import CoderESError
 from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from coder_es.tools.schema import ToolInputError
+
+# asyncio is imported where it runs: building the registry (`context`, which only lists the
+# tools' definitions) must not load the event loop's modules (start-up time, issue 35).
 
 if TYPE_CHECKING:
     from coder_es.permissions.subagents import AgentDefinition
@@ -71,6 +73,8 @@ class LocalExecutor:
         self.registry = registry
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        import asyncio
+
         tool = (ctx.tools or self.registry).get(call.name)
         if tool is None:
             return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)

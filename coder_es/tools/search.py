@@ -6,7 +6,6 @@ the call is cancelled. Results are sorted by path so that the same tree gives th
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,9 @@ from coder_es.permissions.rules import glob_match
 from coder_es.tools.base import Subject, Tool, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.paths import dir_subject
 from coder_es.tools.schema import doc
+
+# asyncio is imported where it runs: building the registry (`context`, which only lists the
+# tools' definitions) must not load the event loop's modules (start-up time, issue 35).
 
 MAX_GREP_FILE_BYTES = 2 * 1024 * 1024
 MAX_MATCH_LINE_CHARS = 300
@@ -65,6 +67,8 @@ class GrepTool(Tool[GrepInput]):
         return dir_subject(args.path, root)
 
     async def run(self, args: GrepInput, ctx: ToolContext) -> ToolResult:
+        import asyncio
+
         try:
             regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
         except re.error as e:
@@ -125,6 +129,8 @@ class FindTool(Tool[FindInput]):
         return dir_subject(args.path, root)
 
     async def run(self, args: FindInput, ctx: ToolContext) -> ToolResult:
+        import asyncio
+
         start = _start(ctx, args.path)
         return await asyncio.to_thread(self._find, args, start, ctx)
 

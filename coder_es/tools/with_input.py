@@ -27,14 +27,13 @@ is when it starts.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import select
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SETUP_FAILED, Report, SandboxSpec, read_report, wrap
@@ -52,6 +51,12 @@ from coder_es.tools.bash import (
     _stop,
     sandbox_spec,
 )
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio is imported where it runs: building the registry (`context`, which only lists the
+# tools' definitions) must not load the event loop's modules (start-up time, issue 35).
 
 # ``ToolContext.cache`` keys: whether the session releases what is prepared (``keep_prepared``),
 # and what is (its key and the task preparing it).
@@ -73,6 +78,8 @@ async def run_with_input(
 ) -> CommandRun:
     """Run ``command`` as the bash tool does (a transaction in the session's sandbox where the
     kernel allows it, read-only presets read-only), with ``data`` on its stdin."""
+    import asyncio
+
     env = dict(env or {})
     settings = ctx.sandbox or SandboxSettings.from_environ()
     tool = BashTool()
@@ -121,6 +128,8 @@ def keep_prepared(cache: dict[str, Any]) -> None:
 
 async def release(cache: dict[str, Any]) -> None:
     """Drop the prepared sandbox (its processes end, its transaction directory goes)."""
+    import asyncio
+
     cache.pop(_KEEP, None)
     entry = cache.pop(_PREPARED, None)
     if entry is not None:
@@ -160,12 +169,16 @@ async def _take(ctx: ToolContext, key: tuple[Any, ...]) -> Warm | None:
 
 def _background(work: Coroutine[Any, Any, None]) -> None:
     """Clean-up off the command's path, awaited by ``release`` at the latest."""
+    import asyncio
+
     task = asyncio.ensure_future(work)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
 
 
 async def _prepare(ctx: ToolContext, settings: SandboxSettings, env: dict[str, str]) -> Warm:
+    import asyncio
+
     root: Path = ctx.workspace.root
     hidden = _hidden_paths(root, settings)
     tx = None if settings.read_only else await asyncio.to_thread(Transaction.begin, root)
@@ -214,6 +227,8 @@ class Warm:
     input: bytes = b""
 
     async def run(self, command: str, timeout_ms: int, ctx: ToolContext) -> tuple[_Ran, Report]:
+        import asyncio
+
         if self.tx is not None:
             await asyncio.to_thread(self._restart_clock)
         data = command.encode("utf-8", "surrogateescape") + b"\0" + self.input
@@ -239,6 +254,8 @@ class Warm:
         return ran, read_report(report)
 
     def finish(self) -> None:
+        import asyncio
+
         if self.tx is not None:
             _background(asyncio.to_thread(self.tx.close))
 
@@ -250,6 +267,8 @@ class Warm:
         self.tx.started_ns = os.lstat(marker).st_ctime_ns
 
     async def discard(self) -> None:
+        import asyncio
+
         if self.control >= 0:
             os.close(self.control)  # the shell reads an end of file and exits
             self.control = -1

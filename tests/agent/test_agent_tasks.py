@@ -371,3 +371,36 @@ def test_the_export_of_a_run_with_tasks_holds_and_verifies_its_children(
     assert "OK (3 session(s)" in capsys.readouterr().out
     assert main([*store, "verify", parent_id]) == 0
     assert "note: 2 subagent session(s) checked" in capsys.readouterr().out
+
+
+def test_a_child_runs_with_what_its_events_say_as_its_resume_does(h: Harness) -> None:
+    """A ``build`` subagent of a ``plan`` parent keeps the parent's read-only shell: recorded,
+    so the child's own settings (``session_settings``), which it runs with, say so, and a
+    resume of it decides the same (issue 36.1)."""
+    from coder_es.agent.settings import SettingsConfig, session_settings
+    from coder_es.permissions.subagents import agent_definitions
+
+    config = {"builder": {"description": "Builds.", "preset": "build"}}
+    queue = [
+        [turn(task("t1", "build it", agent="builder")), turn(text("ok"))],
+        [turn(text("built"))],
+        [turn(text("again"))],
+    ]
+
+    def factory(_name: str, _model: str) -> ScriptedProvider:
+        provider = ScriptedProvider(queue.pop(0), model="scripted-test")
+        h.providers.append(provider)
+        return provider
+
+    svc = AgentService(h.app, h.root, provider_factory=factory, agents=agent_definitions(config))
+    options = SessionOptions(agent="plan", rules=(Rule("task", None, "allow"),))
+    handle = asyncio.run(svc.create_session(options))
+    collect(handle, "build")
+    kid = children(h, handle)["t1"]
+    assert [t["name"] for t in h.providers[1].requests[0].tools] == ["read", "grep", "find", "bash"]
+    child = session_settings(h.events(kid), SettingsConfig(tools=svc.tools))
+    assert child.policy.preset.name == "build" and child.policy.shell_read_only
+    assert child.offered == ("read", "grep", "find", "bash")
+    resumed = asyncio.run(svc.open_session(kid, SessionOptions()))
+    assert resumed.loop.deps.decision.policy == child.policy
+    assert resumed.loop.deps.decision.policy.shell_read_only

@@ -23,6 +23,7 @@ from coder_es.agent.settings import (
 from coder_es.branching import Branching
 from coder_es.domain.session import Session
 from coder_es.permissions.rules import Rule
+from coder_es.permissions.subject import Subject
 from coder_es.sandbox import SandboxSettings
 from coder_es.service.api import SessionHandle
 from coder_es.tools.registry import default_registry
@@ -103,6 +104,30 @@ def test_the_fold_is_the_same_one_event_at_a_time() -> None:
     assert whole.agent == "explore" and whole.context_budget == 77
 
 
+def test_a_fork_starts_with_the_settings_in_force_not_those_the_parent_started_with() -> None:
+    hooks = [{"event": "Stop", "command": "true"}]
+    s = _started(permissions={"rules": [], "default": "ask"}, subagents=True, context_budget=500)
+    s.change_permissions(rules=[RULE], default="deny")
+    s.change_hooks(hooks=hooks)
+    s.change_settings(agent="plan", provider="p", model="m2", context_budget=900)
+    events = _events(s)
+    parent = session_settings(events, CONFIG)
+    carried = recorded_settings(events).carried()
+    # What the parent started with stays as it was (only the changed keys are replaced).
+    assert carried["subagents"] is True and s.settings["context_budget"] == 500
+    child = Session.start(
+        workspace="/w", agent=s.agent, provider=s.provider, model=s.model, settings=carried
+    )
+    got = session_settings(_events(child), CONFIG)
+    assert (got.agent, got.rules, got.default_permission) == ("plan", parent.rules, "deny")
+    assert got.policy == parent.policy and got.offered == parent.offered
+    assert got.hooks == parent.hooks and [h.event for h in got.hooks] == ["Stop"]
+    assert got.context_budget == parent.context_budget == 900
+    # Nothing changed since Started: the fork starts with exactly the parent's settings.
+    plain = _started(max_tokens=7)
+    assert recorded_settings(_events(plain)).carried() == dict(plain.settings)
+
+
 # ---------------------------------------------------------------------- what the loop uses
 
 
@@ -161,3 +186,34 @@ def test_a_fork_runs_with_the_parents_settings_in_force(h: Harness, tmp_path: Pa
     assert moved.head_moved
     after = session_settings(h.app.session_events(handle.loop.session.id), CONFIG)
     assert (before.agent, before.rules, before.offered) == (after.agent, after.rules, after.offered)
+
+
+def test_a_fork_after_a_permissions_change_decides_as_the_parent(h: Harness) -> None:
+    handle = h.start([turn(text("one"))])
+    collect(handle, "first")
+    first = h.app.get_session(handle.id).node_ids()[-1]
+    hooks_before = handle.loop.state.hooks_in_force()
+    # Resumed under a rule and a default of its own: PermissionsChanged, then a turn.
+    again = h.reopen(
+        handle.id,
+        [turn(text("two"))],
+        rules=(Rule("bash", "git *", "deny"), Rule("grep", None, "deny")),
+        default_permission="deny",
+    )
+    collect(again, "second")
+    assert "PermissionsChanged" in h.kinds(handle.id)
+    parent = again.loop.deps.decision.policy
+    git, other = Subject("command", "git status"), Subject("command", "make")
+    decided = [parent.evaluate("bash", git), parent.evaluate("bash", other)]
+    assert [d.action for d in decided] == ["deny", "allow"] and parent.default == "deny"
+    branching = Branching(h.app, h.root)
+    for node in (None, first):  # at the head, and at a node before the change
+        forked = branching.fork(handle.id, node, new_session=True)
+        child = h.reopen(forked.session, [turn(text("hi"))])
+        policy = child.loop.deps.decision.policy
+        assert policy == parent
+        assert [policy.evaluate("bash", git), policy.evaluate("bash", other)] == decided
+        assert policy.evaluate("grep", Subject("path", "x")).action == "deny"
+        assert child.loop.state.hooks_in_force() == hooks_before
+        assert "PermissionsChanged" not in h.kinds(forked.session)  # carried, not re-recorded
+        _assert_loop_uses(child, h, budget=1)

@@ -143,3 +143,24 @@ def test_context_rejects_a_budget_too_small_or_an_unknown_session(
     assert ran.returncode == 2 and "too small" in ran.stderr
     assert _cli(workspace, "context", sid, "--budget", "0", store=store).returncode == 2
     assert _cli(workspace, "context", "ffffffff", store=store).returncode == 2
+
+
+def test_context_shows_the_tools_of_the_agent_in_force(workspace: Path, store: StoreConfig) -> None:
+    """The tools come from the session's settings in force (``SettingsChanged``), as the loop
+    offers them, not from the agent it started with (issue 36.1)."""
+    sid = _session(workspace, store)
+
+    def tools() -> list[str]:
+        ran = _cli(workspace, "context", sid, "--json", store=store)
+        assert ran.returncode == 0, ran.stderr
+        return [t["name"] for t in json.loads(ran.stdout)["request"]["tools"]]
+
+    assert "edit" in tools()
+    app = CoderApp(store)
+    app.update(
+        app.resolve_session(sid),
+        lambda s: s.change_settings(agent="plan", provider="p", model="m2", context_budget=9),
+    )
+    app.close()
+    named = tools()
+    assert "edit" not in named and "write" not in named and "read" in named

@@ -177,3 +177,81 @@ def test_the_tables_copies_of_choices_agree_with_their_sources() -> None:
     assert TASK_TOOL_NAME == TASK_TOOL
     assert set(commands.AGENTS) == set(PRESETS)
     assert (SESSIONS / f"{commands.DEMO_CASSETTE}{SUFFIX}").is_file()
+
+
+def test_pending_imports_neither_asyncio_rich_nor_the_agents_settings(tmp_path: Path) -> None:
+    """Issue 35: `pending` reads the index of waiting sessions and prints plain lines; the
+    event loop, rich's console, the origin's socket and the loop's state (with the agent's
+    settings) belong to the commands that answer or continue a turn."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    subprocess.run(
+        [sys.executable, "-m", "coder_es.cli.main", "run", "x", "--script", str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        check=True,
+    )
+    # The first `pending` folds the session into the index; the second reads the index alone.
+    assert probe(["pending"], tmp_path)["code"] in (0, None)
+    report = probe(["pending"], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    unexpected = ("asyncio", "rich", "coder_es.agent", "coder_es.providers", "tree_sitter")
+    assert absent(modules, unexpected) == []
+    assert absent(modules, READER_NEVER) == []
+
+
+def test_context_does_not_load_the_event_loop(tmp_path: Path) -> None:
+    """Issue 35: `context` builds the tool registry for the tools' definitions only; the tools
+    import asyncio (with ssl, socket, concurrent.futures) where they run."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = [sys.executable, "-m", "coder_es.cli.main"]
+    subprocess.run([*main, "run", "x", "--script", str(script)], cwd=tmp_path, env=env, check=True)
+    listed = subprocess.run(
+        [*main, "sessions", "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    sid = json.loads(listed.stdout)["id"]
+    report = probe(["context", sid[:8]], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    assert "coder_es.tools.bash" in modules  # the registry is built
+    assert absent(modules, ("asyncio", "ssl", "concurrent.futures")) == []
+
+
+def test_diff_reads_without_the_branching_machinery(tmp_path: Path) -> None:
+    """Issue 35: `diff` only reads the tree and file projections (projections.node_diff); the
+    branching commands' file restoration, its thread pool and the progress bars are not loaded."""
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [{"blocks": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = [sys.executable, "-m", "coder_es.cli.main"]
+    subprocess.run([*main, "run", "x", "--script", str(script)], cwd=tmp_path, env=env, check=True)
+    listed = subprocess.run(
+        [*main, "sessions", "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    sid = json.loads(listed.stdout)["id"]
+    shown = subprocess.run(
+        [*main, "tree", sid[:8], "--json"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    nodes = [n["id"] for n in json.loads(shown.stdout)["nodes"]]
+    report = probe(["diff", sid[:8], nodes[0], nodes[-1]], tmp_path)
+    assert report["code"] in (0, None)
+    modules = set(report["modules"])
+    assert "projections.node_diff" in modules
+    moving = ("coder_es.branching", "coder_es.workspace.restore", "coder_es.cli.progress")
+    assert absent(modules, (*moving, "concurrent.futures")) == []
