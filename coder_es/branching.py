@@ -216,7 +216,13 @@ class Branching:
             raise
         except Exception:  # a damaged log: ``get_session`` names the problem
             found = None
-        s = found if isinstance(found, Session) else self.app.get_session(sid)
+        if isinstance(found, Session):
+            # Projected here, not by ``get_session``: it records into this application, so it
+            # seals (and unseals names) with the application's sealing, as ``get_session`` sets.
+            found.sealing = self.app.sealing
+            s = found
+        else:
+            s = self.app.get_session(sid)
         views = self.views(s.id, events if found is s else None)
         return s, views.tree.projection, views.files.projection
 
