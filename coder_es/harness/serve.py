@@ -118,7 +118,9 @@ class RequestNormalizer:
                 re.compile(
                     b'"('
                     + b"|".join(re.escape(k.encode()) for k in dropped)
-                    + rb')":(\{[^{}]*\}|"(?:[^"\\]|\\.)*")'
+                    # an object of scalars whose strings may hold braces (Codex's
+                    # ``x-codex-turn-metadata`` is a JSON text with a start time), or a string
+                    + rb')":(\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}|"(?:[^"\\]|\\.)*")'
                 ),
                 rb'"\1":null',
             ),
