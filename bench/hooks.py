@@ -41,13 +41,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.hooks.command import run_hook
 from coder_es.hooks.spec import HookSpec
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.sandbox import SandboxSettings, availability
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.store.config import StoreConfig

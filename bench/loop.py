@@ -51,6 +51,7 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import DecisionContext
 from coder_es.agent.runner import AgentLoop, LoopConfig, LoopDeps
 from coder_es.application import CoderApp
@@ -60,7 +61,6 @@ from coder_es.permissions.rules import Rule
 from coder_es.providers.base import Provider
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.providers.types import ModelRequest, StreamEvent
-from coder_es.service import updates as up
 from coder_es.store.config import StoreConfig
 from coder_es.tools.base import Subject, Tool, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry

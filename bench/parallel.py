@@ -32,10 +32,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.store.config import StoreConfig
 

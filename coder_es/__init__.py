@@ -56,12 +56,12 @@ _EXPORTS: dict[str, str] = {
     "PermissionAnswer": "coder_es.permissions.policy",
     "SandboxSettings": "coder_es.sandbox",
     # a turn's updates (the module holds every kind; the common ones by name)
-    "updates": "coder_es.service.updates",
-    "Update": "coder_es.service.updates",
-    "PermissionRequired": "coder_es.service.updates",
-    "TextDelta": "coder_es.service.updates",
-    "ToolCompleted": "coder_es.service.updates",
-    "TurnEnded": "coder_es.service.updates",
+    "updates": "coder_es.agent.updates",
+    "Update": "coder_es.agent.updates",
+    "PermissionRequired": "coder_es.agent.updates",
+    "TextDelta": "coder_es.agent.updates",
+    "ToolCompleted": "coder_es.agent.updates",
+    "TurnEnded": "coder_es.agent.updates",
     # the tree
     "ConversationTree": "projections.tree",
     "MoveResult": "coder_es.branching",
@@ -161,6 +161,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from coder_es.agent import (
+        updates,
+    )
+    from coder_es.agent.updates import (
+        PermissionRequired,
+        TextDelta,
+        ToolCompleted,
+        TurnEnded,
+        Update,
+    )
     from coder_es.application import (
         SessionSummary,
     )
@@ -229,16 +239,6 @@ if TYPE_CHECKING:
     from coder_es.sdk.store import (
         Store,
         open_store,
-    )
-    from coder_es.service import (
-        updates,
-    )
-    from coder_es.service.updates import (
-        PermissionRequired,
-        TextDelta,
-        ToolCompleted,
-        TurnEnded,
-        Update,
     )
     from coder_es.tools.base import (
         Subject,

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import ABANDONED, rules_from_records
 from coder_es.agent.runner import AgentLoop, LoopConfig
 from coder_es.branching import Branching
@@ -63,7 +64,6 @@ from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.schedule import window_of
 from coder_es.records import event_fields, event_kind
 from coder_es.sealing import resolve_env_markers
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.service.tasks import ChildSeams
 from coder_es.service.waiting import answer as answer_parked

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from coder_es.agent import updates as up
 from coder_es.cli.chat_input import (
     ChatInput,
     PlainInput,
@@ -37,7 +38,6 @@ from coder_es.cli.run import Renderer, _conflict_hints, _open, _version
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.providers.images import read_image_file
-from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle, auto_answerer
 from coder_es.userdirs import user_data_dir
 

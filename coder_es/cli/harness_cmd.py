@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from coder_es.agent import updates as up
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.interrupt import sigint_cancels
 from coder_es.errors import UsageError
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import parse_harness
 from coder_es.sandbox import SandboxSettings
-from coder_es.service import updates as up
 
 if TYPE_CHECKING:
     from coder_es.permissions.policy import PermissionAnswer

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from coder_es.agent import updates as up
 from coder_es.cli.context import Context, configured_agent, print_json
 from coder_es.cli.interrupt import sigint_cancels
 from coder_es.cli.progress import shown
@@ -46,7 +47,6 @@ from coder_es.providers.factory import SCRIPT_ENV
 from coder_es.providers.images import read_image_file
 from coder_es.providers.script_file import resolve_script
 from coder_es.sandbox import SandboxSettings
-from coder_es.service import updates as up
 from coder_es.service.api import (
     AgentService,
     SessionHandle,

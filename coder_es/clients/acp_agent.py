@@ -102,6 +102,7 @@ from acp.schema import (
 from acp.utils import normalize_result
 
 from coder_es._version import __version__
+from coder_es.agent import updates as up
 from coder_es.agent.origin import origin
 from coder_es.clients import acp_mapping as m
 from coder_es.clients import branch_ops
@@ -120,7 +121,6 @@ from coder_es.errors import CoderESError, SessionNotFoundError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.presets import PRESETS
 from coder_es.providers.types import usage_from
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 from coder_es.service.waiting import Question, due, pending_of
 from coder_es.service.waiting import answer as answer_parked

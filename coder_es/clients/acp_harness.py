@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coder_es.agent import updates as up
 from coder_es.harness.runner import HarnessSession
 from coder_es.permissions.policy import PermissionAnswer
-from coder_es.service import updates as up
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from coder_es.agent.updates import PermissionRequired
 from coder_es.config import RuleConfig
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.rules import Rule, configured_rule, split_command
-from coder_es.service.updates import PermissionRequired
 
 
 @dataclass(frozen=True)

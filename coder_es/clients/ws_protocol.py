@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from coder_es.agent import updates as up
 from coder_es.clients.errors import ClientError
 from coder_es.permissions.policy import PermissionAnswer
-from coder_es.service import updates as up
 
 PROTOCOL_VERSION = 1
 

@@ -39,6 +39,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from coder_es.agent import updates as up
 from coder_es.agent.origin import origin
 from coder_es.clients import branch_ops
 from coder_es.clients import ws_protocol as p
@@ -49,7 +50,6 @@ from coder_es.clients.search_ops import search_hits
 from coder_es.config import Config, ConfigError
 from coder_es.errors import CoderESError, UsageError
 from coder_es.permissions.policy import PermissionAnswer
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle
 from coder_es.service.waiting import answer as answer_parked
 from coder_es.service.waiting import due, pending_of

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from coder_es.agent import updates as up
 from coder_es.domain.session import Session
 from coder_es.harness.outside_hooks import HookStep, Op, run_session_hooks
-from coder_es.service import updates as up
 
 if TYPE_CHECKING:
     from coder_es.harness.runner import HarnessSession

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coder_es.agent import updates as up
 from coder_es.domain.session import Session
 from coder_es.hooks.answer import Ran
 from coder_es.hooks.command import run_hook
 from coder_es.hooks.pipeline import EventInput, Outcome, run_event
 from coder_es.hooks.spec import HookSpec, hooks_for
 from coder_es.sandbox import SandboxSettings
-from coder_es.service import updates as up
 from coder_es.store.blobs import BlobStore
 from coder_es.tools.base import ToolContext
 from coder_es.workspace.workspace import Workspace

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import UsageError
@@ -25,7 +26,6 @@ from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
 from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
 from coder_es.secret_env import command_environ
-from coder_es.service import updates as up
 
 if TYPE_CHECKING:
     from coder_es.harness.harness_hooks import HarnessHooks

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
@@ -54,7 +55,6 @@ from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import Applied
 from coder_es.secret_env import command_environ, scrubbed
-from coder_es.service import updates as up
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.workspace import Workspace

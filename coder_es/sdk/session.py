@@ -1,6 +1,6 @@
 """``Session``: one open session of a ``Store``, run turn by turn.
 
-``send`` streams a turn's updates (``coder_es.service.updates``); ``run`` drives a turn to its
+``send`` streams a turn's updates (``coder_es.agent.updates``); ``run`` drives a turn to its
 end and returns a ``TurnResult``. A ``PermissionRequired`` update waits for ``answer`` unless the
 turn was given an answerer (a callable from the question to a ``PermissionAnswer``).
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from coder_es.agent import updates as up
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.providers.images import ImageInput
-from coder_es.service import updates as up
 
 if TYPE_CHECKING:
     from coder_es.service.api import SessionHandle

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import DecisionContext, rule_records, rules_from_records
 from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
@@ -75,7 +76,6 @@ from coder_es.providers.factory import build_provider
 from coder_es.providers.images import ImageInput, check_images
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.sandbox import SandboxSettings
-from coder_es.service import updates as up
 from coder_es.service.tasks import TaskRunner
 from coder_es.store.lease import Lease
 from coder_es.tools.offered import offered_agents, session_registry

@@ -31,6 +31,7 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import DecisionContext
 from coder_es.agent.runner import AgentLoop, LoopDeps, PermissionAnswerer, TurnOutcome
 from coder_es.agent.settings import SettingsConfig, session_settings
@@ -38,7 +39,6 @@ from coder_es.domain.session import Session
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.subagents import AgentDefinition, child_policy, net_changes
 from coder_es.providers.base import Provider
-from coder_es.service import updates as up
 from coder_es.tools.base import FileChange, ToolCall, ToolResult
 from coder_es.tools.registry import ToolExecutor
 

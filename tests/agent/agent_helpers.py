@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from backends import BACKENDS
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.records import event_kind
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions, auto_answerer
 from coder_es.store.config import StoreConfig
 

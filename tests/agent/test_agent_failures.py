@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from agent_helpers import Harness, collect, text, tool, turn
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import CANCELLED_BEFORE_RUN, DecisionContext
 from coder_es.agent.runner import AgentLoop, LoopConfig, LoopDeps
 from coder_es.permissions.policy import PermissionAnswer, Policy
@@ -26,7 +27,6 @@ from coder_es.providers.types import (
     TextDelta,
     empty_usage,
 )
-from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle
 from coder_es.tools.registry import LocalExecutor, default_registry
 

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 from agent_helpers import Harness, collect, text, tool, turn
 
+from coder_es.agent import updates as up
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions
 from coder_es.tools.base import Subject, Tool, ToolContext, ToolResult
 from coder_es.tools.files import ReadTool, WriteTool

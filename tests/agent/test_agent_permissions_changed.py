@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from agent_helpers import Harness, collect, text, tool, turn
 
+from coder_es.agent import updates as up
 from coder_es.permissions.rules import Rule
-from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle
 
 WRITE_TWICE = [

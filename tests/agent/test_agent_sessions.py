@@ -22,13 +22,13 @@ from agent_helpers import (
 )
 from processes import gone
 
+from coder_es.agent import updates as up
 from coder_es.agent.decider import INTERRUPTED_BY_CANCEL
 from coder_es.agent.request import expand_request
 from coder_es.fleet.summary import rebuild
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.rules import parse_rule
 from coder_es.providers.types import canonical_request
-from coder_es.service import updates as up
 from coder_es.service.api import SessionHandle
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from agent_helpers import Harness, collect, text, tool, turn
 
+from coder_es.agent import updates as up
 from coder_es.branching import Branching
 from coder_es.permissions.policy import PermissionAnswer
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionHandle, SessionOptions
 
 Sleep = Callable[[float], Awaitable[None]]

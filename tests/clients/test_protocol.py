@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from coder_es.agent.updates import PermissionRequired
 from coder_es.clients.acp_agent import answer_for, permission_options
 from coder_es.clients.errors import ClientError
 from coder_es.clients.filters import ApprovalFilter
@@ -13,7 +14,6 @@ from coder_es.clients.runtime import choose_provider
 from coder_es.clients.ws_protocol import decision_answer, parse_client_message
 from coder_es.config import RuleConfig, load_config
 from coder_es.errors import UsageError
-from coder_es.service.updates import PermissionRequired
 
 
 def question(tool: str, subject: str) -> PermissionRequired:

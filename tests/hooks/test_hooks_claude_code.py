@@ -13,8 +13,8 @@ from hook_helpers import (
     start,
 )
 
+from coder_es.agent import updates as up
 from coder_es.branching import Branching
-from coder_es.service import updates as up
 
 
 def test_a_pretooluse_validator_blocks_rm_rf_with_exit_2(h: Harness) -> None:

@@ -13,10 +13,10 @@ import pytest
 from agent_helpers import Harness
 from hook_helpers import PROMPT_CONTEXT, claude, script
 
+from coder_es.agent import updates as up
 from coder_es.harness.runner import HarnessSession
 from coder_es.harness.spec import HarnessSpec
 from coder_es.sandbox import SandboxSettings, availability
-from coder_es.service import updates as up
 from projections.files import open_files
 
 # Claude Code's stream for one turn: it runs `ls` with its Bash tool, then answers with the

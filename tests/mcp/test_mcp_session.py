@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from mcp_helpers import edge_config
 
+from coder_es.agent import updates as up
 from coder_es.application import CoderApp
 from coder_es.permissions.rules import Rule
 from coder_es.providers.scripted import ScriptedProvider
-from coder_es.service import updates as up
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from replay.cassette import dumps, export_session, loads
 from replay.engine import ReplayOptions, replay_cassette

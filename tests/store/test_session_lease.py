@@ -246,8 +246,8 @@ def test_a_client_handle_fails_busy_during_a_turn_and_follows_it_afterwards(
     """What the ACP agent, the WebSocket server and fleet workers rely on: the service API."""
     import asyncio
 
+    from coder_es.agent import updates as up
     from coder_es.permissions.policy import PermissionAnswer
-    from coder_es.service import updates as up
     from tests.agent.agent_helpers import make_harness, text, tool, turn
 
     h = make_harness(tmp_path, "sqlite")
