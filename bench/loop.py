@@ -58,11 +58,12 @@ from coder_es.application import CoderApp
 from coder_es.permissions.policy import PermissionAnswer, Policy
 from coder_es.permissions.presets import Preset
 from coder_es.permissions.rules import Rule
+from coder_es.permissions.subject import Subject
 from coder_es.providers.base import Provider
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.providers.types import ModelRequest, StreamEvent
 from coder_es.store.config import StoreConfig
-from coder_es.tools.base import Subject, Tool, ToolCall, ToolContext, ToolResult
+from coder_es.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from coder_es.tools.registry import LocalExecutor, ToolRegistry
 
 

@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "TurnResult": "coder_es.sdk.session",
     "allow_asks": "coder_es.sdk.session",
     "reject_asks": "coder_es.sdk.session",
-    "SessionSummary": "coder_es.application",
+    "SessionSummary": "coder_es.summaries",
     # your own loop, recorded
     "OwnLoop": "coder_es.sdk.own_loop",
     "ToolUse": "coder_es.sdk.own_loop",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "coder_es.tools.base",
     "ToolResult": "coder_es.tools.base",
     "ToolFailure": "coder_es.tools.base",
-    "Subject": "coder_es.tools.base",
+    "Subject": "coder_es.permissions.subject",
     # rules and permissions
     "Rule": "coder_es.permissions.rules",
     "allow": "coder_es.sdk.rules",
@@ -171,9 +171,6 @@ if TYPE_CHECKING:
         TurnEnded,
         Update,
     )
-    from coder_es.application import (
-        SessionSummary,
-    )
     from coder_es.audit.problems import (
         VerifyReport,
     )
@@ -198,6 +195,7 @@ if TYPE_CHECKING:
     from coder_es.permissions.rules import (
         Rule,
     )
+    from coder_es.permissions.subject import Subject
     from coder_es.providers.base import (
         Provider,
     )
@@ -240,13 +238,8 @@ if TYPE_CHECKING:
         Store,
         open_store,
     )
-    from coder_es.tools.base import (
-        Subject,
-        Tool,
-        ToolContext,
-        ToolFailure,
-        ToolResult,
-    )
+    from coder_es.summaries import SessionSummary
+    from coder_es.tools.base import Tool, ToolContext, ToolFailure, ToolResult
     from projections.search.query import (
         Hit as SearchHit,
     )

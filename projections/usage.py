@@ -20,7 +20,8 @@ from typing import Any
 from uuid import UUID
 
 from coder_es.domain.session import Session
-from coder_es.providers.pricing import Price, PriceTable, cost_at
+from coder_es.providers.price import Price
+from coder_es.providers.pricing import PriceTable, cost_at
 from coder_es.providers.types import usage_from
 
 

@@ -49,8 +49,9 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from coder_es.agent import updates as up
-from coder_es.agent.decider import ABANDONED, rules_from_records
+from coder_es.agent.decider import ABANDONED
 from coder_es.agent.runner import AgentLoop, LoopConfig
+from coder_es.agent.settings import rules_from_records
 from coder_es.branching import Branching
 from coder_es.config.values import McpServerConfig
 from coder_es.domain.chain import SEALED_FORMS

@@ -43,7 +43,8 @@ from coder_es.agent.state import CallState, LoopState
 from coder_es.domain.session import SUMMARY, USER, NodeId
 from coder_es.permissions.policy import Evaluation, Policy
 from coder_es.permissions.rules import Rule
-from coder_es.tools.base import Subject, ToolCall
+from coder_es.permissions.subject import Subject
+from coder_es.tools.base import ToolCall
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError
 

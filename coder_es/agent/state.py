@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coder_es.agent.settings import RecordedSettings
 from coder_es.domain.chain import canonical_json
 from coder_es.domain.session import ASSISTANT, SUMMARY, TOOL_RESULT, USER, NodeId, Session
+from coder_es.domain.settings import RecordedSettings
 
 
 @dataclass

@@ -23,8 +23,8 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from coder_es.domain.chain import _default as _chain_default
-from coder_es.domain.chain import escape_surrogates
 from coder_es.errors import StoreError
+from coder_es.store.surrogates import escape_surrogates
 
 _TYPE_KEY = b'"_type_"'
 # Fields of a recorded state that are not event content: the chain hash leaves them out.

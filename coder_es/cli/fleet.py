@@ -24,9 +24,9 @@ from typing import Any
 
 from coder_es.cli.context import Context, print_json
 from coder_es.errors import UsageError
-from coder_es.fleet.errors import require_postgres
 from coder_es.permissions.rules import parse_rule
 from coder_es.providers.script_file import resolve_script
+from coder_es.store.postgres_only import require_postgres
 
 # The queue library (procrastinate, in the postgres extra) is imported only by these commands,
 # so the rest of the CLI works without it.

@@ -49,7 +49,7 @@ from coder_es.config.values import (
     StoreSettings,
     TelemetryConfig,
 )
-from coder_es.store.config import STORE_DIRNAME
+from coder_es.store.discover import STORE_DIRNAME
 from coder_es.userdirs import user_config_dir
 
 if TYPE_CHECKING:

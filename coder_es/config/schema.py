@@ -19,9 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from coder_es.config.catalog import ACTIONS, AGENTS, ANY_TOOL, PROVIDERS, TOOLS
-from coder_es.config.layers import Key as Key
-from coder_es.config.layers import Layer as Layer
-from coder_es.config.layers import Setting as Setting
+from coder_es.config.layers import Key, Layer
 from coder_es.config.mcp_names import server_name_problem
 from coder_es.config.problems import format_path
 from coder_es.store.config import BACKENDS

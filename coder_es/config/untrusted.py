@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from coder_es.config.catalog import AGENTS, DEFAULT_AGENT
+from coder_es.config.layers import Key, Layer, Setting
 from coder_es.config.problems import format_path
-from coder_es.config.schema import Key, Layer, Setting
 from coder_es.config.values import IgnoredSetting
 
 # ``defer`` parks a question until someone answers it: stricter than asking now. ``schedule``

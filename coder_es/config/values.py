@@ -271,7 +271,8 @@ class Config:
 
     def price_table(self) -> PriceTable:
         """The providers' default prices with the user's overrides on top."""
-        from coder_es.providers.pricing import Price, PriceTable
+        from coder_es.providers.price import Price
+        from coder_es.providers.pricing import PriceTable
 
         overrides = {
             model: Price.of(p.input, p.output, p.cache_read, p.cache_write)

@@ -21,8 +21,8 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.utils import get_topic
 
 from coder_es.domain.chain import GENESIS, SEALED_FORMS, event_hash
-from coder_es.domain.errors import UnknownNodeError
 from coder_es.domain.refs import check_label_name, resolve_ref
+from coder_es.errors import UnknownNodeError
 
 if TYPE_CHECKING:
     from coder_es.sealing import Sealing

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from coder_es.fleet.errors import FleetUsageError
 from coder_es.permissions.rules import Rule, parse_rule
+from coder_es.store.postgres_only import FleetUsageError
 
 RULE_ACTIONS = ("allow", "schedule", "defer", "deny")
 

@@ -21,9 +21,10 @@ from typing import Any, LiteralString, Self
 import procrastinate
 from procrastinate import exceptions as pexc
 
-from coder_es.fleet.errors import FleetError, require_postgres
+from coder_es.fleet.errors import FleetError
 from coder_es.fleet.jobs import SessionJob
 from coder_es.store.config import StoreConfig
+from coder_es.store.postgres_only import require_postgres
 
 TASK_NAME = "coder_es.advance_session"
 DEFAULT_QUEUE = "sessions"

@@ -43,7 +43,7 @@ from coder_es.application import CoderApp
 from coder_es.config.values import TelemetryConfig
 from coder_es.errors import SessionBusyError
 from coder_es.fleet.answers import sweep_answered
-from coder_es.fleet.errors import FleetError, require_postgres
+from coder_es.fleet.errors import FleetError
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
 from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
@@ -51,6 +51,7 @@ from coder_es.records import event_kind
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
 from coder_es.service.waiting import questions_in
 from coder_es.store.config import StoreConfig
+from coder_es.store.postgres_only import require_postgres
 from coder_es.telemetry.attach import start_telemetry
 
 log = logging.getLogger("coder_es.fleet")

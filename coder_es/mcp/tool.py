@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from coder_es.tools.base import Subject, Tool, ToolContext, ToolResult
+from coder_es.permissions.subject import Subject
+from coder_es.tools.base import Tool, ToolContext, ToolResult
 from coder_es.tools.registry import ToolRegistry
 from coder_es.tools.schema import ToolInputError
 

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from coder_es.providers.ollama import OllamaProvider
     from coder_es.providers.openai import OpenAIProvider
     from coder_es.providers.openai_responses import OpenAIResponsesProvider
-    from coder_es.providers.pricing import Price, PriceTable
+    from coder_es.providers.price import Price
+    from coder_es.providers.pricing import PriceTable
     from coder_es.providers.retry import RetryPolicy
     from coder_es.providers.scripted import ScriptedProvider, ScriptedTurn, load_script
     from coder_es.providers.types import (
@@ -92,7 +93,7 @@ _WHERE = {
     "OllamaProvider": "coder_es.providers.ollama",
     "OpenAIProvider": "coder_es.providers.openai",
     "OpenAIResponsesProvider": "coder_es.providers.openai_responses",
-    "Price": "coder_es.providers.pricing",
+    "Price": "coder_es.providers.price",
     "PriceTable": "coder_es.providers.pricing",
     "RetryPolicy": "coder_es.providers.retry",
     "ScriptedProvider": "coder_es.providers.scripted",

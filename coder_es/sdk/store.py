@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from coder_es.errors import UsageError
 
 if TYPE_CHECKING:
-    from coder_es.application import CoderApp, SessionSummary
+    from coder_es.application import CoderApp
     from coder_es.audit.problems import VerifyReport
     from coder_es.branching import Branching, LabelMove, MoveResult
     from coder_es.permissions.rules import Rule
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from coder_es.sdk.own_loop import OwnLoop
     from coder_es.sdk.session import Session
     from coder_es.service.api import AgentService
+    from coder_es.summaries import SessionSummary
     from coder_es.tools.base import Tool
     from projections.search.query import Hit
     from projections.tree import ConversationTree

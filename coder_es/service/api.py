@@ -42,7 +42,7 @@ from typing import Any
 from uuid import uuid4
 
 from coder_es.agent import updates as up
-from coder_es.agent.decider import DecisionContext, rule_records, rules_from_records
+from coder_es.agent.decider import DecisionContext, rule_records
 from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
     AgentLoop,
@@ -55,14 +55,15 @@ from coder_es.agent.runner import (
     TurnOutcome,
 )
 from coder_es.agent.settings import (
-    RecordedSettings,
     SessionSettings,
     SettingsConfig,
+    rules_from_records,
     with_recorded_tools,
 )
 from coder_es.application import CoderApp
 from coder_es.config.values import Config, McpServerConfig
 from coder_es.domain.session import Session
+from coder_es.domain.settings import RecordedSettings
 from coder_es.errors import UsageError
 from coder_es.hooks.spec import HookSpec
 from coder_es.mcp.tool import McpSource

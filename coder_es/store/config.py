@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coder_es.errors import DAMAGED_STORE_ADVICE, StoreError, UsageError
-from coder_es.store.discover import STORE_DIRNAME as STORE_DIRNAME
 
 if TYPE_CHECKING:
     from coder_es.store.blobs import BlobStore

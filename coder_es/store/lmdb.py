@@ -86,8 +86,6 @@ __all__ = [
     "LMDBBlobStore",
     "LMDBFactory",
     "LMDBProcessRecorder",
-    "LMDBSettings",
-    "LMDBStoreError",
     "LMDBSubscription",
     "LMDBTrackingRecorder",
 ]

@@ -6,8 +6,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coder_es.store.lmdb import acquire_store, release_store
-from coder_es.store.lmdb_env import LMDBSettings
+from coder_es.store.lmdb_env import LMDBSettings, acquire_store, release_store
 from coder_es.store.views import Guard, ViewRecord, ViewStore
 
 _POSITION = struct.Struct(">q")

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from coder_es.permissions.subject import Subject
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import Report, ReportFifo, SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import STORE_DIRNAME, CommitError, Outcome
 from coder_es.secret_env import command_environ, dropped_names
-from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolResult
+from coder_es.tools.base import FileChange, Tool, ToolContext, ToolResult
 from coder_es.tools.paths import command_subject
 from coder_es.tools.schema import doc
 from coder_es.tools.terminal import Terminal, terminal_command

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coder_es.tools.base import FileChange, Subject, Tool, ToolContext, ToolFailure, ToolResult
+from coder_es.permissions.subject import Subject
+from coder_es.tools.base import FileChange, Tool, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.lines import line_window
 from coder_es.tools.paths import path_subject
 from coder_es.tools.schema import doc

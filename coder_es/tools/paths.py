@@ -14,7 +14,7 @@ from pathlib import Path
 
 from coder_es.permissions.protected import changes_protected
 from coder_es.permissions.shell_parse import parse_shell
-from coder_es.tools.base import Subject
+from coder_es.permissions.subject import Subject
 from coder_es.tools.schema import ToolInputError
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coder_es.permissions.rules import glob_match
-from coder_es.tools.base import Subject, Tool, ToolContext, ToolFailure, ToolResult
+from coder_es.permissions.subject import Subject
+from coder_es.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.paths import dir_subject
 from coder_es.tools.schema import doc
 

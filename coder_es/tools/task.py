@@ -17,7 +17,8 @@ from coder_es.permissions.subagents import (
     TASK_TOOL,
     AgentDefinition,
 )
-from coder_es.tools.base import Subject, Tool, ToolContext, ToolFailure, ToolResult
+from coder_es.permissions.subject import Subject
+from coder_es.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from coder_es.tools.schema import ToolInputError, doc
 
 

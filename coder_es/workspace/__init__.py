@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from coder_es.workspace.ignore import IgnoreMatcher
     from coder_es.workspace.matching import MatchError
     from coder_es.workspace.merge import ConflictRegion, MergeResult, three_way_merge
+    from coder_es.workspace.merge_write import ConflictPolicy
     from coder_es.workspace.sandbox import ResolvedPath, Sandbox
     from coder_es.workspace.stat_index import FileChange, StatIndex
     from coder_es.workspace.workspace import (
-        ConflictPolicy,
         EditResult,
         EventSink,
         Outcome,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     )
 
 _MODULES = {
-    "ConflictPolicy": "coder_es.workspace.workspace",
+    "ConflictPolicy": "coder_es.workspace.merge_write",
     "ConflictRegion": "coder_es.workspace.merge",
     "ContentMerge": "coder_es.workspace.contents",
     "EditResult": "coder_es.workspace.workspace",

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from coder_es.store.config import STORE_DIRNAME
+from coder_es.store.discover import STORE_DIRNAME
 from coder_es.userdirs import protected_user_dirs
 from coder_es.workspace.errors import ProtectedPathError
 from coder_es.workspace.sandbox import ResolvedPath

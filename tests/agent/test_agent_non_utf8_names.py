@@ -16,7 +16,8 @@ from agent_helpers import git_repo, text, tool, turn
 from backends import PERSISTENT_BACKENDS, cli_store_args, cli_store_env, store_config_for
 
 from coder_es.cli.main import main
-from coder_es.domain.chain import canonical_json, escape_surrogates, shown
+from coder_es.domain.chain import canonical_json, shown
+from coder_es.store.surrogates import escape_surrogates
 
 NAME = b"caf\xe9.txt"
 REPO_ROOT = Path(__file__).resolve().parents[2]

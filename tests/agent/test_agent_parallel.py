@@ -15,9 +15,10 @@ from agent_helpers import Harness, collect, text, tool, turn
 
 from coder_es.agent import updates as up
 from coder_es.permissions.rules import Rule
+from coder_es.permissions.subject import Subject
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.service.api import AgentService, SessionOptions
-from coder_es.tools.base import Subject, Tool, ToolContext, ToolResult
+from coder_es.tools.base import Tool, ToolContext, ToolResult
 from coder_es.tools.files import ReadTool, WriteTool
 from coder_es.tools.registry import ToolRegistry
 

@@ -218,7 +218,8 @@ def test_children_usage_and_cost_roll_up_into_the_parent_shown_apart(
     h: Harness, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from coder_es.cli.main import main
-    from coder_es.providers.pricing import Price, PriceTable
+    from coder_es.providers.price import Price
+    from coder_es.providers.pricing import PriceTable
     from projections.usage import usage_of
 
     used = {"usage": {"input_tokens": 100, "output_tokens": 10}}

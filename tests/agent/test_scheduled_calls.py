@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from coder_es.application import CoderApp
-from coder_es.cli.waiting import _line
+from coder_es.cli.questions import _line
 from coder_es.permissions.rules import RuleSyntaxError, parse_rule
 from coder_es.permissions.schedule import Window
 from coder_es.providers.scripted import ScriptedProvider

@@ -13,15 +13,10 @@ from typing import Any
 
 from agent_helpers import Harness, collect, text, turn
 
-from coder_es.agent.settings import (
-    RecordedSettings,
-    SessionSettings,
-    SettingsConfig,
-    recorded_settings,
-    session_settings,
-)
+from coder_es.agent.settings import SessionSettings, SettingsConfig, session_settings
 from coder_es.branching import Branching
 from coder_es.domain.session import Session
+from coder_es.domain.settings import RecordedSettings, recorded_settings
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subject import Subject
 from coder_es.sandbox import SandboxSettings

@@ -7,7 +7,7 @@ import pytest
 from config_helpers import ConfigHome
 
 from coder_es.config import ConfigError, ConfigWatcher, load_config
-from coder_es.config.schema import Layer
+from coder_es.config.layers import Layer
 from coder_es.config.trust import TrustFileError, TrustStore, digest, trust_file
 from coder_es.config.untrusted import hold_back
 

@@ -100,7 +100,7 @@ def _decision(policy: Any, tool: str, subject: Any) -> str:
 
 
 def _bash(command: str) -> Any:
-    from coder_es.tools.base import Subject
+    from coder_es.permissions.subject import Subject
 
     return Subject("command", command)
 

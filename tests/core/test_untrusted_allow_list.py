@@ -249,7 +249,7 @@ def test_an_untrusted_defer_only_tightens(ws: Path) -> None:
     allow (stricter), and never turns the user's deny into a question."""
     from coder_es.permissions.policy import UNTRUSTED_SOURCE, Policy
     from coder_es.permissions.rules import Rule
-    from coder_es.tools.base import Subject
+    from coder_es.permissions.subject import Subject
 
     _project(ws, '[permissions]\ndefer = ["bash:make deploy*", "bash:rm *"]\n')
     config = load_config(ws)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from coder_es.fleet.errors import FleetUsageError, require_postgres
 from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.script import fleet_provider_factory
 from coder_es.fleet.summary import fold, rebuild
 from coder_es.providers.errors import ProviderConfigError, ScriptExhaustedError
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.providers.types import ModelRequest, ToolCallComplete
+from coder_es.store.postgres_only import FleetUsageError, require_postgres
 
 SID = "5f0c8a52-9d1e-4a56-8e0b-0a6f2d1c3b4e"
 

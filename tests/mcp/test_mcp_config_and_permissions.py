@@ -16,7 +16,7 @@ from coder_es.config.values import McpServerConfig
 from coder_es.mcp.catalog import effect_of, offered_name, sanitize_schema
 from coder_es.permissions.policy import Policy
 from coder_es.permissions.rules import RuleSyntaxError, parse_rule
-from coder_es.tools.base import Subject
+from coder_es.permissions.subject import Subject
 
 PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

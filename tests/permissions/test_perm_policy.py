@@ -14,7 +14,7 @@ from coder_es.permissions.rules import (
     split_command,
     suggest_pattern,
 )
-from coder_es.tools.base import Subject
+from coder_es.permissions.subject import Subject
 from coder_es.tools.paths import path_subject
 
 

@@ -3,10 +3,11 @@ and writes to git hooks or the git config always ask."""
 
 from __future__ import annotations
 
-from coder_es.agent.decider import rules_from_records
-from coder_es.permissions.policy import PROTECTED_RULE, UNTRUSTED_SOURCE, Policy
+from coder_es.agent.settings import rules_from_records
+from coder_es.permissions.policy import UNTRUSTED_SOURCE, Policy
+from coder_es.permissions.protected import PROTECTED_RULE
 from coder_es.permissions.rules import Rule
-from coder_es.tools.base import Subject
+from coder_es.permissions.subject import Subject
 
 
 def path(text: str) -> Subject:

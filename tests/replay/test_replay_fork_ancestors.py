@@ -19,6 +19,7 @@ from coder_es.branching import Branching
 from coder_es.providers.scripted import ScriptedProvider
 from coder_es.redaction import Redactor
 from coder_es.service.api import AgentService, SessionOptions
+from replay.app import ReplayApp
 from replay.cassette import (
     Cassette,
     CassetteError,
@@ -28,7 +29,7 @@ from replay.cassette import (
     load_cassette,
     loads,
 )
-from replay.engine import ReplayApp, ReplayEngine, ReplayOptions, replay_cassette
+from replay.engine import ReplayEngine, ReplayOptions, replay_cassette
 
 
 def _turn(app: CoderApp, root: Path, sid: str, blocks: list[Any], message: str) -> None:
