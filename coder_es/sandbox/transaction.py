@@ -61,10 +61,10 @@ from coder_es.errors import CoderESError
 from coder_es.sandbox import journal as sealed
 from coder_es.sandbox.upper import UpperEntry, keep_users_bits, walk_upper
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import move_into_place, sync_dirs
+from coder_es.workspace.atomic import move_into_place_at, sync_dirs
 from coder_es.workspace.confined import ConfinedDir, RefusedPathError
 from coder_es.workspace.ignore import IgnoreMatcher
-from coder_es.workspace.merge_write import merge_onto_disk
+from coder_es.workspace.merge_write import merge_at
 
 TX_DIRNAME = "tx"
 STALE_UNLOCKED_S = 60
@@ -383,7 +383,7 @@ def _apply_step(
             path = ws.path(rel, create=op == "file", removing=op == "delete")
         except FileNotFoundError:
             return  # a deletion where even the directory is gone
-        _apply_file(step, path, source, ws, blobs, out)
+        _apply_file(step, path, source, ws, up, blobs, out)
     elif op == "unlink":
         with contextlib.suppress(FileNotFoundError):
             fd, name = ws.parent(rel, removing=True)
@@ -432,10 +432,14 @@ def _apply_file(
     path: Path,
     source: Path | None,
     ws: ConfinedDir,
+    up: ConfinedDir,
     blobs: BlobStore,
     out: Outcome,
 ) -> None:
     rel, base, recorded = step["path"], step["base"], bool(step.get("record"))
+    # ``path`` names the file through its directory's descriptor (``ConfinedDir.path``); the
+    # writes go by that descriptor (the protocol of ``coder_es.workspace.atomic``).
+    dir_fd, name = ws.parent(rel, removing=source is None)
     if source is not None and not os.path.lexists(source):
         return  # moved into place by an earlier run of this journal
     ours = step.get("ours")
@@ -455,14 +459,16 @@ def _apply_file(
         # The common case: nobody else touched the file. Rename the command's file into place
         # (no copy, no extra space), still only if the disk holds what was checked.
         os.chmod(source, step["mode"])
-        if move_into_place(path, source, expected=disk):
+        src_dir, src_name = up.parent(rel)
+        if move_into_place_at(dir_fd, name, src_dir, src_name, expected=disk):
             out.applied.append(Applied(rel, base, ours, "direct", ours, recorded))
             out.moved_into.append(path.parent)
             return
     proposed = _read(source) if source is not None else None
     try:
-        merged = merge_onto_disk(
-            path,
+        merged = merge_at(
+            dir_fd,
+            name,
             base,
             proposed,
             blobs,

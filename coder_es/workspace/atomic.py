@@ -6,12 +6,16 @@ against. The check and the rename happen under an advisory ``flock`` of the curr
 writers that both use this protocol (two agents, or an editor integration) can never lose each
 other's update; a writer that does not lock can only slip into the microseconds between the check
 and the rename. When the check fails nothing is written and the caller merges again; a caller
-that keeps losing that race takes the lock *before* reading (``file_lock``) so that it makes
-progress even against a writer that changes the file continuously.
+that keeps losing that race takes the lock *before* reading so that it makes
+progress even against a writer that changes the file continuously (``file_lock_at``).
 
-``compare_and_swap`` is the three steps for one file, each flushed; a caller writing many files
-(a restoration) runs them itself: ``stage`` every file, one ``sync_filesystem``, ``install`` each
-(the same check and rename), one more ``sync_filesystem`` for the directory entries.
+Every write names its file by its directory's descriptor (``coder_es.workspace.confined``), so
+there is one way to write a file: ``compare_and_swap_at`` is the three steps for one file, each
+flushed; a caller writing many files (a restoration) runs them itself: ``stage_at`` every file,
+one ``sync_filesystem``, ``install_at`` each (the same check and rename), one more
+``sync_filesystem`` for the directory entries. ``stage`` / ``install`` / ``read_current`` by path
+remain for the restoration's files on another file system than the scratch directory (its
+temporary file goes beside the file, noted in the journal by path).
 
 Where temporary files live. A process killed between creating its temporary file and the rename
 (kill -9, a power cut) leaves the file behind, so they never go into the user's tree when that
@@ -76,56 +80,10 @@ def read_current(path: Path) -> bytes | None:
         raise InvalidPathError(msg) from e
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold the advisory lock of the file now at ``path`` (nothing to lock if it is absent)."""
-    while True:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except (FileNotFoundError, IsADirectoryError):
-            yield
-            return
-        try:
-            _lock(fd)
-            try:
-                current = os.fstat(fd).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                current = False
-            if current:
-                yield
-                return
-        finally:
-            os.close(fd)  # closing releases the lock
-        # Replaced while we waited for the lock: lock the new file instead.
-
-
-def compare_and_swap(
-    path: Path,
-    data: bytes | None,
-    *,
-    expected: bytes | None,
-    locked: bool = False,
-    scratch: Path | None = None,
-) -> bool:
-    """Make ``path`` hold ``data`` (None: delete it) iff it holds ``expected`` (None: absent).
-
-    Returns False, leaving the disk untouched, when the file no longer holds ``expected``.
-    ``locked``: the caller already holds ``file_lock(path)`` (locking again would wait on it).
-    ``scratch``: the workspace's scratch directory for the temporary file (``scratch_dir``).
-    """
-    if data is None:
-        done = remove_if(path, expected, locked=locked)
-    else:
-        tmp = stage(path, data, sync=True, scratch=scratch)
-        done = install(path, tmp, expected=expected, locked=locked)
-    if done:
-        fsync_dir(path.parent)
-    return done
-
-
 def stage(path: Path, data: bytes, *, sync: bool, scratch: Path | None = None) -> Path:
-    """Write ``data`` to a new temporary file for ``path`` (``scratch``: see ``compare_and_swap``)
-    with the current file's mode, and return it; ``install`` puts it in place.
+    """Write ``data`` to a new temporary file for ``path`` (``scratch``: see
+    ``compare_and_swap_at``) with the current file's mode, and return it; ``install`` puts it
+    in place.
 
     ``sync``: flush it to disk now (a caller staging many files flushes them all at once with
     ``sync_filesystem`` instead).
@@ -180,17 +138,6 @@ def _place(path: Path, source: Path, expected: bytes | None, locked: bool) -> bo
         if not holds:
             return False
         os.replace(source, path)
-    return True
-
-
-def remove_if(path: Path, expected: bytes | None, *, locked: bool = False) -> bool:
-    """Delete ``path`` iff it holds ``expected`` (None: absent, and nothing to do)."""
-    if expected is None:
-        return not os.path.lexists(path)
-    with _locked_if_holds(path, expected, locked) as holds:
-        if not holds:
-            return False
-        os.unlink(path)
     return True
 
 
@@ -280,25 +227,6 @@ def _writer_gone(name: str) -> bool:
     except PermissionError:
         pass  # alive, another user's
     return False
-
-
-def move_into_place(path: Path, source: Path, *, expected: bytes | None) -> bool:
-    """Rename the file ``source`` (same file system) to ``path`` iff ``path`` holds ``expected``
-    (None: absent), without copying its content. False, with ``source`` left as it is, when it
-    does not (or the rename crosses file systems: the caller writes a copy instead).
-
-    The directory is not fsynced: a caller moving many files syncs each directory once
-    (``sync_dirs``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        placed = _place(path, source, expected, False)
-    except OSError as e:
-        if e.errno in (errno.EXDEV, errno.EPERM):
-            return False
-        raise
-    if placed and expected is None:
-        os.unlink(source)
-    return placed
 
 
 SYNC_THREADS = 8
@@ -429,6 +357,10 @@ def temporary_names() -> Callable[[], str]:
 def stage_at(tmp_dir: int, tmp_name: str, data: bytes, mode: int | None) -> None:
     """``stage``, for a caller that chose the temporary file's directory and name (not flushed:
     the caller flushes the batch with ``sync_filesystem``); ``mode``: the current file's."""
+    _stage_at(tmp_dir, tmp_name, data, mode, sync=False)
+
+
+def _stage_at(tmp_dir: int, tmp_name: str, data: bytes, mode: int | None, *, sync: bool) -> None:
     fd = os.open(
         tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=tmp_dir
     )
@@ -438,6 +370,8 @@ def stage_at(tmp_dir: int, tmp_name: str, data: bytes, mode: int | None) -> None
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(FileNotFoundError):
@@ -451,6 +385,12 @@ def install_at(
 ) -> bool:
     """``install``: move the staged file to ``name`` iff it holds ``expected`` (None: absent);
     the staged file is gone afterwards either way."""
+    return _install_at(dir_fd, name, tmp_dir, tmp_name, expected, locked=False)
+
+
+def _install_at(
+    dir_fd: int, name: str, tmp_dir: int, tmp_name: str, expected: bytes | None, *, locked: bool
+) -> bool:
     placed = False
     try:
         if expected is None:
@@ -462,7 +402,7 @@ def install_at(
             except FileExistsError:
                 return False
             return True
-        with _locked_if_holds_at(dir_fd, name, expected) as holds:
+        with _locked_if_holds_at(dir_fd, name, expected, locked) as holds:
             if not holds:
                 return False
             os.replace(tmp_name, name, src_dir_fd=tmp_dir, dst_dir_fd=dir_fd)
@@ -475,22 +415,144 @@ def install_at(
 
 
 def remove_at(dir_fd: int, name: str, expected: bytes | None) -> bool:
-    """``remove_if``: delete ``name`` iff it holds ``expected`` (None: absent, nothing to do)."""
+    """Delete ``name`` iff it holds ``expected`` (None: absent, nothing to do)."""
+    return _remove_at(dir_fd, name, expected, locked=False)
+
+
+def _remove_at(dir_fd: int, name: str, expected: bytes | None, *, locked: bool) -> bool:
     if expected is None:
         try:
             os.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:
             return True
         return False
-    with _locked_if_holds_at(dir_fd, name, expected) as holds:
+    with _locked_if_holds_at(dir_fd, name, expected, locked) as holds:
         if not holds:
             return False
         os.unlink(name, dir_fd=dir_fd)
     return True
 
 
+def compare_and_swap_at(
+    dir_fd: int,
+    name: str,
+    data: bytes | None,
+    *,
+    expected: bytes | None,
+    locked: bool = False,
+    scratch: Path | None = None,
+) -> bool:
+    """Make ``name`` in ``dir_fd`` hold ``data`` (None: delete it) iff it holds ``expected``
+    (None: absent), each step flushed. Returns False, leaving the disk untouched, when the file
+    no longer holds ``expected``. ``locked``: the caller holds ``file_lock_at`` (locking again
+    would wait on it). ``scratch``: the workspace's scratch directory for the temporary file
+    (``scratch_dir``); the file keeps its current mode."""
+    if data is None:
+        done = _remove_at(dir_fd, name, expected, locked=locked)
+    else:
+        mode: int | None = None
+        with contextlib.suppress(FileNotFoundError):
+            mode = stat.S_IMODE(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        tmp_dir, tmp_name = _temporary_at(dir_fd, name, scratch)
+        try:
+            _stage_at(tmp_dir, tmp_name, data, mode, sync=True)
+            done = _install_at(dir_fd, name, tmp_dir, tmp_name, expected, locked=locked)
+        finally:
+            if tmp_dir != dir_fd:
+                os.close(tmp_dir)
+    if done:
+        with contextlib.suppress(OSError):
+            # The rename is only durable once the directory entry is.
+            os.fsync(dir_fd)
+    return done
+
+
+def _temporary_at(dir_fd: int, name: str, scratch: Path | None) -> tuple[int, str]:
+    """The directory (a descriptor the caller closes unless it is ``dir_fd``) and name of a
+    new temporary file for ``name``: in ``scratch`` when it is on the same file system (the
+    rename must be), else beside the file, noted in the scratch journal first."""
+    tmp_name = f"{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+    if scratch is None:
+        return dir_fd, f".{name}.{tmp_name}"
+    try:
+        # Empty between writes, it never shows in `git status` (git lists no empty dirs).
+        scratch.mkdir(parents=True, exist_ok=True)
+        scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return dir_fd, f".{name}.{tmp_name}"  # no usable scratch directory: beside the file
+    if os.fstat(scratch_fd).st_dev == os.fstat(dir_fd).st_dev:
+        return scratch_fd, tmp_name
+    os.close(scratch_fd)
+    beside = f".{name}.{tmp_name}"
+    with contextlib.suppress(OSError):
+        # Noted before it exists, so that a kill at any point leaves it findable.
+        where = os.readlink(f"/proc/self/fd/{dir_fd}")
+        with open(scratch / JOURNAL, "a", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(os.path.join(where, beside) + "\n")
+    return dir_fd, beside
+
+
 @contextlib.contextmanager
-def _locked_if_holds_at(dir_fd: int, name: str, expected: bytes) -> Iterator[bool]:
+def file_lock_at(dir_fd: int, name: str) -> Iterator[None]:
+    """Hold the advisory lock of the file now at ``name`` in ``dir_fd`` (nothing to lock if it
+    is absent; a link is not followed)."""
+    while True:
+        try:
+            fd = os.open(name, _READ_AT, dir_fd=dir_fd)
+        except (FileNotFoundError, IsADirectoryError):
+            yield
+            return
+        try:
+            _lock(fd)
+            st = os.fstat(fd)
+            try:
+                now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                current = (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev)
+            except FileNotFoundError:
+                current = False
+            if current:
+                yield
+                return
+        finally:
+            os.close(fd)  # closing releases the lock
+        # Replaced while we waited for the lock: lock the new file instead.
+
+
+def move_into_place_at(
+    dir_fd: int, name: str, src_dir: int, src_name: str, *, expected: bytes | None
+) -> bool:
+    """Rename the file ``src_name`` in ``src_dir`` (same file system) to ``name`` in ``dir_fd``
+    iff it holds ``expected`` (None: absent), without copying its content. False, with the
+    source left as it is, when it does not (or the rename crosses file systems: the caller
+    writes a copy instead).
+
+    The directory is not fsynced: a caller moving many files syncs each directory once
+    (``sync_dirs``)."""
+    try:
+        if expected is None:
+            try:
+                os.link(
+                    src_name, name, src_dir_fd=src_dir, dst_dir_fd=dir_fd, follow_symlinks=False
+                )
+            except FileExistsError:
+                return False
+            os.unlink(src_name, dir_fd=src_dir)
+            return True
+        with _locked_if_holds_at(dir_fd, name, expected, False) as holds:
+            if not holds:
+                return False
+            os.replace(src_name, name, src_dir_fd=src_dir, dst_dir_fd=dir_fd)
+        return True
+    except OSError as e:
+        if e.errno in (errno.EXDEV, errno.EPERM):
+            return False
+        raise
+
+
+@contextlib.contextmanager
+def _locked_if_holds_at(
+    dir_fd: int, name: str, expected: bytes, locked: bool = False
+) -> Iterator[bool]:
     """``_locked_if_holds`` by descriptor. A link at ``name`` raises ``OSError(ELOOP)``: it was
     a file when the caller read it, and nothing is written through a link."""
     try:
@@ -499,7 +561,8 @@ def _locked_if_holds_at(dir_fd: int, name: str, expected: bytes) -> Iterator[boo
         yield False
         return
     try:
-        _lock(fd)
+        if not locked:
+            _lock(fd)
         st = os.fstat(fd)
         try:
             now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

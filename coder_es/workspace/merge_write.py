@@ -2,19 +2,23 @@
 
 Read the disk, merge it with the proposed content against the base, and write the result with a
 compare-and-swap; when the disk moved in between, do it again, under the file's lock after the
-first loss so that a continuously changing file cannot starve the writer.
+first loss so that a continuously changing file cannot starve the writer. The file is named by
+its directory's descriptor (``merge_at``; the descriptor-based protocol of
+``coder_es.workspace.atomic``); ``merge_onto_disk`` opens the directory of a path for a caller
+that holds one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from coder_es.store.blobs import BlobStore
-from coder_es.workspace.atomic import compare_and_swap, file_lock, read_current
+from coder_es.workspace.atomic import compare_and_swap_at, file_lock_at, read_at
 from coder_es.workspace.contents import ContentMerge, merge_contents
 from coder_es.workspace.errors import WriteConflictError
 
@@ -51,7 +55,49 @@ def merge_onto_disk(
     theirs_label: str,
     scratch: Path | None = None,
 ) -> DiskMerge:
-    """Bring ``path`` to ``proposed`` merged with any change made on disk since ``base_hash``.
+    """``merge_at`` for the file at ``path`` (its directory made when ``proposed`` is a file);
+    the last component is never followed if it is a link."""
+    if proposed is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        # Nothing to delete where even the directory is gone.
+        base = _base(None, base_hash, proposed, blobs)
+        merge = merge_contents(base, None, None, ours_label=ours_label, theirs_label=theirs_label)
+        return DiskMerge(None, merge, None)
+    try:
+        return merge_at(
+            dir_fd,
+            path.name,
+            base_hash,
+            proposed,
+            blobs,
+            name=name,
+            policy=policy,
+            ours_label=ours_label,
+            theirs_label=theirs_label,
+            scratch=scratch,
+        )
+    finally:
+        os.close(dir_fd)
+
+
+def merge_at(
+    dir_fd: int,
+    file_name: str,
+    base_hash: str | None,
+    proposed: bytes | None,
+    blobs: BlobStore,
+    *,
+    name: str,
+    policy: ConflictPolicy,
+    ours_label: str,
+    theirs_label: str,
+    scratch: Path | None = None,
+) -> DiskMerge:
+    """Bring ``file_name`` in ``dir_fd`` to ``proposed`` merged with any change made on disk
+    since ``base_hash``.
 
     Raises ``WriteConflictError`` (naming ``name``) when every attempt lost the race, and
     ``BlobNotFoundError`` when a real merge is needed but the base is not in the store.
@@ -59,15 +105,15 @@ def merge_onto_disk(
     """
     for attempt in range(MAX_ATTEMPTS):
         locked = attempt > 0
-        with file_lock(path) if locked else contextlib.nullcontext():
-            disk = read_current(path)
+        with file_lock_at(dir_fd, file_name) if locked else contextlib.nullcontext():
+            disk, _mode = read_at(dir_fd, file_name)
             base = _base(disk, base_hash, proposed, blobs)
             merge = merge_contents(
                 base, disk, proposed, ours_label=ours_label, theirs_label=theirs_label
             )
             target = _target(merge, disk, policy)
-            if target == disk or compare_and_swap(
-                path, target, expected=disk, locked=locked, scratch=scratch
+            if target == disk or compare_and_swap_at(
+                dir_fd, file_name, target, expected=disk, locked=locked, scratch=scratch
             ):
                 return DiskMerge(disk, merge, target)
     raise WriteConflictError(name, MAX_ATTEMPTS)

@@ -24,12 +24,13 @@ from typing import Any, Literal, Protocol
 from coder_es.domain.session import Session
 from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import clean_scratch, read_current, scratch_dir
+from coder_es.workspace.confined import ConfinedDir
 from coder_es.workspace.contents import ContentMerge
 from coder_es.workspace.errors import InvalidPathError
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.matching import MatchError, replace
 from coder_es.workspace.merge import ConflictRegion, split_lines
-from coder_es.workspace.merge_write import ConflictPolicy, merge_onto_disk
+from coder_es.workspace.merge_write import ConflictPolicy, DiskMerge, merge_at, merge_onto_disk
 from coder_es.workspace.protected import check_writable
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
 from coder_es.workspace.stat_index import StatIndex
@@ -382,17 +383,7 @@ class Workspace:
         tool_use_id: str | None,
         policy: ConflictPolicy | None,
     ) -> EditResult:
-        step = merge_onto_disk(
-            rp.abs,
-            base_hash,
-            proposed,
-            self.blobs,
-            name=rp.rel,
-            policy=policy or self.conflict_policy,
-            ours_label=OURS_LABEL,
-            theirs_label=THEIRS_LABEL,
-            scratch=self.scratch,
-        )
+        step = self._merge(rp, base_hash, proposed, policy or self.conflict_policy)
         disk, merge, target = step.disk, step.merge, step.written
         disk_hash = self._put(disk, like=base_hash)
         proposed_hash = self._put(proposed, like=base_hash)
@@ -424,6 +415,35 @@ class Workspace:
             result=result_hash,
             marked=merge.data.decode("utf-8") if merge.kind == "conflict" and merge.data else None,
         )
+
+    def _merge(
+        self,
+        rp: ResolvedPath,
+        base_hash: str | None,
+        proposed: bytes | None,
+        policy: ConflictPolicy,
+    ) -> DiskMerge:
+        """The merge-and-write of ``rp``: a file in the workspace named from the root's
+        descriptor (``confined``: no directory on the way is a link swapped in since the path
+        was resolved); an allowed one outside by its path."""
+        kw: dict[str, Any] = {
+            "name": rp.rel,
+            "policy": policy,
+            "ours_label": OURS_LABEL,
+            "theirs_label": THEIRS_LABEL,
+            "scratch": self.scratch,
+        }
+        if not rp.inside:
+            return merge_onto_disk(rp.abs, base_hash, proposed, self.blobs, **kw)
+        # No guard: what a tool may write is decided above (``protected``, the permission
+        # layer); a user may let the agent change ``.git/config``.
+        with ConfinedDir(self.root, guard=False) as tree:
+            try:
+                dir_fd, file_name = tree.parent(rp.rel, create=proposed is not None)
+            except FileNotFoundError:
+                # Nothing to delete where even the directory is gone.
+                return merge_onto_disk(rp.abs, base_hash, proposed, self.blobs, **kw)
+            return merge_at(dir_fd, file_name, base_hash, proposed, self.blobs, **kw)
 
     def _refuse(
         self,

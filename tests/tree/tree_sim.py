@@ -16,7 +16,8 @@ from uuid import UUID
 
 from coder_es.application import CoderApp
 from coder_es.branching import Branching
-from coder_es.workspace.atomic import compare_and_swap, read_current
+from coder_es.workspace.atomic import compare_and_swap_at, read_current
+from coder_es.workspace.confined import ConfinedDir
 from coder_es.workspace.contents import merge_contents
 
 
@@ -68,7 +69,9 @@ class Agent:
                 result, outcome = disk, "conflict"
             else:
                 result, outcome = merged.data, ("direct" if disk == base_data else "merged")
-                assert compare_and_swap(self.ws / path, result, expected=disk)
+                with ConfinedDir(self.ws) as tree:
+                    dir_fd, name = tree.parent(path, create=True)
+                    assert compare_and_swap_at(dir_fd, name, result, expected=disk)
             for data, like in ((disk, base), (proposed, base), (result, base)):
                 if data is not None:
                     self.app.blobs.put(data, like=like)

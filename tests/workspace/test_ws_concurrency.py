@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from coder_es.domain.session import Session
 from coder_es.store.blobs import MemoryBlobStore
 from coder_es.workspace import Workspace
-from coder_es.workspace.atomic import compare_and_swap
+from coder_es.workspace.atomic import compare_and_swap_at
 
 # An editor that appends a line at a time, each write atomic and checked under the same advisory
 # lock protocol the workspace uses, so neither side can overwrite the other unseen.
@@ -77,6 +78,14 @@ def test_agent_and_a_concurrent_writer_never_lose_each_others_lines(
     assert final[30:40] == [f"line {i}" for i in range(30, 40)]
     assert final[40:] == [f"appended by user #{k}" for k in range(appended)]
     assert appended > 0 and "merged" in outcomes
+
+
+def compare_and_swap(path: Path, data: bytes | None, *, expected: bytes | None) -> bool:
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return compare_and_swap_at(dir_fd, path.name, data, expected=expected)
+    finally:
+        os.close(dir_fd)
 
 
 def test_compare_and_swap_refuses_when_the_disk_moved(tmp_path: Path) -> None:

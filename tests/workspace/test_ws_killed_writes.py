@@ -15,21 +15,24 @@ import pytest
 from backends import REPO
 
 from coder_es.store.blobs import MemoryBlobStore
-from coder_es.workspace.atomic import clean_scratch, compare_and_swap, scratch_dir
+from coder_es.workspace.atomic import clean_scratch, compare_and_swap_at, scratch_dir
 from coder_es.workspace.workspace import Workspace
 
 # Writes a large file over and over through the atomic write, until killed.
 WRITER = """
 import os, sys
 from pathlib import Path
-from coder_es.workspace.atomic import compare_and_swap, scratch_dir
+from coder_es.workspace.atomic import compare_and_swap_at, scratch_dir
 ws, target = Path(sys.argv[1]), Path(sys.argv[2])
+dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
 data = [os.urandom(1 << 20) * 8, os.urandom(1 << 20) * 8]
 prev = target.read_bytes() if target.exists() else None
 print("writing", flush=True)
 i = 0
 while True:
-    assert compare_and_swap(target, data[i % 2], expected=prev, scratch=scratch_dir(ws))
+    assert compare_and_swap_at(
+        dir_fd, target.name, data[i % 2], expected=prev, scratch=scratch_dir(ws)
+    )
     prev = data[i % 2]
     i += 1
 """
@@ -87,5 +90,11 @@ def test_a_target_on_another_file_system_is_cleaned_through_the_journal(tmp_path
         assert _leftovers(Path(other)) == []
         assert (scratch_dir(ws) / "elsewhere").read_text() == ""
         # Writing there still works (and journals its temporary file again).
-        assert compare_and_swap(target, b"x", expected=target.read_bytes(), scratch=scratch_dir(ws))
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert compare_and_swap_at(
+                dir_fd, target.name, b"x", expected=target.read_bytes(), scratch=scratch_dir(ws)
+            )
+        finally:
+            os.close(dir_fd)
         assert target.read_bytes() == b"x"
