@@ -369,6 +369,8 @@ async def live(
     keep_workspace: bool = False,
     network: bool | None = None,
 ) -> ReplayReport:
+    from coder_es.agent.settings import rules_from_records
+    from coder_es.domain.settings import RecordedSettings
     from coder_es.errors import UsageError
     from coder_es.harness.runner import HarnessSession
     from coder_es.harness.serve import ServingUpstream
@@ -402,12 +404,17 @@ async def live(
     match_ms: list[float] = []
     startup = 0.0
     try:
+        # The session's own rules and default (its Started settings): decided as recorded.
+        recorded_settings = RecordedSettings(started=cassette.started.fields.get("settings") or {})
+        records, default = recorded_settings.permission_records()
         session = HarnessSession.create(
             app,
             root,
             spec,
             agent=str(cassette.started.fields.get("agent") or "build"),
             network=network,
+            rules=rules_from_records(records),
+            default_permission=default,
         )
         seen = 0
         recorded_version = (cassette.started.fields.get("settings") or {}).get("harness", {})

@@ -42,7 +42,6 @@ from coder_es.agent.settings import preset_in_force, rules_from_records
 from coder_es.agent.state import CallState, LoopState
 from coder_es.domain.session import SUMMARY, USER, NodeId
 from coder_es.permissions.policy import Evaluation, Policy
-from coder_es.permissions.rules import Rule
 from coder_es.permissions.subject import Subject
 from coder_es.tools.base import ToolCall
 from coder_es.tools.registry import ToolRegistry
@@ -94,16 +93,6 @@ class DecisionContext:
         rules stay."""
         preset = preset_in_force(agent, settings)
         return replace(self, policy=replace(self.policy, preset=preset))
-
-
-def rule_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:
-    """Rules as a ``PermissionsChanged`` event records them (the source too, so a rebuilt rule
-    names itself in ``matched_rule`` as the original did)."""
-    return [
-        {"tool": r.tool, "pattern": r.pattern, "action": r.action, "source": r.source}
-        | ({"window": r.window} if r.window is not None else {})
-        for r in rules
-    ]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,11 @@ applied one rule of the same fold. Here is the fold, once:
 - the hooks: the last ``HooksChanged``'s, else the ``Started`` settings';
 - the request budget: the last ``SettingsChanged``'s, else ``Started``'s ``context_budget``,
   else the configuration's; ``max_tokens`` and ``max_steps`` as recorded, else configured;
-- the sandbox: the configured one, read-only when the preset in force says so.
+- the sandbox: the configured one, read-only when the preset in force says so;
+- the harness (another agent CLI running the session: ``coder_es.harness``): the one its
+  ``Started`` settings name (``harness``: name, kind, command); a harness session is offered
+  none of our tools (``SettingsConfig.tools`` None: the harness runs its own) and decides its
+  questions by the same policy.
 
 A fork into a new session is a session of its own: its ``Started`` holds the parent's agent,
 provider and model in force and the parent's ``Started`` settings (``coder_es.branching``).
@@ -29,23 +33,24 @@ is the same fold kept up to date one event at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coder_es.domain.settings import RecordedSettings, recorded_settings
-from coder_es.permissions.policy import Policy
+from coder_es.permissions.policy import UNTRUSTED_SOURCE, Policy
 from coder_es.permissions.presets import Preset, get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition, agents_from_records, recorded_tools
-from coder_es.tools.offered import session_registry
-from coder_es.tools.registry import ToolRegistry
-from coder_es.tools.task import TaskTool
 
 if TYPE_CHECKING:
     # Only a type here: importing the sandbox package would add ~0.1 s to ``coder-es context``.
     from coder_es.hooks.spec import HookSpec
     from coder_es.sandbox import SandboxSettings
+
+    # Imported when there are tools to offer: a harness session (``run --harness``) starts its
+    # harness without the tools' modules (tests/harness/test_harness_startup.py).
+    from coder_es.tools.registry import ToolRegistry
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_MAX_TOKENS = 8192
@@ -56,8 +61,9 @@ DEFAULT_CONTEXT_BUDGET = 100_000
 class SettingsConfig:
     """What the configuration (and the code) contribute; the session's record wins."""
 
-    tools: ToolRegistry
-    """The tools the code has (built-in, a caller's own, ``task`` with the configured agents)."""
+    tools: ToolRegistry | None = None
+    """The tools the code has (built-in, a caller's own, ``task`` with the configured agents);
+    None: the session runs none of ours (a harness session: the harness runs its own)."""
     context_budget: int = DEFAULT_CONTEXT_BUDGET
     """For a session that recorded no budget (recorded before budgets were)."""
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -92,6 +98,65 @@ def rules_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[Rule, ...]
     )
 
 
+def rule_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:
+    """Rules as a ``PermissionsChanged`` event records them (the source too, so a rebuilt rule
+    names itself in ``matched_rule`` as the original did)."""
+    return [
+        {"tool": r.tool, "pattern": r.pattern, "action": r.action, "source": r.source}
+        | ({"window": r.window} if r.window is not None else {})
+        for r in rules
+    ]
+
+
+def _key(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    # The source only names a rule in matched_rule (the Started settings do not record it),
+    # except for an untrusted project's rule, which may only tighten: trusting the workspace
+    # changes how that rule decides.
+    untrusted = record.get("source") == UNTRUSTED_SOURCE
+    return (record["tool"], record.get("pattern"), record["action"], untrusted)
+
+
+def same_rules(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    return [_key(r) for r in a] == [_key(r) for r in b]
+
+
+def rules_end_with(records: Sequence[Mapping[str, Any]], tail: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the rules in force already end with ``tail`` (a resume with the same flags
+    changes nothing, however often it is repeated)."""
+    return len(tail) <= len(records) and same_rules(records[len(records) - len(tail) :], tail)
+
+
+def rules_on_resume(records: list[dict[str, Any]], given: Sequence[Rule]) -> list[dict[str, Any]]:
+    """The user rules in force once a session is continued with ``given`` (the configuration's
+    and the command line's): appended to those in force, as among user rules the last match
+    wins, unless they already end with them."""
+    if given and not rules_end_with(records, rule_records(given)):
+        return rule_records((*rules_from_records(records), *given))
+    return records
+
+
+@dataclass(frozen=True)
+class RecordedHarness:
+    """The harness a session is run by, as its ``Started`` settings record it."""
+
+    name: str
+    kind: str
+    command: tuple[str, ...]
+    env: tuple[str, ...] = ()
+    """The names of the variables its configuration gives it (their values are not recorded)."""
+
+    @classmethod
+    def of(cls, record: Any) -> RecordedHarness | None:
+        if not isinstance(record, Mapping) or not record.get("name"):
+            return None
+        return cls(
+            name=str(record["name"]),
+            kind=str(record.get("kind") or ""),
+            command=tuple(str(c) for c in record.get("command") or ()),
+            env=tuple(str(e) for e in record.get("env") or ()),
+        )
+
+
 @dataclass(frozen=True)
 class SessionSettings:
     """What a session runs with now (see the module docstring for where each comes from)."""
@@ -104,8 +169,9 @@ class SessionSettings:
     default_permission: str
     policy: Policy
     """The preset in force (with the tools the session offers), the user rules, the default."""
-    tools: ToolRegistry
-    """The code's tools, ``task`` listing the subagents the session recorded."""
+    tools: ToolRegistry | None
+    """The code's tools, ``task`` listing the subagents the session recorded (None: a harness
+    session, which runs its own)."""
     offered: tuple[str, ...]
     """The names of the tools offered to the model (MCP tools come with ``McpToolsListed``)."""
     subagents: Mapping[str, AgentDefinition]
@@ -115,6 +181,8 @@ class SessionSettings:
     max_tokens: int
     max_steps: int
     sandbox: SandboxSettings | None
+    harness: RecordedHarness | None
+    """The harness that runs the session (None: our own agent loop)."""
     recorded: RecordedSettings
 
     @classmethod
@@ -125,12 +193,7 @@ class SessionSettings:
         policy = dataclasses.replace(
             policy, preset=with_recorded_tools(policy.preset, recorded.started)
         )
-        registry = session_registry(config.tools, recorded.started)
-        offered = tuple(n for n in registry.names() if n in policy.tools)
-        task = registry.get("task")
-        subagents: Mapping[str, AgentDefinition] = {}
-        if "task" in offered and isinstance(task, TaskTool):
-            subagents = dict(agents_from_records(recorded.started.get("agents")) or task.agents)
+        registry, offered, subagents = _offered(config.tools, policy, recorded.started)
         budget = recorded.context_budget()
         max_steps = recorded.started.get("max_steps")
         sandbox = config.sandbox
@@ -154,8 +217,27 @@ class SessionSettings:
             if isinstance(max_steps, int) and max_steps > 0
             else config.max_steps,
             sandbox=sandbox,
+            harness=RecordedHarness.of(recorded.started.get("harness")),
             recorded=recorded,
         )
+
+
+def _offered(
+    tools: ToolRegistry | None, policy: Policy, started: Mapping[str, Any]
+) -> tuple[ToolRegistry | None, tuple[str, ...], Mapping[str, AgentDefinition]]:
+    """The registry, the names offered and the subagents ``task`` offers."""
+    if tools is None:
+        return None, (), {}
+    from coder_es.tools.offered import session_registry
+    from coder_es.tools.task import TaskTool
+
+    registry = session_registry(tools, started)
+    offered = tuple(n for n in registry.names() if n in policy.tools)
+    task = registry.get("task")
+    subagents: Mapping[str, AgentDefinition] = {}
+    if "task" in offered and isinstance(task, TaskTool):
+        subagents = dict(agents_from_records(started.get("agents")) or task.agents)
+    return registry, offered, subagents
 
 
 def _hooks(records: list[dict[str, Any]]) -> tuple[HookSpec, ...]:

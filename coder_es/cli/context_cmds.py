@@ -77,17 +77,19 @@ def _settings(ctx: Context, state: ContextState, events: list[Any]) -> ContextSe
     from coder_es.agent.settings import SettingsConfig, session_settings
     from coder_es.tools.registry import default_registry
 
-    config = SettingsConfig(tools=default_registry())
+    registry = default_registry()
+    config = SettingsConfig(tools=registry)
     try:
         # What the loop offers this session (``task`` only where it recorded subagents).
         settings = session_settings(events, config)
-        tools, names, max_tokens = settings.tools, settings.offered, settings.max_tokens
+        tools = settings.tools if settings.tools is not None else registry
+        names, max_tokens = settings.offered, settings.max_tokens
         model = settings.model
     except UsageError:
         # An agent this version does not know: show every tool.
         from coder_es.tools.offered import session_registry
 
-        tools, names = session_registry(config.tools, state.settings), None
+        tools, names = session_registry(registry, state.settings), None
         max_tokens = int(state.settings.get("max_tokens", config.max_tokens))
         model = state.model
     system, instructions = split_prompt(

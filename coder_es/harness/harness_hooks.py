@@ -20,14 +20,19 @@ from coder_es.harness.outside_hooks import HookStep, Op, run_session_hooks
 if TYPE_CHECKING:
     from coder_es.harness.runner import HarnessSession
     from coder_es.harness.turn import TurnResult
+    from coder_es.hooks.spec import HookSpec
 
 
 class HarnessHooks:
     """The hooks of one harness turn: ``before`` it, ``after`` it; ``ops`` record their runs,
     ``updates`` show them."""
 
-    def __init__(self, session: HarnessSession, read_only: bool) -> None:
+    def __init__(
+        self, session: HarnessSession, hooks: tuple[HookSpec, ...], read_only: bool
+    ) -> None:
         self.session = session
+        self.hooks = hooks
+        """The hooks in force (``SessionSettings.hooks``)."""
         self.read_only = read_only
         self.ops: list[Op] = []
         self.updates: list[up.Update] = []
@@ -35,7 +40,7 @@ class HarnessHooks:
     async def _run(self, event: str, **kw: Any) -> HookStep | None:
         s = self.session
         step = await run_session_hooks(
-            s.hooks,
+            self.hooks,
             event,
             session_id=s.id,
             root=s.workspace,

@@ -5,6 +5,13 @@ its own session id and version (``settings["harness"]``); every turn then record
 ``HarnessRan`` with the id the next turn resumes (``claude --resume``, ``codex exec resume``,
 ``gemini --resume``). A session is run by the harness it was started with: another
 ``--harness`` is refused.
+
+What a turn runs with is ``SessionSettings``, the projection native sessions use: a new
+session's ``Started`` settings record the permission rules, default and hooks it starts with
+(besides the harness), and a continued one records a ``SettingsChanged`` (another ``--agent``),
+``PermissionsChanged`` (rules given again are appended, as for a native resume) and
+``HooksChanged`` (other configured hooks) before its turn, so its settings are those of its log
+plus the configuration (the sandbox's network and writable places).
 """
 
 from __future__ import annotations
@@ -17,14 +24,25 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from coder_es.agent import updates as up
+from coder_es.agent.settings import (
+    DEFAULT_CONTEXT_BUDGET,
+    RecordedHarness,
+    SessionSettings,
+    SettingsConfig,
+    rule_records,
+    rules_on_resume,
+    same_rules,
+)
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
+from coder_es.domain.settings import RecordedSettings, recorded_settings
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
 from coder_es.harness.proxy import Upstream
 from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
 from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
+from coder_es.sandbox import SandboxSettings
 from coder_es.secret_env import command_environ
 
 if TYPE_CHECKING:
@@ -42,9 +60,12 @@ class HarnessSession:
     agent: str = "build"
     yes: bool = False
     rules: tuple[Any, ...] = ()
-    """The user's permission rules (``coder_es.permissions.rules.Rule``): an ACP agent's
-    questions are decided by them first."""
-    default_permission: str = "ask"
+    """The user's permission rules given to this run (``coder_es.permissions.rules.Rule``: the
+    configuration's and the command line's): recorded with the session (its ``Started``
+    settings, or appended to those in force); the rules in force decide a harness's questions
+    first."""
+    default_permission: str | None = None
+    """The configured default (None: the one in force; "ask" for a new session)."""
     network: bool | None = None
     """``[sandbox] network``: None gives the harness's commands the network unless the agent is
     read-only (as for native bash)."""
@@ -55,9 +76,10 @@ class HarnessSession:
     environ: Mapping[str, str] = field(default_factory=command_environ)
     store_path: Path | None = None
     turn_timeout_s: float = 1800.0
-    hooks: tuple[Any, ...] = ()
-    """The hooks in force (``coder_es.hooks.HookSpec``): those of the events a harness session
-    offers run before and after each turn (``harness_hooks``)."""
+    hooks: tuple[Any, ...] | None = None
+    """The configured hooks (``coder_es.hooks.HookSpec``), recorded with the session; None: those
+    it recorded. The hooks in force of the events a harness session offers run before and after
+    each turn (``harness_hooks``)."""
     exists: bool = False
     outcome: TurnResult | None = None
     serve: Upstream | None = None
@@ -80,14 +102,14 @@ class HarnessSession:
         cls, app: CoderApp, workspace: Path, ref: str, spec: HarnessSpec | None, **kw: Any
     ) -> HarnessSession:
         session = app.get_session(ref)
-        recorded = (session.settings or {}).get("harness")
-        if not recorded:
+        recorded = RecordedHarness.of((session.settings or {}).get("harness"))
+        if recorded is None:
             msg = f"session {session.id} is not a harness session; continue it without --harness"
             raise UsageError(msg)
-        if spec is not None and spec.name != recorded.get("name"):
+        if spec is not None and spec.name != recorded.name:
             msg = (
-                f"session {session.id} is run by the {recorded.get('name')} harness, not "
-                f"{spec.name}; continue it with --harness {recorded.get('name')} "
+                f"session {session.id} is run by the {recorded.name} harness, not "
+                f"{spec.name}; continue it with --harness {recorded.name} "
                 "(or without --harness)"
             )
             raise UsageError(msg)
@@ -97,10 +119,9 @@ class HarnessSession:
             )
             raise UsageError(msg)
         if spec is None:
-            spec = HarnessSpec(
-                str(recorded["name"]), str(recorded["kind"]), tuple(recorded["command"])
-            )
+            spec = HarnessSpec(recorded.name, recorded.kind, recorded.command)
         kw.setdefault("agent", session.agent)
+        get_preset(kw["agent"])  # an unknown agent is refused before anything is recorded
         return cls(app, workspace.resolve(), spec, session.id, exists=True, **kw)
 
     @property
@@ -155,6 +176,73 @@ class HarnessSession:
             scratch.close()
         return helper.outcome.harness_session if helper.outcome else None
 
+    # ------------------------------------------------------------------ settings
+
+    def settings_config(self) -> SettingsConfig:
+        """What the configuration adds to the session's recorded settings: the sandbox's
+        network and writable places; none of our tools (the harness runs its own)."""
+        sandbox = SandboxSettings(mode="auto", network=self.network, writable=self.writable)
+        return SettingsConfig(tools=None, sandbox=sandbox)
+
+    def started_settings(self) -> dict[str, Any]:
+        """A new session's ``Started`` settings: its harness, and the permissions and hooks
+        it starts with (the harness's session id and version are added when it has run)."""
+        settings: dict[str, Any] = {
+            "harness": self.spec.to_settings(),
+            "permissions": {
+                "rules": rule_records(self.rules),
+                "default": self.default_permission or "ask",
+            },
+        }
+        if self.hooks:
+            settings["hooks"] = [h.to_record() for h in self.hooks]
+        return settings
+
+    def settings_in_force(self) -> SessionSettings:
+        """What the next turn runs with: a new session's from what its ``Started`` will
+        record; a continued one's from its log, after recording what this run changes."""
+        config = self.settings_config()
+        if not self.exists:
+            started = RecordedSettings(
+                agent=self.agent,
+                provider=f"harness:{self.spec.name}",
+                started=self.started_settings(),
+            )
+            return SessionSettings.of(started, config)
+        with self.app.leases.hold(self.id, "settings change"):
+            recorded = recorded_settings(self.app.session_events(self.session_id))
+            changes = self._changes(recorded)
+            if changes:
+                session = self.app.get_session(self.session_id)
+                for change in changes:
+                    change(session)
+                self.app.save(session)
+                recorded = recorded_settings(self.app.session_events(self.session_id))
+        return SessionSettings.of(recorded, config)
+
+    def _changes(self, recorded: RecordedSettings) -> list[Callable[[Session], None]]:
+        """The settings events a continued session records for this run (none when the run
+        asks for what is in force)."""
+        changes: list[Callable[[Session], None]] = []
+        if self.agent != recorded.agent:
+            budget = recorded.context_budget() or DEFAULT_CONTEXT_BUDGET
+            agent, provider, model = self.agent, recorded.provider, recorded.model
+            changes.append(
+                lambda s: s.change_settings(
+                    agent=agent, provider=provider, model=model, context_budget=budget
+                )
+            )
+        records, default = recorded.permission_records()
+        wanted = rules_on_resume(records, self.rules)
+        new_default = self.default_permission or default
+        if not same_rules(wanted, records) or new_default != default:
+            changes.append(lambda s: s.change_permissions(rules=wanted, default=new_default))
+        if self.hooks is not None:
+            hooks = [h.to_record() for h in self.hooks]
+            if hooks != recorded.hook_records():
+                changes.append(lambda s: s.change_hooks(hooks=hooks))
+        return changes
+
     def _resume_id(self) -> str | None:
         last: str | None = None
         for event in self.app.session_events(self.session_id):
@@ -185,7 +273,11 @@ class HarnessSession:
         adapter = ADAPTERS[self.spec.kind]()
         command = resolve_command(self.spec, {**self.environ, **self.spec.env})
         version = package_version(command[0], adapter.package)
-        preset = get_preset(self.agent)
+        settings = self.settings_in_force()
+        self.agent = settings.agent
+        read_only = settings.policy.shell_read_only
+        sandbox = settings.sandbox or self.settings_config().sandbox
+        assert sandbox is not None
         queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
         self._cancel = asyncio.Event()
         new_session = None
@@ -195,7 +287,7 @@ class HarnessSession:
                 "agent": self.agent,
                 "provider": f"harness:{self.spec.name}",
                 "title": self.title,
-                "settings": {"harness": self.spec.to_settings()},
+                "settings": dict(settings.recorded.started),
             }
         turn = HarnessTurn(
             app=self.app,
@@ -206,13 +298,13 @@ class HarnessSession:
             command=command,
             emit=queue.put_nowait,
             environ=self.environ,
-            read_only=preset.read_only_shell,
+            read_only=read_only,
             yes=self.yes,
-            agent=self.agent,
-            rules=self.rules,
-            default_permission=self.default_permission,
-            network=self.network if self.network is not None else not preset.read_only_shell,
-            writable=self.writable,
+            agent=settings.agent,
+            rules=settings.rules,
+            default_permission=settings.default_permission,
+            network=sandbox.network_on,
+            writable=sandbox.writable,
             hidden=hidden_paths(self.workspace, self.store_path),
             turn_timeout_s=self.turn_timeout_s,
             version=version,
@@ -235,12 +327,12 @@ class HarnessSession:
         turn.fork_at = fork_at
         with self.app.leases.hold(self.id, "harness turn"):
             hooked: HarnessHooks | None = None
-            if self.hooks:
+            if settings.hooks:
                 # Imported only when hooks are in force: the hook runner brings the tools'
                 # modules, which a turn without hooks does not need before its harness starts.
                 from coder_es.harness.harness_hooks import HarnessHooks
 
-                hooked = HarnessHooks(self, preset.read_only_shell)
+                hooked = HarnessHooks(self, settings.hooks, read_only)
                 sent = await hooked.before(prompt)
                 if sent is None:
                     yield self._opened(version)

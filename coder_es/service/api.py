@@ -42,7 +42,7 @@ from typing import Any
 from uuid import uuid4
 
 from coder_es.agent import updates as up
-from coder_es.agent.decider import DecisionContext, rule_records
+from coder_es.agent.decider import DecisionContext
 from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
     AgentLoop,
@@ -57,7 +57,9 @@ from coder_es.agent.runner import (
 from coder_es.agent.settings import (
     SessionSettings,
     SettingsConfig,
-    rules_from_records,
+    rule_records,
+    rules_on_resume,
+    same_rules,
     with_recorded_tools,
 )
 from coder_es.application import CoderApp
@@ -67,7 +69,7 @@ from coder_es.domain.settings import RecordedSettings
 from coder_es.errors import UsageError
 from coder_es.hooks.spec import HookSpec
 from coder_es.mcp.tool import McpSource
-from coder_es.permissions.policy import UNTRUSTED_SOURCE, PermissionAnswer, Policy
+from coder_es.permissions.policy import PermissionAnswer, Policy
 from coder_es.permissions.presets import get_preset
 from coder_es.permissions.rules import Rule
 from coder_es.permissions.subagents import AgentDefinition
@@ -350,11 +352,11 @@ class SessionHandle:
 
     def _change_permissions(self, records: list[dict[str, Any]], default: str) -> bool:
         rules, current = self.loop.state.permissions_in_force()
-        if _same_rules(records, rules) and default == current:
+        if same_rules(records, rules) and default == current:
             return False
         with self.leased("permission change"):
             rules, current = self.loop.state.permissions_in_force()
-            if _same_rules(records, rules) and default == current:
+            if same_rules(records, rules) and default == current:
                 return False  # another writer recorded the same change meanwhile
             self.loop.change_permissions(records, default)
         return True
@@ -578,10 +580,8 @@ class AgentService:
             await handle.close()
             raise
         records, default = handle.loop.state.permissions_in_force()
-        wanted = records
-        if options.rules and not _ends_with(records, rule_records(options.rules)):
-            # Among user rules the last match wins: the command line's go after those in force.
-            wanted = rule_records((*rules_from_records(records), *options.rules))
+        # Among user rules the last match wins: the command line's go after those in force.
+        wanted = rules_on_resume(records, options.rules)
         handle._change_permissions(wanted, options.default_permission or default)
         if self.hooks is not None:
             records = [h.to_record() for h in self.hooks]
@@ -596,21 +596,3 @@ def _mcp_manager(servers: Sequence[McpServerConfig]) -> McpSource | None:
     from coder_es.mcp.manager import McpManager
 
     return McpManager(servers) if servers else None
-
-
-def _key(record: dict[str, Any]) -> tuple[Any, ...]:
-    # The source only names a rule in matched_rule (the Started settings do not record it),
-    # except for an untrusted project's rule, which may only tighten: trusting the workspace
-    # changes how that rule decides.
-    untrusted = record.get("source") == UNTRUSTED_SOURCE
-    return (record["tool"], record.get("pattern"), record["action"], untrusted)
-
-
-def _same_rules(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> bool:
-    return [_key(r) for r in a] == [_key(r) for r in b]
-
-
-def _ends_with(records: Sequence[dict[str, Any]], tail: Sequence[dict[str, Any]]) -> bool:
-    """Whether the rules in force already end with ``tail`` (a resume with the same flags
-    changes nothing, however often it is repeated)."""
-    return len(tail) <= len(records) and _same_rules(records[len(records) - len(tail) :], tail)

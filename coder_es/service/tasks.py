@@ -113,7 +113,8 @@ class TaskRunner:
         )
         child_id = str(child.id)
         # The child runs with what its own events say (as its resume and replay do).
-        given = SettingsConfig(tools=parent.deps.decision.tools, max_steps=steps)
+        tools = parent.deps.decision.tools
+        given = SettingsConfig(tools=tools, max_steps=steps)
         in_force = session_settings(app.session_events(child.id), given)
         # Recorded with the task's result (so in call order); the child's Started already
         # names the parent, the node and the call, should the parent stop before that.
@@ -128,7 +129,11 @@ class TaskRunner:
             provider=provider,
             executor=seams.executor,
             answerer=partial(_ask_for_child, parent, child_id, seams.answerer),
-            decision=DecisionContext(in_force.tools, in_force.policy, in_force.max_steps),
+            decision=DecisionContext(
+                in_force.tools if in_force.tools is not None else tools,
+                in_force.policy,
+                in_force.max_steps,
+            ),
             clock=parent.deps.clock,
             sandbox=parent.deps.sandbox,
             hook_runner=parent.deps.hook_runner,
