@@ -276,8 +276,8 @@ class HarnessSession:
         settings = self.settings_in_force()
         self.agent = settings.agent
         read_only = settings.policy.shell_read_only
-        sandbox = settings.sandbox or self.settings_config().sandbox
-        assert sandbox is not None
+        sandbox = settings.sandbox
+        assert sandbox is not None  # ``settings_config`` gives one
         queue: asyncio.Queue[up.Update | None] = asyncio.Queue()
         self._cancel = asyncio.Event()
         new_session = None
