@@ -434,7 +434,7 @@ def bench_cli_storage(root: Path, edits: int, *, compressed: bool = True) -> dic
     run_s = time.perf_counter() - t0
     dbs = lmdb_db_bytes(store)
     search = sum(p.stat().st_size for p in store.glob("search*") if p.is_file())
-    blobs = dbs.get("coder_es.blobs", 0)
+    blobs = sum(v for k, v in dbs.items() if k.startswith("coder_es.blobs"))
     events = sum(v for k, v in dbs.items() if k.endswith(":events"))
     app = open_app("lmdb", store)
     try:
