@@ -385,6 +385,23 @@ def lmdb_db_bytes(path: Path) -> dict[str, int]:
         env.close()
 
 
+def search_tables(path: Path) -> dict[str, float]:
+    """Bytes of pages each table of the search index holds (its tables of 4 KB or less
+    together as ``search:other``)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall()
+    except sqlite3.OperationalError:  # an SQLite built without dbstat
+        return {}
+    finally:
+        conn.close()
+    out = {f"search:{name}": float(size) for name, size in rows if size > 4096}
+    out["search:other"] = float(sum(size for _, size in rows if size <= 4096))
+    return out
+
+
 def bench_cli_storage(root: Path, edits: int, *, compressed: bool = True) -> dict[str, float]:
     """One ``coder-es run`` with the scripted provider: read a 100 KB file, then ``edits`` edits
     of distinct lines (one per model step), in a new LMDB store. What a real session stores per
@@ -434,7 +451,7 @@ def bench_cli_storage(root: Path, edits: int, *, compressed: bool = True) -> dic
     run_s = time.perf_counter() - t0
     dbs = lmdb_db_bytes(store)
     search = sum(p.stat().st_size for p in store.glob("search*") if p.is_file())
-    blobs = dbs.get("coder_es.blobs", 0)
+    blobs = sum(v for k, v in dbs.items() if k.startswith("coder_es.blobs"))
     events = sum(v for k, v in dbs.items() if k.endswith(":events"))
     app = open_app("lmdb", store)
     try:
@@ -452,7 +469,10 @@ def bench_cli_storage(root: Path, edits: int, *, compressed: bool = True) -> dic
         state_bytes = sum(len(plain(n.state)) for n in states)
     finally:
         app.close()
+    parts = {name: float(size) for name, size in dbs.items() if size > 4096}
+    parts.update(search_tables(store / "search.sqlite"))
     return {
+        **{f"part:{name}": size for name, size in parts.items()},
         "lmdb_bytes": sum(dbs.values()),
         "blob_bytes": blobs,
         "blob_entries": len(digests),
@@ -483,6 +503,12 @@ def print_cli_storage(edits: int, st: dict[str, float], how: str = "") -> None:
         f" + every blob whole {st['content_bytes'] / 1e6:.2f} MB = {st['plain_bytes'] / 1e6:.2f} "
         f"MB; stored LMDB / baseline: {st['lmdb_bytes'] / st['plain_bytes']:.4f}"
     )
+    parts = ", ".join(
+        f"{k[5:]} {v / 1e3:.0f} KB"
+        for k, v in sorted(st.items(), key=lambda kv: -kv[1])
+        if k.startswith("part:")
+    )
+    print(f"  by table: {parts}")
     print(
         f"  read every blob back: median {st['read_median_ms']:.2f} ms, "
         f"max {st['read_max_ms']:.2f} ms wall, {st['read_max_cpu_ms']:.2f} ms CPU (target < 10 ms)"

@@ -47,6 +47,9 @@ class RequestRecorder:
     def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs
         self._previous: tuple[str, int] | None = None  # (manifest digest, message count)
+        # The last manifest stored with a base and the last one listing every message: the
+        # delta base for the next one of the same shape (see ``record``).
+        self._like: dict[bool, str] = {}
         # The system prompt and tool definitions are the same objects step after step.
         self._cache: dict[str, tuple[Any, str]] = {}
 
@@ -81,11 +84,20 @@ class RequestRecorder:
         }
         # Consecutive manifests share most of their bytes (the context's trailing "current
         # contents" block is re-sent every step with one line changed): stored as a delta
-        # against the previous manifest, a step costs its changes rather than a compressed
-        # copy of that block (500 one-line edits: ~2 MB less).
-        like = self._previous[0] if self._previous is not None else None
+        # against the previous manifest of the same shape, a step costs its changes rather than
+        # a compressed copy of that block (500 one-line edits: ~2 MB less). Same shape: once
+        # the context condenses its history, a manifest lists every message (its condensed
+        # head changed) or, when the head held still, only the new ones against the previous
+        # manifest; the two alternate, and a whole listing stored as a delta of a short one
+        # repeats every message it lists (the first read's 100 KB: ~16 KB a time, 190 KB in
+        # 500 edits; issue 36, item 6).
+        whole = base is None
+        like = self._like.get(whole)
+        if like is None and self._previous is not None:
+            like = self._previous[0]
         digest = self.blobs.put(canonical_json(manifest).encode(), like=like)
         self._previous = (digest, len(messages))
+        self._like[whole] = digest
         return digest
 
 

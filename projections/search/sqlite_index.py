@@ -16,11 +16,12 @@ one table of a million documents a very common word costs ~50 ms before a single
 In a block that count reads at most ``BLOCK`` documents, and merging a block's segments never
 rewrites more than a block, which keeps indexing fast as the store grows.
 
-**Stored text.** Each block's FTS5 table is an *external-content* table: the documents' text and
-columns sit in ``content<N>`` with the text deflated (``_pack``), and FTS5 reads them through the
-view ``plain<N>`` (``unpack_text``, a function every connection registers) for snippets, filters
-and ``rows``. FTS5's own copy of the text was two thirds of the file (500 one-line edits: 0.45 of
-0.65 MB; issue 36, item 6).
+**Stored text.** Each block's FTS5 table is an *external-content* table: the documents' columns
+sit in ``content<N>``, their texts in ``chunks`` (consecutive documents' texts deflated together,
+``CHUNK`` of them or ``CHUNK_BYTES`` at most), and FTS5 reads them through the view ``plain<N>``
+(``chunk_text``, a function every connection registers) for snippets, filters and ``rows``.
+FTS5's own copy of the text was two thirds of the file (500 one-line edits: 0.45 of 0.65 MB);
+each text deflated alone was 143 KB of the 0.46 MB left, 94 KB in chunks of 16 (issue 36, item 6).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from coder_es.errors import StoreError
 from projections.search.documents import MARK_END, MARK_START, Entries
 from projections.search.query import WINDOW, Filters, Hit, Query
 
-FORMAT = 3
+FORMAT = 4
 """Bumped when what is indexed or how changes: an index of another format is rebuilt."""
 BLOCK = 1 << 16
 """Documents per FTS5 table (see the module's docstring)."""
@@ -44,12 +45,29 @@ _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NO
 _COLUMNS = "text, session, version, node, kind, ts"
 
 
+# Each session's id is written once, in ``sessions``; a document names it by number (its 36
+# characters in every row were a fifth of the documents' table: 500 one-line edits, ~55 KB).
+_SESSIONS = (
+    "CREATE TABLE IF NOT EXISTS sessions (id INTEGER PRIMARY KEY, uuid TEXT UNIQUE NOT NULL)"
+)
+
+
+CHUNK = 16
+"""Documents whose texts are deflated together (a chunk is rewritten while it fills)."""
+CHUNK_BYTES = 64 * 1024
+"""A chunk takes no more texts once it holds this many bytes (a big output is rewritten once)."""
+_CHUNKS = "CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"
+_SEP = "\x00"  # between a chunk's texts: ``clean_text`` keeps NUL out of them
+
+
 def _block_schema(block: int) -> list[str]:
     return [
-        f"CREATE TABLE IF NOT EXISTS content{block} (id INTEGER PRIMARY KEY, text BLOB NOT NULL, "
-        "session TEXT, version INTEGER, node TEXT, kind TEXT, ts REAL)",
-        f"CREATE VIEW IF NOT EXISTS plain{block} AS SELECT id, unpack_text(text) AS text, "
-        f"session, version, node, kind, ts FROM content{block}",
+        f"CREATE TABLE IF NOT EXISTS content{block} (id INTEGER PRIMARY KEY, chunk INTEGER, "
+        "part INTEGER, session INTEGER, version INTEGER, node TEXT, kind TEXT, ts REAL)",
+        f"CREATE VIEW IF NOT EXISTS plain{block} AS SELECT c.id AS id, chunk_text(k.data, c.part) "
+        "AS text, s.uuid AS session, c.version AS version, c.node AS node, c.kind AS kind, "
+        f"c.ts AS ts FROM content{block} AS c JOIN sessions AS s ON s.id = c.session "
+        "JOIN chunks AS k ON k.id = c.chunk",
         f"CREATE VIRTUAL TABLE IF NOT EXISTS block{block} USING fts5("
         "text, session UNINDEXED, version UNINDEXED, node UNINDEXED, kind UNINDEXED, "
         f"ts UNINDEXED, content = 'plain{block}', content_rowid = 'id', "
@@ -86,6 +104,23 @@ def unpack_text(stored: bytes | str | None) -> str | None:
         return ""
 
 
+class _ChunkReader:
+    """``chunk_text(data, part)``: one text of a chunk. FTS5 reads a document's row for each
+    snippet and filtered match, mostly in rowid order: the last chunk read is kept split."""
+
+    def __init__(self) -> None:
+        self._data: bytes | None = None
+        self._parts: list[str] = []
+
+    def __call__(self, data: bytes | None, part: int | None) -> str:
+        if data is None or part is None:
+            return ""
+        if data != self._data:
+            self._parts = (unpack_text(data) or "").split(_SEP)
+            self._data = data
+        return self._parts[part] if 0 <= part < len(self._parts) else ""
+
+
 class SQLiteSearchIndex:
     def __init__(self, path: Path | str, *, block: int | None = None) -> None:
         self.path = str(path)
@@ -107,6 +142,7 @@ class SQLiteSearchIndex:
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         conn.create_function("unpack_text", 1, unpack_text, deterministic=True)
+        conn.create_function("chunk_text", 2, _ChunkReader(), deterministic=True)
         try:
             # Pages that merging FTS5's segments frees go back to the file system at each commit
             # (a new file only: an existing one keeps its mode), not onto a free list that kept
@@ -124,6 +160,8 @@ class SQLiteSearchIndex:
 
     def _setup(self) -> None:
         self._conn.execute(_META)
+        self._conn.execute(_SESSIONS)
+        self._conn.execute(_CHUNKS)
         if self._meta("format") not in (None, FORMAT) or self._meta("block") not in (
             None,
             self.block,
@@ -164,6 +202,17 @@ class SQLiteSearchIndex:
                 for docs in fresh
                 for d in docs
             ]
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO sessions (uuid) VALUES (?)",
+                [(uuid,) for uuid in dict.fromkeys(r[2] for r in rows)],
+            )
+            numbers = {
+                uuid: self._conn.execute(
+                    "SELECT id FROM sessions WHERE uuid = ?", (uuid,)
+                ).fetchone()[0]
+                for uuid in {r[2] for r in rows}
+            }
+            places = self._chunk([(r[0], r[1]) for r in rows])
             at = 0
             while at < len(rows):  # the rows of each block in one statement
                 block = (count + at) // self.block
@@ -172,8 +221,9 @@ class SQLiteSearchIndex:
                     self._conn.execute(statement)
                 part = rows[at:end]
                 self._conn.executemany(
-                    f"INSERT INTO content{block} (id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(r[0], _pack(r[1]), *r[2:]) for r in part],
+                    f"INSERT INTO content{block} (id, chunk, part, session, version, node, kind, "
+                    "ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(r[0], *places[r[0]], numbers[r[2]], *r[3:]) for r in part],
                 )
                 self._conn.executemany(
                     f"INSERT INTO block{block} (rowid, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -185,6 +235,31 @@ class SQLiteSearchIndex:
                 (("position", entries[-1][0]), ("docs", count + len(rows))),
             )
         return len(fresh)
+
+    def _chunk(self, texts: list[tuple[int, str]]) -> dict[int, tuple[int, int]]:
+        """Store ``texts`` (document number, text) in chunks, the last one first filled up;
+        returns each document's (chunk, part)."""
+        last = self._conn.execute("SELECT id, data FROM chunks ORDER BY id DESC LIMIT 1").fetchone()
+        chunk, parts = (
+            (0, []) if last is None else (last[0], (unpack_text(last[1]) or "").split(_SEP))
+        )
+        size = sum(len(p) for p in parts)
+        if last is None or len(parts) >= CHUNK or size >= CHUNK_BYTES:
+            chunk, parts, size = chunk + 1, [], 0
+        places: dict[int, tuple[int, int]] = {}
+        changed: dict[int, list[str]] = {}
+        for number, text in texts:
+            if len(parts) >= CHUNK or size >= CHUNK_BYTES:
+                chunk, parts, size = chunk + 1, [], 0
+            places[number] = (chunk, len(parts))
+            parts = [*parts, text]
+            size += len(text)
+            changed[chunk] = parts
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO chunks (id, data) VALUES (?, ?)",
+            [(k, _pack(_SEP.join(v))) for k, v in changed.items()],
+        )
+        return places
 
     def _blocks(self) -> range:
         count = self._meta("docs") or 0
@@ -209,6 +284,10 @@ class SQLiteSearchIndex:
             for (name,) in contents:
                 self._conn.execute(f"DROP TABLE IF EXISTS {name}")
             self._conn.execute("DROP TABLE IF EXISTS docs")  # the single table of FORMAT 1
+            self._conn.execute("DROP TABLE IF EXISTS sessions")
+            self._conn.execute(_SESSIONS)
+            self._conn.execute("DROP TABLE IF EXISTS chunks")
+            self._conn.execute(_CHUNKS)
             self._conn.execute("DROP TABLE meta")
             self._conn.execute(_META)
             self._conn.executemany(

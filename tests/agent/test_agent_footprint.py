@@ -59,3 +59,48 @@ def test_many_one_line_edits_store_deltas_that_read_back_and_verify(tmp_path: Pa
     h.app.close()
     args = ["--store", str(config.path), "--backend", "lmdb", "--workspace", str(h.root)]
     assert main([*args, "verify", "--all"]) == 0
+
+
+def test_whole_listings_between_short_manifests_are_deltas_of_the_last_whole_one() -> None:
+    """Once the context condenses its history, a request whose condensed head changed lists
+    every message (no base), and one whose head held still lists the new ones against the
+    previous manifest; the two alternate. A whole listing was stored as a delta of the short
+    manifest before it, repeating every message it lists (the first read's 100 KB: ~16 KB a
+    time); stored against the last whole listing, it costs its changes, and each still expands
+    to exactly the request sent."""
+    from coder_es.agent.request import RequestRecorder
+    from coder_es.providers.types import ModelRequest, canonical_request
+    from coder_es.store.blobs import MemoryBlobStore
+
+    blobs = MemoryBlobStore()
+    recorder = RequestRecorder(blobs)
+    body = "".join(
+        f"row_{i:04d} = lookup(table, {i}, default=None)  # entry {i}\n" for i in range(2000)
+    )
+    read = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "r", "content": body}],
+    }
+    recorded: list[tuple[str, ModelRequest]] = []
+    messages: list[dict] = [{"role": "user", "content": "condensed: nothing yet"}, read]
+    previous: list[dict] = []
+    for step in range(12):
+        messages = [*messages, {"role": "assistant", "content": f"step {step}"}]
+        messages = [*messages, {"role": "user", "content": f"result {step}"}]
+        if step % 2 == 0:  # the condensed head changes: a whole listing
+            messages = [{"role": "user", "content": f"condensed: up to {step}"}, *messages[1:]]
+        request = ModelRequest(model="m", messages=messages)
+        stable = 0
+        for a, b in zip(previous, messages, strict=False):
+            if a != b:
+                break
+            stable += 1
+        recorded.append((recorder.record(request, stable), request))
+        previous = messages
+    for digest, request in recorded:
+        expanded = expand_request(blobs, digest)
+        assert expanded == {k: v for k, v in canonical_request(request).items() if k in expanded}
+    whole = len(zlib.compress(blobs.get(recorded[2][0]), 1))
+    later = [blobs.stored_size(d) for d, _ in recorded[2:] if blobs.get(d).count(b"row_") > 1000]
+    assert len(later) == 5
+    assert max(later) < whole / 10, (later, whole)  # each was a near-whole copy
