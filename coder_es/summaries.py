@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
     from coder_es.store.config import StoreConfig
+    from coder_es.store.views import ViewStore
 
 # The topics of coder_es.domain.session's events (tests/store/test_summaries.py checks them
 # against the classes): written out so that reading summaries does not import the domain.
@@ -124,38 +125,68 @@ def _states(
         start = batch[-1].id + 1
 
 
+class StoreReader:
+    """A store's recorder, its mapper (the stored form of events, decoded as plain dicts by
+    ``plain_state``) and its view store, opened without the application or the domain model:
+    what a read command needs when what it reads is an index that is up to date (issue 35).
+    The store must exist (``config.exists()``)."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        from eventsourcing.persistence import (
+            DatetimeAsISO,
+            DecimalAsStr,
+            InfrastructureFactory,
+            UUIDAsHex,
+        )
+        from eventsourcing.utils import Environment
+
+        from coder_es.store.compression import READ_TOPIC
+        from coder_es.store.transcoder import FileNameSafeTranscoder
+
+        self.config = config
+        # The environment CoderApp's application is configured from (eventsourcing's
+        # Application.construct_env: the process environment, then the store's settings). Its
+        # states may be stored compressed (the default): read with the reader CoderApp has.
+        defaults = {"COMPRESSOR_TOPIC": READ_TOPIC}
+        env = Environment(APP_NAME, {**defaults, **os.environ, **config.eventsourcing_env()})
+        try:
+            self.factory: Any = InfrastructureFactory.construct(env)
+        except StoreError:
+            raise
+        except Exception as e:  # as CoderApp says it
+            raise StoreError(
+                f"cannot open the {config.backend} store at {config.describe()}: {e}"
+            ) from e
+        self._views: ViewStore | None = None
+        try:
+            transcoder = FileNameSafeTranscoder()
+            for transcoding in (UUIDAsHex(), DecimalAsStr(), DatetimeAsISO()):
+                transcoder.register(transcoding)
+            self.mapper: Mapper[Any] = self.factory.mapper(transcoder=transcoder)
+            self.recorder: ApplicationRecorder = self.factory.application_recorder()
+        except BaseException:
+            self.factory.close()
+            raise
+
+    @property
+    def views(self) -> ViewStore:
+        """The view store (indexes and checkpoints), opened on first use."""
+        if self._views is None:
+            self._views = self.config.open_view_store()
+        return self._views
+
+    def close(self) -> None:
+        if self._views is not None:
+            self._views.close()
+            self._views = None
+        self.factory.close()
+
+
 def read_summaries(config: StoreConfig) -> list[SessionSummary]:
     """The summaries of every session in the store ``config`` names, read by the recorder
     alone (no application, no domain model). The store must exist (``config.exists()``)."""
-    from eventsourcing.persistence import (
-        DatetimeAsISO,
-        DecimalAsStr,
-        InfrastructureFactory,
-        UUIDAsHex,
-    )
-    from eventsourcing.utils import Environment
-
-    from coder_es.store.compression import READ_TOPIC
-    from coder_es.store.transcoder import FileNameSafeTranscoder
-
-    # The environment CoderApp's application is configured from (eventsourcing's
-    # Application.construct_env: the process environment, then the store's settings). Its
-    # states may be stored compressed (the default): read with the reader CoderApp has.
-    defaults = {"COMPRESSOR_TOPIC": READ_TOPIC}
-    env = Environment(APP_NAME, {**defaults, **os.environ, **config.eventsourcing_env()})
+    reader = StoreReader(config)
     try:
-        factory: Any = InfrastructureFactory.construct(env)
-    except StoreError:
-        raise
-    except Exception as e:  # as CoderApp says it
-        raise StoreError(
-            f"cannot open the {config.backend} store at {config.describe()}: {e}"
-        ) from e
-    try:
-        transcoder = FileNameSafeTranscoder()
-        for transcoding in (UUIDAsHex(), DecimalAsStr(), DatetimeAsISO()):
-            transcoder.register(transcoding)
-        mapper = factory.mapper(transcoder=transcoder)
-        return list(session_summaries(factory.application_recorder(), mapper))
+        return list(session_summaries(reader.recorder, reader.mapper))
     finally:
-        factory.close()
+        reader.close()

@@ -189,6 +189,14 @@ class ConversationTree:
         num = self._require(node)
         return [name for name, n in self.labels.items() if n == num]
 
+    def labels_by_node(self) -> dict[NodeId, list[str]]:
+        """``labels_of`` of every labelled node, in one pass over the labels (a tree printed
+        whole asks for each node's labels)."""
+        out: dict[NodeId, list[str]] = {}
+        for name, n in self.labels.items():
+            out.setdefault(str(n), []).append(name)
+        return out
+
     def info(self, node: NodeId) -> NodeInfo:
         num = self._require(node)
         return NodeInfo(

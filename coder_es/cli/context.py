@@ -25,7 +25,7 @@ from coder_es.telemetry.attach import start_telemetry
 if TYPE_CHECKING:
     from coder_es.application import CoderApp
     from coder_es.redaction import Redactor
-    from coder_es.summaries import SessionSummary
+    from coder_es.summaries import SessionSummary, StoreReader
     from coder_es.telemetry.live import LiveTelemetry
 
 
@@ -78,6 +78,7 @@ class Context:
     _app: CoderApp | None = field(default=None, repr=False)
     _telemetry: LiveTelemetry | None = field(default=None, repr=False)
     _search_feed: SearchIndexFeed | None = field(default=None, repr=False)
+    _reader: StoreReader | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(
@@ -124,6 +125,9 @@ class Context:
         if self._app is None:
             if self.needs_store and not self.config.exists():
                 raise NoStoreError(self.config, self.discovery)
+            if self._reader is not None:  # one opening of the store at a time (LMDB's rule)
+                self._reader.close()
+                self._reader = None
             from coder_es.application import CoderApp
             from coder_es.redaction import Redactor
 
@@ -152,6 +156,25 @@ class Context:
             return self.app.list_sessions(archived=archived)
         return [s for s in found if archived is None or s.archived == archived]
 
+    def reader(self) -> StoreReader | None:
+        """The store opened for reading without the application (``summaries.StoreReader``):
+        for a file store not yet opened by this process, else None, as when it does not open
+        cleanly (the caller then reads through ``app``, which names the problem the way every
+        other command does). A read command uses it when what it reads is up to date."""
+        if self._reader is not None:
+            return self._reader
+        if self._app is not None or self.config.backend not in ("lmdb", "sqlite"):
+            return None
+        if not self.config.exists():
+            raise NoStoreError(self.config, self.discovery)
+        from coder_es.summaries import StoreReader
+
+        try:
+            self._reader = StoreReader(self.config)
+        except Exception:
+            return None
+        return self._reader
+
     def end_turn(self, session_id: str) -> None:
         """A turn of an interactive command (``chat``, ``acp``, ``serve``) is over: live
         telemetry sends its span now rather than at the session's next message or at exit."""
@@ -159,6 +182,9 @@ class Context:
             self._telemetry.finish_session(session_id)
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self._search_feed is not None:
             self._search_feed.close()
             self._search_feed = None

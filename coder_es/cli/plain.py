@@ -88,14 +88,22 @@ def cut_lines(texts: Iterable[str], width: int) -> list[str] | None:
     without colour: control codes dropped, split at newlines, each line longer than ``width``
     cells cut to ``width - 1`` cells and an ellipsis. None for text holding a tab (rich expands
     tabs by cell position: left to rich)."""
-    from rich.cells import cell_len, set_cell_size  # small, unlike rich.console
-
     out: list[str] = []
     for text in texts:
         if "\t" in text:
             return None
         for line in text.translate(_STRIP).split("\n"):
-            if cell_len(line) > width:
+            # A character is at most two cells wide: a line of up to width / 2 characters fits
+            # without measuring it (the uncut output of a pipe never imports rich).
+            if len(line) * 2 > width and _cells(line) > width:
+                from rich.cells import set_cell_size
+
                 line = set_cell_size(line, width - 1) + "…"
             out.append(line)
     return out
+
+
+def _cells(line: str) -> int:
+    from rich.cells import cell_len  # small, unlike rich.console
+
+    return cell_len(line)

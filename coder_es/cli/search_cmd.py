@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 from coder_es.cli.context import Context, print_json
 
@@ -16,6 +16,13 @@ from coder_es.cli.context import Context, print_json
 def cmd_search(args: argparse.Namespace, ctx: Context) -> int:
     from projections.search import Filters, open_index, parse_since, pending, search
 
+    hits = None if args.session else _read_only(args, ctx)
+    if hits is not None:
+        for hit in hits:
+            _show(hit, args.json)
+        if not hits and not args.json:
+            print("no matches", file=sys.stderr)
+        return 0
     app = ctx.app
     filters = Filters(
         session=str(app.resolve_session(args.session)) if args.session else None,
@@ -33,13 +40,41 @@ def cmd_search(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         index.close()
     for hit in hits:
-        if args.json:
-            print_json(hit.to_dict())
-        else:
-            _print_hit(hit)
+        _show(hit, args.json)
     if not hits and not args.json:
         print("no matches", file=sys.stderr)
     return 0
+
+
+def _read_only(args: argparse.Namespace, ctx: Context) -> list[Any] | None:
+    """The hits when the index has read the whole log, found without building the application
+    (``Context.reader``: start-up time); None when there is something to index first (or a
+    session to resolve), which needs the application."""
+    from projections.search import Filters, open_index, parse_since, pending, search
+
+    reader = ctx.reader()
+    if reader is None:
+        return None
+    filters = Filters(
+        kind=args.kind, since=parse_since(args.since) if args.since else None, limit=args.limit
+    )
+    # The search functions read ``recorder`` and ``config`` alone when nothing is pending.
+    log = cast(Any, reader)
+    index = open_index(log)
+    try:
+        if pending(log, index) > 0:
+            return None
+        found: list[Any] = search(log, index, " ".join(args.query), filters)
+        return found
+    finally:
+        index.close()
+
+
+def _show(hit: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(hit.to_dict())
+    else:
+        _print_hit(hit)
 
 
 def _print_hit(hit: Any) -> None:

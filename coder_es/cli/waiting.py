@@ -13,14 +13,18 @@ import sys
 
 from coder_es.cli.context import Context, print_json
 from coder_es.cli.questions import _line
-from coder_es.service.waiting import Question, answer, pending
+from coder_es.service.waiting import Question, answer, pending, pending_read_only
 
 # asyncio and the origin (socket, getpass) are imported by the commands that answer or continue:
 # `pending` only reads (start-up time; tests/core/test_cli_startup.py).
 
 
 def cmd_pending(args: argparse.Namespace, ctx: Context) -> int:
-    questions = pending(ctx.app)
+    # An index that is up to date is read without building the application (start-up time).
+    reader = ctx.reader()
+    questions = None if reader is None else pending_read_only(reader.views, reader.recorder)
+    if questions is None:
+        questions = pending(ctx.app)
     if args.json:
         for q in questions:
             print_json(q.to_dict())

@@ -19,13 +19,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from coder_es.application import CoderApp
-from coder_es.domain.session import Session
 from coder_es.errors import UsageError
-from coder_es.service.waiting_index import Fold, caught_up
+from coder_es.service.waiting_index import Fold, caught_up, up_to_date
 
 if TYPE_CHECKING:
+    from eventsourcing.persistence import ApplicationRecorder
+
     from coder_es.agent.state import LoopState
+    from coder_es.application import CoderApp
+    from coder_es.store.views import ViewStore
+
+# The domain model is imported by the functions that read events: `pending` on an index that is
+# up to date reads none (`pending_read_only`, start-up time).
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ def is_ready(state: LoopState) -> bool:
 
 
 def _questions(state: LoopState, events: Sequence[Any]) -> list[Question]:
+    from coder_es.domain.session import Session
+
     waiting = {c.id for c in state.waiting_calls()}
     if not waiting:
         return []
@@ -135,8 +142,18 @@ def pending(app: CoderApp) -> list[Question]:
     """Every waiting question of the store, oldest first, read from the index of waiting
     sessions (``waiting_index``): only sessions touched since its last read are loaded."""
 
-    index = caught_up(app, _folder(app))
-    out = [Question.from_record(d) for questions in index.waiting.values() for d in questions]
+    return _listed(caught_up(app, _folder(app)).waiting)
+
+
+def pending_read_only(views: ViewStore, recorder: ApplicationRecorder) -> list[Question] | None:
+    """``pending``'s answer when the index of waiting sessions is up to date, read without the
+    application (``summaries.StoreReader``); None when a session must be folded first."""
+    index = up_to_date(views, recorder)
+    return None if index is None else _listed(index.waiting)
+
+
+def _listed(waiting: dict[str, list[dict[str, Any]]]) -> list[Question]:
+    out = [Question.from_record(d) for questions in waiting.values() for d in questions]
     return sorted(out, key=lambda q: (q.since, q.session))
 
 
@@ -235,6 +252,8 @@ def _chosen(
 
 def _not_waiting(sid: UUID, events: Sequence[Any], ref: str) -> str:
     """One line saying why a call cannot be answered now."""
+    from coder_es.domain.session import Session
+
     answered = [
         e
         for e in events

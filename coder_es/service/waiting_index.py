@@ -18,41 +18,37 @@ newer than that position is folded again by the next catch-up), so the last writ
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.utils import get_topic
-
-from coder_es.application import CoderApp
-from coder_es.domain.session import Session
 from coder_es.store.views import ViewRecord
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from eventsourcing.persistence import ApplicationRecorder
+
+    from coder_es.application import CoderApp
+    from coder_es.store.views import ViewStore
 
 KEY = "waiting-index"
 _BATCH = 500
 # The kinds that can make a session's waiting questions appear, change or go: a question parked
 # or answered, the call closed, the turn taken up or cancelled, the head moved (a new message, a
-# new response, a branch switched back to a parked node).
-TOUCHING = (
-    Session.PermissionDeferred,
-    Session.TurnParked,
-    Session.CallScheduled,
-    Session.DeferredAnswered,
-    Session.PermissionDecided,
-    Session.ToolCallCompleted,
-    Session.TurnResumed,
-    Session.TurnCancelled,
-    Session.UserMessageAdded,
-    Session.ModelResponded,
-    Session.ContextCompacted,
-    Session.HeadMoved,
-)
+# new response, a branch switched back to a parked node). Their topics are written out, so that
+# reading the index does not import the domain (`pending`'s start-up time; a test checks them
+# against the classes of coder_es.domain.session).
+_SESSION = "coder_es.domain.session:Session."
+TOUCHING = tuple(
+    _SESSION + kind
+    for kind in (
+        "PermissionDeferred", "TurnParked", "CallScheduled", "DeferredAnswered",
+        "PermissionDecided", "ToolCallCompleted", "TurnResumed", "TurnCancelled",
+        "UserMessageAdded", "ModelResponded", "ContextCompacted", "HeadMoved",
+    )
+)  # fmt: skip
 # Only these make a session one that ever parked (the others touch it only if it did).
-_PARKING = frozenset(get_topic(k) for k in (Session.PermissionDeferred, Session.TurnParked))
+_PARKING = frozenset((_SESSION + "PermissionDeferred", _SESSION + "TurnParked"))
 
 
 @dataclass
@@ -89,6 +85,17 @@ Fold = Callable[[UUID], tuple[list[dict[str, Any]], bool]]
 """One session's waiting questions (as dicts) and whether its parked turn has answers."""
 
 
+def up_to_date(views: ViewStore, recorder: ApplicationRecorder) -> WaitingIndex | None:
+    """The stored index when no event after it can change it (what ``caught_up`` would return
+    without folding or writing anything), else None: read by the recorder and the view store
+    alone, without the application."""
+    index = WaitingIndex.decode(views.get(KEY))
+    if index.position == 0:
+        return None
+    _, position = _touched(recorder, index.position)
+    return index if position == index.position else None
+
+
 def caught_up(app: CoderApp, fold: Fold) -> WaitingIndex:
     """The index brought up to the end of the log: the waiting questions of every session and
     the sessions ready to be taken up (``fold`` reads one session)."""
@@ -96,7 +103,7 @@ def caught_up(app: CoderApp, fold: Fold) -> WaitingIndex:
     if index.position == 0:
         touched, position = _from_scratch(app)
     else:
-        touched, position = _touched(app, index.position)
+        touched, position = _touched(app.recorder, index.position)
     if position == index.position:
         return index
     for sid, parked in touched.items():
@@ -117,7 +124,9 @@ def caught_up(app: CoderApp, fold: Fold) -> WaitingIndex:
     try:
         app.views.put(KEY, index.encode())
     except Exception:  # a store opened read-only, or busy: the answer stands, unsaved
-        log.debug("the waiting index could not be saved", exc_info=True)
+        import logging  # only then: `pending`'s start-up time
+
+        logging.getLogger(__name__).debug("the waiting index could not be saved", exc_info=True)
     return index
 
 
@@ -125,18 +134,20 @@ def _from_scratch(app: CoderApp) -> tuple[dict[str, bool], int]:
     """A rebuild: every session that ever parked (the topic index of ``PermissionDeferred``,
     not every touching event of the log), up to the last notification id. Read before the
     sessions are, so an event recorded meanwhile is caught up with by the next read."""
+    from coder_es.domain.session import Session
+
     position = int(app.recorder.max_notification_id() or 0)
     return {str(sid): True for sid in app.sessions_with(Session.PermissionDeferred)}, position
 
 
-def _touched(app: CoderApp, after: int) -> tuple[dict[str, bool], int]:
+def _touched(recorder: ApplicationRecorder, after: int) -> tuple[dict[str, bool], int]:
     """The sessions with a touching event after ``after`` (True: one of them parks) and the
     last notification id read."""
-    topics = [get_topic(k) for k in TOUCHING]
+    topics = list(TOUCHING)
     touched: dict[str, bool] = {}
     position = after
     while True:
-        batch = app.recorder.select_notifications(start=position + 1, limit=_BATCH, topics=topics)
+        batch = recorder.select_notifications(start=position + 1, limit=_BATCH, topics=topics)
         for n in batch:
             sid = str(n.originator_id)
             touched[sid] = touched.get(sid, False) or n.topic in _PARKING

@@ -24,7 +24,7 @@ from uuid import UUID
 from coder_es.application import CoderApp
 from coder_es.domain.session import NodeId, Session
 from coder_es.errors import UsageError
-from coder_es.workspace.workspace import unified_diff
+from coder_es.workspace.text import unified_diff
 from projections.files import MISSING, FileStates
 from projections.node_diff import NodeDiff
 

@@ -10,6 +10,7 @@ from projections.tree import ConversationTree
 
 
 def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) -> dict[str, Any]:
+    labelled = tree.labels_by_node()
     return {
         "session": tree.session,
         "head": tree.head_node,
@@ -22,7 +23,7 @@ def tree_json(tree: ConversationTree, files: FileStates, texts: dict[str, str]) 
                 "kind": tree.kind(n),
                 "parent": tree.parent_of(n),
                 "children": tree.children(n),
-                "labels": tree.labels_of(n),
+                "labels": labelled.get(n, []),
                 "files_changed": files.changed_at(n),
                 # path -> the hook whose command changed it there (``hooks``)
                 "files_by_hook": files.hooks_at(n),
@@ -67,6 +68,7 @@ def tree_lines(
     """The lines of ``render_tree`` as styled pieces (plain output joins the texts)."""
     lines: list[list[Piece]] = []
     head = tree.head_node
+    labelled = tree.labels_by_node()
     # (node, prefix for its own line, prefix for what follows under it)
     roots = tree.children(None)
     stack: list[tuple[str, str, str]] = []
@@ -78,7 +80,7 @@ def tree_lines(
             stack.append((child, "", ""))
     while stack:
         node, own, rest = stack.pop()
-        labels = tree.labels_of(node)
+        labels = labelled.get(node, ())
         hooked = files.hooks_at(node)
         changed = [f"{p} (hook)" if p in hooked else p for p in files.changed_at(node)]
         text = texts.get(node, "")

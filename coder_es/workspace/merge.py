@@ -28,6 +28,8 @@ from typing import Any, Literal
 import merge3
 from patiencediff import PatienceSequenceMatcher
 
+from coder_es.workspace.text import split_lines as split_lines
+
 MarkerStyle = Literal["merge", "diff3"]
 
 _ALNUM = re.compile(r"[A-Za-z0-9]")
@@ -62,18 +64,6 @@ class MergeResult:
     text: str
     clean: bool
     conflicts: tuple[ConflictRegion, ...]
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their ``\\n`` kept; the last one may lack it. ``\\r`` stays part of a line."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    last = lines.pop()
-    out = [line + "\n" for line in lines]
-    if last:
-        out.append(last)
-    return out
 
 
 # A region: kind, then half-open ranges in base, ours and theirs.

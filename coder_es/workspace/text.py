@@ -68,3 +68,43 @@ def adopt_style(new: str, like: str) -> str:
         elif not like.endswith("\n") and new.endswith("\n"):
             new = new[: -len(nl)] if new.endswith(nl) else new[:-1]
     return new
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their ``\\n`` kept; the last one may lack it. ``\\r`` stays part of a line."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    last = lines.pop()
+    out = [line + "\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+# Here rather than beside the workspace's machinery (merges, restores): `coder-es diff` shows
+# patches without importing it (start-up time).
+def unified_diff(
+    before: bytes | None, after: bytes | None, path: str, *, max_lines: int | None = None
+) -> str:
+    """A unified diff between two contents (empty if equal; a note if either is binary)."""
+    if before == after:
+        return ""
+    import difflib  # only when contents differ
+
+    a = decode_text(before) if before is not None else ""
+    b = decode_text(after) if after is not None else ""
+    if a is None or b is None:
+        return f"Binary file {path} changed\n"
+    lines = list(
+        difflib.unified_diff(
+            split_lines(a),
+            split_lines(b),
+            f"a/{path}" if before is not None else "/dev/null",
+            f"b/{path}" if after is not None else "/dev/null",
+        )
+    )
+    lines = [x if x.endswith("\n") else x + "\n\\ No newline at end of file\n" for x in lines]
+    if max_lines is not None and len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more diff lines)\n"]
+    return "".join(lines)

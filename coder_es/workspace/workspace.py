@@ -14,7 +14,6 @@ it calls), not on the application or a store backend.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -29,12 +28,13 @@ from coder_es.workspace.contents import ContentMerge
 from coder_es.workspace.errors import InvalidPathError
 from coder_es.workspace.ignore import IgnoreMatcher
 from coder_es.workspace.matching import MatchError, replace
-from coder_es.workspace.merge import ConflictRegion, split_lines
+from coder_es.workspace.merge import ConflictRegion
 from coder_es.workspace.merge_write import ConflictPolicy, DiskMerge, merge_at, merge_onto_disk
 from coder_es.workspace.protected import check_writable
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
 from coder_es.workspace.stat_index import StatIndex
 from coder_es.workspace.text import adopt_style, decode_text
+from coder_es.workspace.text import unified_diff as unified_diff
 
 Outcome = Literal["direct", "merged", "conflict", "conflict_markers", "error"]
 Operation = Literal["write", "edit", "restore"]
@@ -590,27 +590,3 @@ def _span(start: int, end: int) -> str:
 
 def _ensure_nl(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
-
-
-def unified_diff(
-    before: bytes | None, after: bytes | None, path: str, *, max_lines: int | None = None
-) -> str:
-    """A unified diff between two contents (empty if equal; a note if either is binary)."""
-    if before == after:
-        return ""
-    a = decode_text(before) if before is not None else ""
-    b = decode_text(after) if after is not None else ""
-    if a is None or b is None:
-        return f"Binary file {path} changed\n"
-    lines = list(
-        difflib.unified_diff(
-            split_lines(a),
-            split_lines(b),
-            f"a/{path}" if before is not None else "/dev/null",
-            f"b/{path}" if after is not None else "/dev/null",
-        )
-    )
-    lines = [x if x.endswith("\n") else x + "\n\\ No newline at end of file\n" for x in lines]
-    if max_lines is not None and len(lines) > max_lines:
-        lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more diff lines)\n"]
-    return "".join(lines)

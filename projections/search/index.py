@@ -10,14 +10,16 @@ the same from position 0, so both give the same rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eventsourcing.persistence import Notification
-
-from coder_es.application import CoderApp
 from coder_es.errors import CoderESError, UsageError
 from projections.search.documents import Entries, StoredBlob, documents
 from projections.search.query import Filters, Hit, Query
+
+if TYPE_CHECKING:
+    from eventsourcing.persistence import Notification
+
+    from coder_es.application import CoderApp
 
 INDEX_FILE = "search.sqlite"
 BATCH = 1000
