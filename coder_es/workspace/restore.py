@@ -350,9 +350,7 @@ class _Run:
         for f, error in zip(creating, self.each(self.stage_one, creating), strict=True):
             if error is not None:
                 self.settle(self.failed(f, error))
-        _flush(
-            [(f.dir_fd, f.tmp) for f in creating if f.dir_fd is not None and f.tmp is not None]
-        )
+        _flush([(f.dir_fd, f.tmp) for f in creating if f.dir_fd is not None and f.tmp is not None])
         ready = [f for f in writes if f.path not in self.outcomes]
         changed_dirs: list[tuple[int, str | None]] = []
         moved = []
