@@ -21,6 +21,13 @@ those whose process is gone. The rename must stay on one file system to be atomi
 on another file system than the scratch directory (a mount inside the workspace) gets its
 temporary file beside it, as before, and the file's path is noted in the scratch directory's
 journal first, so the next ``clean_scratch`` removes it too.
+
+A restoration of many files (``coder_es.workspace.restore``) stages each file beside its target
+instead: thousands of files created in one directory and renamed across directories cost about
+three times the kernel time of the same in the files' own directories (the kernel serialises
+cross-directory renames for the whole file system, and one directory growing by thousands of
+names is slow to add to). Their names are noted first in one record per batch in the scratch
+directory (``note_batch``), which ``clean_scratch`` reads when the batch's process is gone.
 """
 
 from __future__ import annotations

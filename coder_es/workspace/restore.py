@@ -10,9 +10,11 @@ doing that in phases, each batched:
    knew (the common case) no merge is needed, the target is written as it is;
 2. fetch every blob needed (targets, and bases of the files to merge) in one store read, merge
    the few files the user edited, and store the user's contents and the merges in one write;
-3. stage every new content as a temporary file (the scratch directory), flush them all with one
-   ``syncfs``, then install each with the compare-and-swap check and rename of
-   ``workspace.atomic`` (under the file's lock), and flush the directory entries once more.
+3. stage every new content as a temporary file beside its target (its names noted first in one
+   record in the scratch directory, ``atomic.note_batch``, so that after a kill the next start
+   removes them), flush them all with one ``syncfs``, then install each with the
+   compare-and-swap check and rename of ``workspace.atomic`` (under the file's lock), and flush
+   the directory entries once more.
 
 Every path is reached through ``coder_es.workspace.confined``: from the workspace's directory
 descriptor, one component at a time, no link followed, never into ``.coder-es/``, ``.git/hooks/``

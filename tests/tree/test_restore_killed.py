@@ -58,7 +58,9 @@ def test_a_killed_restoration_leaves_whole_files_and_the_next_start_cleans_up(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(7)
     left_beside = 0
-    for _ in range(6):
+    # At least 6 kills, and more (up to 20) until one lands while files are staged: on a loaded
+    # machine the first restoration's read phase can outlast a short delay.
+    for kills in range(1, 21):
         child = subprocess.Popen(
             [sys.executable, "-c", RESTORER, str(ws), str(FILES)],
             stdout=subprocess.PIPE,
@@ -66,7 +68,7 @@ def test_a_killed_restoration_leaves_whole_files_and_the_next_start_cleans_up(
             env=env,
         )
         assert child.stdout is not None and child.stdout.readline().strip() == "restoring"
-        time.sleep(rng.uniform(0.05, 1.0))
+        time.sleep(rng.uniform(0.05, 1.5))
         child.send_signal(signal.SIGKILL)
         child.wait()
         # Every file is whole, whatever moment the kill hit.
@@ -78,8 +80,12 @@ def test_a_killed_restoration_leaves_whole_files_and_the_next_start_cleans_up(
         # and the killed run's record of it.
         clean_scratch(ws)
         assert _leftovers(ws) == []
-        assert [n for n in os.listdir(scratch_dir(ws)) if n.endswith(".coder-es-batch")] == []
+        scratch = scratch_dir(ws)
+        records = os.listdir(scratch) if scratch.is_dir() else []
+        assert [n for n in records if n.endswith(".coder-es-batch")] == []
         # Put every file back to its old content for the next child.
         for i in range(FILES):
             (ws / f"d{i % 13}/e{i % 5}/f{i}.txt").write_bytes(b"old %d\n" % i * 400)
+        if kills >= 6 and left_beside:
+            break
     assert left_beside, "no kill landed while files were staged: the test proves nothing"
