@@ -317,7 +317,10 @@ def _clean_batch(workspace: Path, journal: Path) -> int:
                 root = roots.get(outside)
                 if root is None:
                     root = roots[outside] = (
-                        ConfinedDir("/", guard=False) if outside else ConfinedDir(workspace)
+                        ConfinedDir("/", guard=False)
+                        if outside
+                        # The restoration named them from the workspace's real path.
+                        else ConfinedDir(os.path.realpath(workspace))
                     )
                 dir_fd, name = root.parent(line.lstrip("/"))
                 os.unlink(name, dir_fd=dir_fd)
