@@ -25,6 +25,13 @@ those whose process is gone. The rename must stay on one file system to be atomi
 on another file system than the scratch directory (a mount inside the workspace) gets its
 temporary file beside it, as before, and the file's path is noted in the scratch directory's
 journal first, so the next ``clean_scratch`` removes it too.
+
+A restoration of many files (``coder_es.workspace.restore``) stages each file beside its target
+instead: thousands of files created in one directory and renamed across directories cost about
+three times the kernel time of the same in the files' own directories (the kernel serialises
+cross-directory renames for the whole file system, and one directory growing by thousands of
+names is slow to add to). Their names are noted first in one record per batch in the scratch
+directory (``note_batch``), which ``clean_scratch`` reads when the batch's process is gone.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from coder_es.errors import CoderESError
 from coder_es.workspace.errors import InvalidPathError
 
 try:
@@ -187,6 +195,90 @@ def clean_scratch(workspace: Path) -> int:
                 removed += 1
     if JOURNAL in names:
         removed += _clean_journal(scratch / JOURNAL)
+    for name in names:
+        if name.endswith(_BATCH_SUFFIX) and _writer_gone(name, _BATCH_SUFFIX):
+            removed += _clean_batch(workspace, scratch / name)
+    return removed
+
+
+_BATCH_SUFFIX = ".coder-es-batch"
+
+
+def note_batch(scratch: Path, names: Iterable[str]) -> Path | None:
+    """Record, before any of them exists, the temporary files a batch of writes (a restoration)
+    stages beside their targets: ``names`` relative to the workspace (absolute for a file
+    recorded outside it). One new file in the scratch directory, named after the writing
+    process, so that a kill at any point leaves them findable by ``clean_scratch``; the writer
+    removes it with ``forget_batch`` once they are gone. None when there is no usable scratch
+    directory (the files are then beside their targets unrecorded, as a last resort).
+
+    Not flushed: a kill leaves the page cache, and so this file, intact; a power cut before the
+    batch's ``syncfs`` (which flushes it with the staged files) can leave stray temporary files,
+    never a changed user file."""
+    journal = scratch / f"{os.getpid()}.{secrets.token_hex(6)}{_BATCH_SUFFIX}"
+    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(journal)
+        return None
+    os.close(fd)
+    return journal
+
+
+def forget_batch(journal: Path | None) -> None:
+    """The batch's temporary files are all gone: its record goes too."""
+    if journal is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal)
+
+
+def _clean_batch(workspace: Path, journal: Path) -> int:
+    """Remove the temporary files a killed batch noted (``note_batch``), then its record. Each
+    is reached as a restoration reaches files (``confined``: from the workspace's descriptor,
+    no link followed, never into ``.coder-es/``), and only a name of a temporary file is ever
+    removed, so a planted record can delete nothing else."""
+    from coder_es.workspace.confined import ConfinedDir
+
+    removed = 0
+    try:
+        lines = journal.read_bytes().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return 0
+    roots: dict[bool, ConfinedDir] = {}
+    try:
+        for line in lines:
+            if not (os.path.basename(line).endswith(_TMP_SUFFIX)):
+                continue
+            outside = line.startswith("/")
+            try:
+                root = roots.get(outside)
+                if root is None:
+                    root = roots[outside] = (
+                        ConfinedDir("/", guard=False)
+                        if outside
+                        # The restoration named them from the workspace's real path.
+                        else ConfinedDir(os.path.realpath(workspace))
+                    )
+                dir_fd, name = root.parent(line.lstrip("/"))
+                os.unlink(name, dir_fd=dir_fd)
+                removed += 1
+            except (OSError, CoderESError):
+                pass  # never staged (killed first), or already installed: nothing to remove
+        with contextlib.suppress(OSError):
+            os.unlink(journal)
+    finally:
+        for root in roots.values():
+            root.close()
     return removed
 
 
@@ -214,9 +306,10 @@ def _clean_journal(journal: Path) -> int:
     return removed
 
 
-def _writer_gone(name: str) -> bool:
-    """Whether the process that named a temporary file ``...<pid>.<token>.coder-es-tmp`` is gone."""
-    parts = name[: -len(_TMP_SUFFIX)].rsplit(".", 2)
+def _writer_gone(name: str, suffix: str = _TMP_SUFFIX) -> bool:
+    """Whether the process that named a temporary file ``...<pid>.<token>.coder-es-tmp`` (or a
+    batch's record, ``suffix``) is gone."""
+    parts = name[: -len(suffix)].rsplit(".", 2)
     pid = parts[-2] if len(parts) >= 2 else ""
     if not pid.isdigit():
         return True
@@ -304,6 +397,16 @@ def sync_filesystem(path: Path) -> bool:
     return True
 
 
+def sync_filesystem_of(fd: int) -> bool:
+    """``sync_filesystem`` for the file system of an open descriptor."""
+    if _syncfs is None:
+        return False
+    if _syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs failed: {os.strerror(err)}")
+    return True
+
+
 def fsync_dir(path: Path) -> None:
     # The rename is only durable once the directory entry is; not every platform allows it.
     with contextlib.suppress(OSError):
@@ -354,18 +457,44 @@ def temporary_names() -> Callable[[], str]:
     return lambda: f"{prefix}{next(counter)}{_TMP_SUFFIX}"
 
 
-def stage_at(tmp_dir: int, tmp_name: str, data: bytes, mode: int | None) -> None:
+def umask_now() -> int | None:
+    """The process's umask, read without changing it (``os.umask`` sets it, for every thread);
+    None where it cannot be read (Linux before 4.7, not Linux)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def stage_at(
+    tmp_dir: int, tmp_name: str, data: bytes, mode: int | None, *, umask: int | None = None
+) -> None:
     """``stage``, for a caller that chose the temporary file's directory and name (not flushed:
-    the caller flushes the batch with ``sync_filesystem``); ``mode``: the current file's."""
-    _stage_at(tmp_dir, tmp_name, data, mode, sync=False)
+    the caller flushes the batch with ``sync_filesystem``); ``mode``: the current file's.
+    ``umask``: the process's (``umask_now``), when known: the file is created with ``mode``
+    and changed only when the umask takes some of its bits away (one call less per file)."""
+    _stage_at(tmp_dir, tmp_name, data, mode, sync=False, umask=umask)
 
 
-def _stage_at(tmp_dir: int, tmp_name: str, data: bytes, mode: int | None, *, sync: bool) -> None:
+def _stage_at(
+    tmp_dir: int,
+    tmp_name: str,
+    data: bytes,
+    mode: int | None,
+    *,
+    sync: bool,
+    umask: int | None = None,
+) -> None:
+    create = 0o666 if mode is None else mode
     fd = os.open(
-        tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=tmp_dir
+        tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, create, dir_fd=tmp_dir
     )
     try:
-        if mode is not None:
+        if mode is not None and (umask is None or mode & umask):
             os.fchmod(fd, mode)
         view = memoryview(data)
         while view:

@@ -10,9 +10,11 @@ doing that in phases, each batched:
    knew (the common case) no merge is needed, the target is written as it is;
 2. fetch every blob needed (targets, and bases of the files to merge) in one store read, merge
    the few files the user edited, and store the user's contents and the merges in one write;
-3. stage every new content as a temporary file (the scratch directory), flush them all with one
-   ``syncfs``, then install each with the compare-and-swap check and rename of
-   ``workspace.atomic`` (under the file's lock), and flush the directory entries once more.
+3. stage every new content as a temporary file beside its target (its names noted first in one
+   record in the scratch directory, ``atomic.note_batch``, so that after a kill the next start
+   removes them), flush them all with one ``syncfs``, then install each with the
+   compare-and-swap check and rename of ``workspace.atomic`` (under the file's lock), and flush
+   the directory entries once more.
 
 Every path is reached through ``coder_es.workspace.confined``: from the workspace's directory
 descriptor, one component at a time, no link followed, never into ``.coder-es/``, ``.git/hooks/``
@@ -31,7 +33,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,16 +41,16 @@ from typing import Any, TypeVar
 from coder_es.errors import BlobNotFoundError, CoderESError
 from coder_es.store.blobs import BlobStore, digest_of
 from coder_es.workspace.atomic import (
-    fsync_dir,
-    install,
+    forget_batch,
     install_at,
+    note_batch,
     read_at,
     read_current,
     remove_at,
-    stage,
     stage_at,
-    sync_filesystem,
+    sync_filesystem_of,
     temporary_names,
+    umask_now,
 )
 from coder_es.workspace.confined import ConfinedDir, RefusedPathError
 from coder_es.workspace.errors import WriteConflictError
@@ -131,8 +133,7 @@ class _File:
     want: bytes | None = None
     write: bytes | None = None  # what the file gets (None: deleted)
     result: FileRestoration | None = None  # the outcome once the write is installed
-    tmp: Path | None = None  # staged by path (a target on another file system than scratch)
-    tmp_at: tuple[int, str] | None = None  # staged by descriptor: (directory, name)
+    tmp: str | None = None  # the temporary file's name, beside the file (in ``dir_fd``)
 
     @property
     def where(self) -> Path | None:
@@ -184,24 +185,13 @@ class _Run:
         self.confined = ConfinedDir(sandbox.root)
         self.outside: ConfinedDir | None = None  # "/", for paths recorded outside the root
         self.names = temporary_names()
-        self.scratch_fd: int | None = None
-        self.scratch_dev: int | None = None
-        self.devices: dict[int, int] = {}  # directory descriptor -> its file system
-        if scratch is not None:
-            try:
-                # Empty between writes, it never shows in `git status` (git lists no empty dirs).
-                scratch.mkdir(parents=True, exist_ok=True)
-                self.scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                self.scratch_dev = os.fstat(self.scratch_fd).st_dev
-            except OSError:
-                self.scratch = None  # no usable scratch directory: beside each file
+        self.umask = umask_now()
+        self.batch: Path | None = None  # the record of the staged files (``atomic.note_batch``)
 
     def close(self) -> None:
         self.confined.close()
         if self.outside is not None:
             self.outside.close()
-        if self.scratch_fd is not None:
-            os.close(self.scratch_fd)
 
     def place(self, path: str, *, create: bool = False) -> tuple[int, str]:
         """``path``'s directory descriptor and last name, through ``ConfinedDir`` (see the
@@ -353,20 +343,25 @@ class _Run:
 
     def write(self, writes: list[_File]) -> None:
         creating = [f for f in writes if f.write is not None]
+        for f in creating:
+            f.tmp = "." + self.names()
+        if creating and self.scratch is not None:
+            # Noted before any exists: a kill at any point leaves them to ``clean_scratch``.
+            self.batch = note_batch(self.scratch, [self.noted(f) for f in creating])
         self.staged = creating
         for f, error in zip(creating, self.each(self.stage_one, creating), strict=True):
             if error is not None:
                 self.settle(self.failed(f, error))
-        _flush([t for f in creating if (t := self.staged_path(f)) is not None], files=True)
+        _flush([(f.dir_fd, f.tmp) for f in creating if f.dir_fd is not None and f.tmp is not None])
         ready = [f for f in writes if f.path not in self.outcomes]
-        changed_dirs: list[Path] = []
+        changed_dirs: list[tuple[int, str | None]] = []
         moved = []
         for f, done in zip(ready, self.each(self.install_one, ready), strict=True):
             if isinstance(done, OSError):
                 self.settle(self.failed(f, done))
             elif done and f.result is not None:
                 if f.dir_fd is not None:
-                    changed_dirs.append(ConfinedDir.via(f.dir_fd, "."))
+                    changed_dirs.append((f.dir_fd, None))
                 self.settle(f.result)
             else:
                 moved.append(f)
@@ -376,62 +371,38 @@ class _Run:
             self.settle(
                 restore_one(f.where, f.path, f.base, f.target, self.blobs, f.want, self.scratch)
             )
-        _flush(changed_dirs, files=False)
+        _flush(changed_dirs)
+
+    def noted(self, f: _File) -> str:
+        """``f``'s temporary file as ``note_batch`` records it (where ``place`` finds it)."""
+        assert f.tmp is not None
+        path = f.path
+        if os.path.isabs(path) and Path(path).is_relative_to(self.sandbox.root):
+            path = Path(path).relative_to(self.sandbox.root).as_posix()
+        return os.path.join(os.path.dirname(path), f.tmp)
 
     def stage_one(self, f: _File) -> OSError | CoderESError | None:
-        assert f.write is not None
+        """Write ``f``'s new content to its temporary file, in the file's own directory: the
+        rename that installs it then stays in one directory (no cross-directory rename, which
+        the kernel serialises for the whole file system), and the files are created in many
+        small directories rather than in one that grows by thousands of names."""
+        assert f.write is not None and f.tmp is not None
         try:
             if f.dir_fd is None:
                 f.dir_fd, f.name = self.place(f.path, create=True)
-            tmp_dir = self.tmp_dir(f.dir_fd)
-            if tmp_dir is None:
-                # Another file system than the scratch directory: beside the file, noted in
-                # the scratch journal (``atomic.stage``), as a single write does.
-                assert f.where is not None
-                f.tmp = stage(f.where, f.write, sync=False, scratch=self.scratch)
-                return None
-            name = self.names()
-            if tmp_dir == f.dir_fd:
-                name = f".{f.name}.{name}"
-            stage_at(tmp_dir, name, f.write, f.mode)
-            f.tmp_at = (tmp_dir, name)
+            stage_at(f.dir_fd, f.tmp, f.write, f.mode, umask=self.umask)
         except (OSError, CoderESError) as e:
             return e
         return None
-
-    def tmp_dir(self, dir_fd: int) -> int | None:
-        """Where the temporary file for a file in ``dir_fd`` goes: the scratch directory when
-        it is on the same file system (the rename must be), the file's own directory when there
-        is no scratch directory, None when staging must go by path (``atomic.stage``)."""
-        if self.scratch_fd is None:
-            return dir_fd
-        dev = self.devices.get(dir_fd)
-        if dev is None:
-            dev = self.devices[dir_fd] = os.fstat(dir_fd).st_dev
-        return self.scratch_fd if dev == self.scratch_dev else None
-
-    def staged_path(self, f: _File) -> Path | None:
-        if f.tmp is not None:
-            return f.tmp
-        if f.tmp_at is None:
-            return None
-        tmp_dir, name = f.tmp_at
-        if tmp_dir == self.scratch_fd and self.scratch is not None:
-            return self.scratch / name
-        return ConfinedDir.via(tmp_dir, name)
 
     def install_one(self, f: _File) -> bool | OSError:
         """The compare-and-swap of one file; False when the disk no longer holds ``f.disk``."""
         try:
             if f.write is None:
                 return f.dir_fd is None or remove_at(f.dir_fd, f.name, f.disk)
-            assert f.dir_fd is not None
-            if f.tmp_at is not None:
-                (tmp_dir, name), f.tmp_at = f.tmp_at, None
-                return install_at(f.dir_fd, f.name, tmp_dir, name, expected=f.disk)
-            assert f.tmp is not None and f.where is not None
+            assert f.dir_fd is not None and f.tmp is not None
             tmp, f.tmp = f.tmp, None
-            return install(f.where, tmp, expected=f.disk)
+            return install_at(f.dir_fd, f.name, f.dir_fd, tmp, expected=f.disk)
         except OSError as e:
             return e
 
@@ -440,41 +411,41 @@ class _Run:
         return FileRestoration(f.path, ERROR, f.base, f.disk_hash, f.target, None, str(e))
 
     def discard_staged(self) -> None:
+        """Remove the temporary files a failure left (none after a finished run), then the
+        batch's record."""
         for f in self.staged:
-            try:
-                if f.tmp is not None:
-                    os.unlink(f.tmp)
-                if f.tmp_at is not None:
-                    os.unlink(f.tmp_at[1], dir_fd=f.tmp_at[0])
-            except FileNotFoundError:
-                pass
+            if f.tmp is not None and f.dir_fd is not None:
+                try:
+                    os.unlink(f.tmp, dir_fd=f.dir_fd)
+                except FileNotFoundError:
+                    pass
+        forget_batch(self.batch)
+        self.batch = None
 
 
-def _flush(paths: list[Path], *, files: bool) -> None:
-    """Make the staged ``paths`` (files) or these directories' entries durable: one ``syncfs``
-    per file system, or one flush per path for a few paths (``syncfs`` also waits for whatever
-    else is pending on the file system) or where there is no ``syncfs``."""
-    if not paths:
+def _flush(places: list[tuple[int, str | None]]) -> None:
+    """Make durable the staged files ``(directory descriptor, name)`` or, with no name, these
+    directories' entries: one ``syncfs`` per file system, or one flush each for a few of them
+    (``syncfs`` also waits for whatever else is pending on the file system) or where there is
+    no ``syncfs``."""
+    if not places:
         return
-    by_device: dict[int, Path] = {}
-    if len(paths) >= SYNCFS_FROM:
-        for d in {p.parent if files else p for p in paths}:
-            by_device.setdefault(os.stat(d).st_dev, d)
-    if by_device and all(sync_filesystem(d) for d in by_device.values()):
+    by_device: dict[int, int] = {}
+    if len(places) >= SYNCFS_FROM:
+        for d in {d for d, _name in places}:
+            by_device.setdefault(os.fstat(d).st_dev, d)
+    if by_device and all(sync_filesystem_of(d) for d in by_device.values()):
         return
-    for p in dict.fromkeys(paths):
-        if files:
-            _fsync_file(p)
-        else:
-            fsync_dir(p)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    for d, name in dict.fromkeys(places):
+        if name is None:
+            with suppress(OSError):  # not every platform flushes a directory
+                os.fsync(d)
+            continue
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def digest(data: bytes | None) -> str | None:
