@@ -13,9 +13,8 @@ Every write names its file by its directory's descriptor (``coder_es.workspace.c
 there is one way to write a file: ``compare_and_swap_at`` is the three steps for one file, each
 flushed; a caller writing many files (a restoration) runs them itself: ``stage_at`` every file,
 one ``sync_filesystem``, ``install_at`` each (the same check and rename), one more
-``sync_filesystem`` for the directory entries. ``stage`` / ``install`` / ``read_current`` by path
-remain for the restoration's files on another file system than the scratch directory (its
-temporary file goes beside the file, noted in the journal by path).
+``sync_filesystem`` for the directory entries. ``read_current`` reads a file by path for callers
+that only read.
 
 Where temporary files live. A process killed between creating its temporary file and the rename
 (kill -9, a power cut) leaves the file behind, so they never go into the user's tree when that
@@ -88,67 +87,6 @@ def read_current(path: Path) -> bytes | None:
         raise InvalidPathError(msg) from e
 
 
-def stage(path: Path, data: bytes, *, sync: bool, scratch: Path | None = None) -> Path:
-    """Write ``data`` to a new temporary file for ``path`` (``scratch``: see
-    ``compare_and_swap_at``) with the current file's mode, and return it; ``install`` puts it
-    in place.
-
-    ``sync``: flush it to disk now (a caller staging many files flushes them all at once with
-    ``sync_filesystem`` instead).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temporary(path, scratch)
-    mode: int | None = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(path).st_mode & 0o7777
-    # 0o666 lets the umask decide a new file's mode, as an editor creating it would.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        if mode is not None:
-            os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    return tmp
-
-
-def install(path: Path, tmp: Path, *, expected: bytes | None, locked: bool = False) -> bool:
-    """Move the staged ``tmp`` to ``path`` iff ``path`` holds ``expected`` (None: absent).
-
-    ``tmp`` is gone afterwards either way. The directory entry is not flushed (``fsync_dir``).
-    """
-    try:
-        return _place(path, tmp, expected, locked)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def _place(path: Path, source: Path, expected: bytes | None, locked: bool) -> bool:
-    """Put ``source`` at ``path`` iff ``path`` holds ``expected`` (None: absent). A created file
-    is a hard link (``source`` stays: the caller removes it); a replaced one is a rename."""
-    if expected is None:
-        try:
-            # link() fails if the name exists: creating a file cannot overwrite another one.
-            os.link(source, path)
-        except FileExistsError:
-            return False
-        return True
-    with _locked_if_holds(path, expected, locked) as holds:
-        if not holds:
-            return False
-        os.replace(source, path)
-    return True
-
-
 SCRATCH_PARTS = (".coder-es", "tmp")
 JOURNAL = "elsewhere"
 """In the scratch directory: temporary files written beside their target (another file system)."""
@@ -158,25 +96,6 @@ _TMP_SUFFIX = ".coder-es-tmp"
 def scratch_dir(workspace: Path) -> Path:
     """Where the writes into ``workspace`` keep their temporary files."""
     return workspace.joinpath(*SCRATCH_PARTS)
-
-
-def _temporary(path: Path, scratch: Path | None) -> Path:
-    name = f"{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
-    if scratch is not None:
-        try:
-            # Empty between writes, it never shows in `git status` (git lists no empty dirs).
-            scratch.mkdir(parents=True, exist_ok=True)
-            if os.stat(scratch).st_dev == os.stat(path.parent).st_dev:
-                return scratch / name
-            tmp = path.parent / f".{path.name}.{name}"
-            # Noted before it exists, so that a kill at any point leaves it findable.
-            with open(scratch / JOURNAL, "a", encoding="utf-8", errors="surrogateescape") as f:
-                # Its real name: ``path`` may name its directory by descriptor (``confined``).
-                f.write(os.fsdecode(os.path.join(os.path.realpath(tmp.parent), tmp.name)) + "\n")
-            return tmp
-        except OSError:
-            pass  # no usable scratch directory: beside the file, as a last resort
-    return path.parent / f".{path.name}.{name}"
 
 
 def clean_scratch(workspace: Path) -> int:
@@ -342,26 +261,6 @@ def sync_dirs(paths: Iterable[Path]) -> None:
         list(pool.map(fsync_dir, unique))
 
 
-@contextlib.contextmanager
-def _locked_if_holds(path: Path, expected: bytes, locked: bool) -> Iterator[bool]:
-    """Lock the file at ``path`` and yield whether it (still this very file) holds ``expected``."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        yield False
-        return
-    try:
-        if not locked:
-            _lock(fd)
-        try:
-            same_file = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same_file = False
-        yield same_file and _read_fd(fd) == expected
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 def _lock(fd: int) -> None:
     if fcntl is None:
         return
@@ -375,10 +274,6 @@ def _lock(fd: int) -> None:
                 # Someone holds the lock for long: check and write anyway rather than hang.
                 return
             time.sleep(0.001)
-
-
-def _read_fd(fd: int) -> bytes:
-    return _read_fd_from(fd, 0)
 
 
 def sync_filesystem(path: Path) -> bool:
@@ -682,7 +577,8 @@ def move_into_place_at(
 def _locked_if_holds_at(
     dir_fd: int, name: str, expected: bytes, locked: bool = False
 ) -> Iterator[bool]:
-    """``_locked_if_holds`` by descriptor. A link at ``name`` raises ``OSError(ELOOP)``: it was
+    """Lock the file ``name`` and yield whether it (still this very file) holds ``expected``.
+    A link at ``name`` raises ``OSError(ELOOP)``: it was
     a file when the caller read it, and nothing is written through a link."""
     try:
         fd = os.open(name, _READ_AT, dir_fd=dir_fd)
