@@ -81,15 +81,18 @@ def _next_step(ctx: Context, session: str) -> None:
         from coder_es.fleet.errors import FleetError
 
         try:
-            job = asyncio.run(requeue_answered(ctx.config, session))
+            queued = asyncio.run(requeue_answered(ctx.app, session))
         except FleetError as e:
             msg = (
                 f"the answer is recorded, but the session could not be queued again ({e}); "
                 f"queue it with: coder-es enqueue --session {session}"
             )
             raise FleetError(msg) from e
-        if job is not None:
-            print(f"queued session {session} again (job {job}): a worker continues the turn")
+        if queued is not None:
+            # A worker's sweep may have queued it first (one job per answer either way).
+            what = "queued session {} again" if queued.new else "session {} is queued"
+            job = queued.job_id
+            print(f"{what.format(session)} (job {job}): a worker continues the turn")
             return
     print(f"continue the turn: coder-es run --session {session[:8]}", file=sys.stderr)
 

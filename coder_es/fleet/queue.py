@@ -12,7 +12,8 @@ is created on first use, under an advisory lock so that workers starting togethe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -122,25 +123,47 @@ class FleetQueue:
 
     async def last_job(self, session_id: str) -> SessionJob | None:
         """The most recent job queued for a session (a follow-up reuses its model settings)."""
-        rows = await self.connector.execute_query_all_async(
-            "SELECT args FROM procrastinate_jobs WHERE lock = %(lock)s AND task_name = %(task)s "
-            "ORDER BY id DESC LIMIT 1",
-            lock=f"session:{session_id}",
-            task=TASK_NAME,
-        )
-        return SessionJob.from_args(rows[0]["args"]) if rows else None
+        last = await self.last_job_with_id(session_id)
+        return None if last is None else last[1]
 
-    async def has_open_job(self, session_id: str) -> bool:
-        """A job of the session is running, or queued to start now (one queued for later, a
-        scheduled call's window, does not count: an answer given meanwhile should not wait)."""
+    async def last_job_with_id(self, session_id: str) -> tuple[int, SessionJob] | None:
         rows = await self.connector.execute_query_all_async(
-            "SELECT 1 FROM procrastinate_jobs WHERE lock = %(lock)s AND task_name = %(task)s "
-            "AND (status = 'doing' OR (status = 'todo' AND "
-            "(scheduled_at IS NULL OR scheduled_at <= now()))) LIMIT 1",
+            "SELECT id, args FROM procrastinate_jobs WHERE lock = %(lock)s"
+            " AND task_name = %(task)s ORDER BY id DESC LIMIT 1",
             lock=f"session:{session_id}",
             task=TASK_NAME,
         )
-        return bool(rows)
+        return (int(rows[0]["id"]), SessionJob.from_args(rows[0]["args"])) if rows else None
+
+    @contextlib.asynccontextmanager
+    async def session_queueing(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session's queueing lock (a PostgreSQL advisory lock, for one transaction):
+        whoever queues a session for an answer (``approve`` / ``deny``, every worker's sweep)
+        checks for a job and queues one inside it, so two of them never both queue."""
+        async with self.connector.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"coder_es.queueing:session:{session_id}",),
+            )
+            yield
+
+    async def job_taking_up(self, session_id: str, since_version: int) -> int | None:
+        """A job of the session that will read (or has read) it at ``since_version`` or later:
+        one queued to start now (it reads the session when it starts), or one running that read
+        it at that version or later (its claim), or has not claimed it yet."""
+        rows = await self.connector.execute_query_all_async(
+            "SELECT j.id FROM procrastinate_jobs j"
+            " LEFT JOIN coder_es_fleet_claims c ON c.job_id = j.id"
+            " WHERE j.lock = %(lock)s AND j.task_name = %(task)s AND ("
+            " (j.status = 'todo' AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))"
+            " OR (j.status = 'doing' AND (c.base_version IS NULL"
+            " OR c.base_version >= %(version)s)))"
+            " ORDER BY j.id DESC LIMIT 1",
+            lock=f"session:{session_id}",
+            task=TASK_NAME,
+            version=since_version,
+        )
+        return int(rows[0]["id"]) if rows else None
 
     async def counts(self) -> QueueCounts:
         rows = await self.connector.execute_query_all_async(

@@ -172,6 +172,21 @@ def answered_unresumed(app: CoderApp) -> list[str]:
     return sorted(caught_up(app, _folder(app)).ready)
 
 
+def answered_version(app: CoderApp, session: str) -> int | None:
+    """Read fresh from the session's log (not the index): when its parked turn has answers not
+    taken up yet, the version of the last answer (``DeferredAnswered``); else None. A reader
+    that loaded the session at this version or later has seen the answer."""
+    from coder_es.agent.state import LoopState
+
+    events = app.session_events(UUID(session))
+    if not is_ready(LoopState.from_events(events)):
+        return None
+    versions = [
+        int(e.originator_version) for e in events if isinstance(e, Session.DeferredAnswered)
+    ]
+    return versions[-1] if versions else 0
+
+
 def _folder(app: CoderApp) -> Fold:
     def fold(sid: UUID) -> tuple[list[dict[str, Any]], bool]:
         from coder_es.agent.state import LoopState

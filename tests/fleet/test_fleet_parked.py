@@ -24,10 +24,11 @@ from backends import PG, REPO, make_config, requires_postgres
 from fleet_helpers import create_sessions, enqueue, run, workspace
 
 from coder_es.application import CoderApp
-from coder_es.fleet.answers import sweep_answered
-from coder_es.fleet.queue import FleetQueue
+from coder_es.fleet.answers import Queued, queue_answered, requeue_answered, sweep_answered
+from coder_es.fleet.queue import FleetQueue, QueueCounts
 from coder_es.fleet.worker import FleetWorker, WorkerOptions
 from coder_es.service.waiting import answer, pending
+from coder_es.store.config import StoreConfig
 
 pytestmark = requires_postgres
 
@@ -96,7 +97,9 @@ def test_a_parked_session_answered_elsewhere_is_finished_by_another_worker(
                 cwd=tmp_path,
             )
             assert approved.returncode == 0, approved.stderr
-            assert "queued session" in approved.stdout
+            # Queued by ``approve``, or (a worker's sweep ran between its two writes) by the
+            # sweep: one job either way, as the count of succeeded jobs below checks.
+            assert "a worker continues the turn" in approved.stdout
 
             # The worker takes it, runs the approved call, and dies inside the closing turn.
             while not (parked_ws / "t").exists():
@@ -175,6 +178,73 @@ def test_an_answer_whose_requeue_was_lost_is_queued_by_the_next_worker(
     assert (ws / "t").read_text() == "x\n"
     assert names.count("UserMessageAdded") == 1 and names.count("TurnResumed") == 1
     assert names[-1] == "ModelResponded"
+
+
+def test_an_answer_is_queued_once_however_many_queue_it_at_once(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    """``approve`` queues the session after recording the answer; a worker's sweep running
+    between the two writes finds the answer unqueued and queues it too. Both, and any number of
+    them at once, end with one job for the answer; once a worker takes that job up, nobody
+    queues another."""
+    config = make_config("postgres", tmp_path, pg_schema)
+    turns = [
+        {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
+        {"blocks": [{"type": "text", "text": "done"}]},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    ws = workspace(tmp_path, "w")
+    (job,) = run(create_sessions(config, [ws], script))
+    job = replace(job, yes=False, rules=(("defer", "bash"),))
+    run(enqueue(config, [job]))
+    options = WorkerOptions(install_signal_handlers=False, until_empty=True)
+    worker = FleetWorker(config, options)
+    try:
+        run(worker.run())
+        assert [r.outcome for r in worker.reports] == ["waiting"]
+        answer(worker.app, job.session_id, [], decision="allow", by={"client": "t"})
+
+        async def race() -> list[Queued | None]:
+            queues = [FleetQueue(config) for _ in range(4)]
+            for q in queues:
+                await q.open()
+            try:
+                return await asyncio.gather(
+                    *(queue_answered(worker.app, q, job.session_id) for q in queues)
+                )
+            finally:
+                for q in queues:
+                    await q.close()
+
+        done = [d for d in run(race()) if d is not None]
+        assert len(done) == 4 and sum(d.new for d in done) == 1
+        (job_id,) = {d.job_id for d in done}
+        # The sweep and ``approve`` coming later find the job queued.
+        assert run(sweep(worker)) == {}
+        again = run(requeue_answered(worker.app, job.session_id))
+        assert again == Queued(job_id, new=False)
+    finally:
+        worker.close()
+
+    finisher = FleetWorker(config, options)
+    try:
+        run(finisher.run())
+        assert [r.outcome for r in finisher.reports] == ["end_turn"]  # one job, not two
+        # Taken up: asking again queues nothing.
+        later = run(requeue_answered(finisher.app, job.session_id))
+        assert later is not None and not later.new
+        assert run(sweep(finisher)) == {}
+        counts = run(counts_of(config))
+        assert counts.open == 0 and counts.succeeded == 2
+    finally:
+        finisher.close()
+    assert (ws / "t").read_text() == "x\n"
+
+
+async def counts_of(config: StoreConfig) -> QueueCounts:
+    async with FleetQueue(config) as queue:
+        return await queue.counts()
 
 
 async def sweep(worker: FleetWorker) -> dict[str, int]:
