@@ -45,7 +45,7 @@ def _env(schema: str) -> dict[str, str]:
 
 def _worker(root: Path, schema: str) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "coder_es.cli.main", "--workspace", str(root), "worker"]
-    args += ["--concurrency", "2", "--heartbeat", "0.3", "--stall-timeout", "2"]
+    args += ["--concurrency", "2", "--heartbeat", "0.3", "--stall-timeout", "5"]
     return subprocess.Popen(
         args, env=_env(schema), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
