@@ -177,6 +177,7 @@ def answered_version(app: CoderApp, session: str) -> int | None:
     taken up yet, the version of the last answer (``DeferredAnswered``); else None. A reader
     that loaded the session at this version or later has seen the answer."""
     from coder_es.agent.state import LoopState
+    from coder_es.domain.session import Session
 
     events = app.session_events(UUID(session))
     if not is_ready(LoopState.from_events(events)):
