@@ -403,7 +403,10 @@ class LMDBStore:
             return False
         # A commit with no pages to write (every job failed or wrote nothing) flushes nothing
         # and leaves the last transaction id below this one's.
-        return bool(first_txn) and self.last_txnid() >= first_txn
+        try:
+            return bool(first_txn) and self.last_txnid() >= first_txn
+        except lmdb.Error:
+            return False  # unknown: the riders get a flush of their own
 
     def _run_write(self, fn: Callable[[Any], T]) -> T:
         while True:
