@@ -19,14 +19,6 @@ own outcome: grouped jobs check everything that can fail before their first writ
 raises (an IntegrityError) is simply left out of the commit; if the transaction itself fails, each
 job is re-run in a transaction of its own. Across processes LMDB's writer lock serialises commits.
 
-One flush per group commit. A commit that writes pages flushes the whole data file before it
-writes its meta page (``sync=True``), so it also flushes the meta page the commit before it wrote
-(``metasync=False`` writes it through the same file descriptor, unflushed). A leader whose group
-is durable and that sees another group already queued hands its meta flush on: its jobs return
-once the next group's commit has flushed the file (or, if that commit wrote nothing, once its
-leader has flushed it explicitly). With four writer threads that halves the flushes per commit,
-and each append still returns only when its commit is on disk.
-
 What durability costs on this machine's disk (bench/store.py reads the block device's own
 counters). A durable LMDB commit is two ordered flushes: the data pages, then the meta page that
 points at them; SQLite's WAL needs one. Measured per durable single-event append: LMDB 2.01
@@ -184,7 +176,6 @@ class LMDBStore:
         self._queue: list[_Job] = []
         self._queue_cond = threading.Condition()
         self._leading = False
-        self._riders: list[_Job] = []
         self._topics: TopicTable | None = None
         try:
             self._check_format()
@@ -316,68 +307,44 @@ class LMDBStore:
                 while job.state != _DONE:
                     cond.wait()
                 return job.outcome()
-            # Lead: take every job queued so far (ours included) into one transaction, and the
-            # jobs of the group before, whose meta page this commit's flush makes durable.
+            # Lead: take every job queued so far (ours included) into one transaction.
             self._leading = True
             batch, self._queue = self._queue, []
-            riders, self._riders = self._riders, []
             for j in batch:
                 j.state = _TAKEN
         committed = False
-        handed_on = False
-        flushed_file = False
         try:
             try:
-                flushed_file = self._commit_jobs(batch)
+                self._commit_jobs(batch)
                 committed = True
             finally:
                 with cond:
                     self._leading = False
-                    # The meta page this commit wrote is flushed by the next commit's own
-                    # flush of the file (see the module docstring): hand it on when a next
-                    # group is already waiting, so one flush per commit makes both durable.
-                    if committed and self._queue and _needs_flush(batch):
-                        self._riders.extend(batch)
-                        handed_on = True
                     cond.notify_all()
-            # Flushes happen after leadership is handed on, so the next group's commit (which
-            # needs LMDB's writer lock, not these flushes) overlaps them.
-            if (riders and not flushed_file) or (not handed_on and _needs_flush(batch)):
+            # The flush happens after leadership is handed on, so the next group's commit
+            # (which needs LMDB's writer lock, not this flush) overlaps it.
+            if any(j.durable for j in batch) and any(j.error is None for j in batch):
                 try:
                     self._flush()
                 except LMDBStoreError as e:
-                    for j in (*riders, *batch):
+                    for j in batch:
                         if j.error is None:
                             j.error = e
             self._wake()
         except BaseException as e:
-            for j in (*riders, *batch):
+            for j in batch:
                 if not committed or j.error is None:
                     j.error = e
             raise
         finally:
             with cond:
-                for j in riders:
+                for j in batch:
                     j.state = _DONE
-                if not handed_on:
-                    for j in batch:
-                        j.state = _DONE
                 cond.notify_all()
-        if handed_on:
-            with cond:
-                while job.state != _DONE:
-                    cond.wait()
         return job.outcome()
 
-    def _commit_jobs(self, batch: list[_Job]) -> bool:
-        """Commit the jobs of ``batch`` in one transaction (each on its own if that fails).
-        True if the data file was flushed after the commits began: a commit that wrote pages
-        flushes the whole file (``sync=True``), earlier commits' meta pages included."""
-        first_txn = 0
-
+    def _commit_jobs(self, batch: list[_Job]) -> None:
         def run_all(txn: Any) -> None:
-            nonlocal first_txn
-            first_txn = first_txn or txn.id()
             for j in batch:
                 j.error = None
                 try:
@@ -392,7 +359,7 @@ class LMDBStore:
         except Exception as e:
             if len(batch) == 1:
                 batch[0].error = e
-                return False
+                return
             # Whatever failed the shared transaction, give each job its own outcome.
             for j in batch:
                 j.error = None
@@ -400,13 +367,6 @@ class LMDBStore:
                     j.result = self._run_write(j.fn)
                 except Exception as e2:
                     j.error = e2
-            return False
-        # A commit with no pages to write (every job failed or wrote nothing) flushes nothing
-        # and leaves the last transaction id below this one's.
-        try:
-            return bool(first_txn) and self.last_txnid() >= first_txn
-        except lmdb.Error:
-            return False  # unknown: the riders get a flush of their own
 
     def _run_write(self, fn: Callable[[Any], T]) -> T:
         while True:
@@ -524,11 +484,6 @@ class LMDBStore:
 
 
 _QUEUED, _TAKEN, _DONE = 0, 1, 2
-
-
-def _needs_flush(batch: list[_Job]) -> bool:
-    """Whether a durable job of ``batch`` was committed (and so waits for the meta flush)."""
-    return any(j.durable and j.error is None for j in batch)
 
 
 class _Job:

@@ -251,9 +251,9 @@ class _Env:
 def test_a_durable_append_returns_only_after_a_flush_that_followed_its_commit(
     tmp_path: Path,
 ) -> None:
-    """Group commit hands a commit's meta-page flush on to the next commit's flush of the file
-    when another group is waiting; every append must still return only once a flush (its own
-    or a later commit's that wrote pages) began after its commit, whatever the interleaving."""
+    """Group commit shares commits and flushes between writer threads; every durable append
+    must still return only once a flush began after its commit (an explicit one, or a later
+    commit's that wrote pages and so flushed the file), whatever the interleaving."""
     factory, recorder = recorder_at(tmp_path / "s")
     log = _Log()
     store = recorder.store
