@@ -499,8 +499,8 @@ TARGETS = {
     "single durable": ("sqlite", 1.3),
     "4 writers (threads)": ("sqlite", 3.0),
     "4 writers (processes)": ("sqlite", 3.0),
-    "read 100k session": ("sqlite", 5.0),
-    "scan 1M log": ("sqlite", 5.0),
+    "read 100k session": ("sqlite", 5.5),
+    "scan 1M log": ("sqlite", 8.0),
 }
 
 

@@ -60,6 +60,8 @@ _setattr = object.__setattr__
 _from_bytes: Callable[[bytes, str], int] = int.from_bytes  # type: ignore[assignment]
 _UNKNOWN = SafeUUID.unknown
 _unsign = (-_SIGN).__add__
+# The high four bytes of a stored version below 2**32, one byte each: 0x80 0 0 0.
+_HIGH = (b"\x80", b"\0", b"\0", b"\0")
 _first = itemgetter(0)
 _second = itemgetter(1)
 _join = b"".join
@@ -220,7 +222,7 @@ class RecordDecoder:
         self._load_names = load_names
         # topic id + originator key -> (originator id, topic); both are immutable once written.
         self._contexts: dict[bytes, tuple[UUID | str, str]] = {}
-        self._layouts: dict[tuple[int, int, bool], struct.Struct] = {}
+        self._layouts: dict[tuple[int, int, bool, bool], struct.Struct] = {}
         self._small: dict[int, str] | None = None
         self._small_from = -1
 
@@ -297,9 +299,10 @@ class RecordDecoder:
             cache[tail] = (self.originator_id(tail[4:]), names[tail[:4]])
         return list(map(cache.__getitem__, tails))
 
-    def _split(self, keys: list[bytes]) -> tuple[Iterable[int], Sequence[int], Sequence[bytes]]:
-        """(nids, stored versions, tails) of notification keys, by one struct call when every
-        key has the same length (and without decoding nids that are consecutive)."""
+    def _split(self, keys: list[bytes]) -> tuple[Iterable[int], Iterable[int], Sequence[bytes]]:
+        """(nids, versions, tails) of notification keys, by one struct call when every key has
+        the same length (and without decoding nids that are consecutive, nor the four high
+        bytes of versions below 2**32: the usual store's, read as small ints at once)."""
         n = len(keys)
         width = len(keys[0])
         first = _from_bytes(keys[0][:8], "big")
@@ -308,22 +311,28 @@ class RecordDecoder:
         consecutive = last - first == n - 1
         joined = _join(keys)
         if len(joined) == n * width:
-            layout = self._layouts.get((n, width, consecutive))
+            small = all(joined[8 + i :: width] == _HIGH[i] * n for i in range(4))
+            shape = (n, width, consecutive, small)
+            layout = self._layouts.get(shape)
             if layout is None:
                 if len(self._layouts) > 64:
                     self._layouts.clear()
-                row = f"8xQ{width - 16}s" if consecutive else f"QQ{width - 16}s"
-                layout = struct.Struct(f">{row * n}")
-                self._layouts[(n, width, consecutive)] = layout
+                nid = "8x" if consecutive else "Q"
+                version = "4xI" if small else "Q"
+                layout = struct.Struct(f">{f'{nid}{version}{width - 16}s' * n}")
+                self._layouts[shape] = layout
             fields = layout.unpack(joined)
             if consecutive:
-                return range(first, last + 1), fields[0::2], fields[1::2]
-            return fields[0::3], fields[1::3], fields[2::3]
+                nids: Iterable[int] = range(first, last + 1)
+                versions, tails = fields[0::2], fields[1::2]
+            else:
+                nids, versions, tails = fields[0::3], fields[1::3], fields[2::3]
+            return nids, versions if small else map(_unsign, versions), tails
         return (
             range(first, last + 1)
             if consecutive
             else list(map(_from_bytes, map(itemgetter(slice(0, 8)), keys), repeat("big"))),
-            list(map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))),
+            map(_unsign, map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))),
             list(map(itemgetter(slice(16, None)), keys)),
         )
 
@@ -368,7 +377,7 @@ class RecordDecoder:
         contexts = self._contexts_of(tails)
         objs: list[Notification] = list(map(_new, repeat(Notification, n)))
         dicts = [
-            {"originator_id": o, "originator_version": v - _SIGN, "topic": t, "state": s, "id": i}
+            {"originator_id": o, "originator_version": v, "topic": t, "state": s, "id": i}
             for (o, t), v, s, i in zip(contexts, versions, map(_second, rows), nids, strict=True)
         ]
         _consume(map(_set_dict, objs, dicts))

@@ -10,6 +10,7 @@ import textwrap
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
@@ -152,4 +153,146 @@ def test_state_that_is_not_bytes_is_refused_before_anything_is_written(
         recorder.insert_events([StoredEvent(oid, 1, "t", b"ok"), StoredEvent(oid, 2, "t", bad)])  # type: ignore[arg-type]
     assert recorder.select_events(oid) == []
     assert recorder.max_notification_id() is None
+    factory.close()
+
+
+def test_batches_of_every_shape_read_back_as_written(tmp_path: Path) -> None:
+    """The column-wise append (one originator, consecutive versions) and the event-by-event
+    one (anything else) write the same rows: what is read back is what was given."""
+    factory, recorder = recorder_at(tmp_path / "s")
+    a, b = uuid.uuid4(), uuid.uuid4()
+    batches = [
+        [StoredEvent(a, v, f"t.{v % 2}", state(a, v)) for v in range(1, 51)],  # one run
+        [StoredEvent(a, v, "t.0", state(a, v)) for v in (60, 55, 70)],  # gaps, out of order
+        [StoredEvent(b, 1, "t.1", state(b, 1)), StoredEvent(a, 51, "t.1", state(a, 51))],
+        [StoredEvent(uuid.UUID(str(b)), 2, "t.2", bytearray(state(b, 2)))],  # type: ignore[arg-type]
+        [StoredEvent("named", v, "t.0", memoryview(b"m%d" % v)) for v in (1, 2)],  # type: ignore[arg-type]
+        [StoredEvent(b, v, "t.3", b"") for v in range(3, 2**32 + 3, 2**31)],  # big versions
+    ]
+    for batch in batches:
+        recorder.insert_events(batch)
+    written = [e for batch in batches for e in batch]
+    notifications = recorder.select_notifications(None, 1000)
+    assert [n.id for n in notifications] == list(range(1, len(written) + 1))
+    assert [(n.originator_id, n.originator_version, n.topic, n.state) for n in notifications] == [
+        (e.originator_id, e.originator_version, e.topic, bytes(e.state)) for e in written
+    ]
+    for oid in (a, b, "named"):
+        mine = sorted(
+            (e for e in written if e.originator_id == oid), key=lambda e: e.originator_version
+        )
+        got = recorder.select_events(oid)
+        assert [(e.originator_version, e.topic, e.state) for e in got] == [
+            (e.originator_version, e.topic, bytes(e.state)) for e in mine
+        ]
+    # A run that overlaps what is recorded is refused whole, and so is a version out of range.
+    with pytest.raises(IntegrityError, match="already recorded"):
+        recorder.insert_events([StoredEvent(a, v, "t.0", b"x") for v in range(50, 53)])
+    from eventsourcing.persistence import DataError
+
+    with pytest.raises(DataError, match="64-bit"):
+        recorder.insert_events([StoredEvent(a, v, "t.0", b"x") for v in (2**63 - 1, 2**63)])
+    with pytest.raises(DataError, match="topic must be a str"):
+        recorder.insert_events([StoredEvent(a, 100, 7, b"x")])  # type: ignore[arg-type]
+    assert len(recorder.select_notifications(None, 1000)) == len(written)
+    factory.close()
+
+
+class _Log:
+    """What the Environment did, in order: commits (txn id, last notification id, whether it
+    wrote pages and so flushed the file), explicit flushes, and acknowledged appends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[Any, ...]] = []
+
+    def add(self, *entry: Any) -> None:
+        with self.lock:
+            self.entries.append(entry)
+
+
+class _Txn:
+    def __init__(self, txn: Any, env: _Env) -> None:
+        self._txn = txn
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+    def commit(self) -> None:
+        txn_id = self._txn.id()
+        cursor = self._txn.cursor(db=self._env.ndb)
+        last = int.from_bytes(cursor.key()[:8], "big") if cursor.last() else 0
+        self._txn.commit()
+        wrote = self._env.env.info()["last_txnid"] >= txn_id
+        self._env.log.add("commit", txn_id, last, wrote)
+
+
+class _Env:
+    def __init__(self, env: Any, log: _Log) -> None:
+        self.env = env
+        self.log = log
+        self.ndb: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def begin(self, write: bool = False, **kwargs: Any) -> Any:
+        txn = self.env.begin(write=write, **kwargs)
+        return _Txn(txn, self) if write and self.ndb is not None else txn
+
+    def sync(self, force: bool = False) -> None:
+        token = object()
+        self.log.add("sync start", token)
+        self.env.sync(force)
+        self.log.add("sync done", token)
+
+
+def test_a_durable_append_returns_only_after_a_flush_that_followed_its_commit(
+    tmp_path: Path,
+) -> None:
+    """Group commit shares commits and flushes between writer threads; every durable append
+    must still return only once a flush began after its commit (an explicit one, or a later
+    commit's that wrote pages and so flushed the file), whatever the interleaving."""
+    factory, recorder = recorder_at(tmp_path / "s")
+    log = _Log()
+    store = recorder.store
+    proxy = _Env(store.env, log)
+    store.env = proxy
+    proxy.ndb = recorder._notifications
+    writers = [uuid.uuid4() for _ in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(writers))
+
+    def write(oid: uuid.UUID) -> None:
+        start.wait()
+        try:
+            for first in range(1, 400, 20):
+                batch = [StoredEvent(oid, v, "t", state(oid, v)) for v in range(first, first + 20)]
+                ids = recorder.insert_events(batch)
+                assert ids is not None
+                log.add("ack", max(ids))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(oid,)) for oid in writers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not errors, errors
+    store.env = proxy.env
+    entries = log.entries
+    commits = sorted((e[1], e[2], e[3], i) for i, e in enumerate(entries) if e[0] == "commit")
+    acks = [(e[1], i) for i, e in enumerate(entries) if e[0] == "ack"]
+    assert len(acks) == 4 * 20
+    for nid, acked_at in acks:
+        # The commit that wrote this event: the first (by transaction id) whose log reached it.
+        txn_id, _, _, committed_at = next(c for c in commits if c[1] >= nid)
+        flushed = any(
+            entries[i][0] == "sync start"
+            and ("sync done", entries[i][1]) in entries[i + 1 : acked_at]
+            for i in range(committed_at + 1, acked_at)
+        ) or any(t > txn_id and wrote and at < acked_at for t, _, wrote, at in commits)
+        assert flushed, (nid, txn_id, entries[committed_at : acked_at + 1])
     factory.close()
