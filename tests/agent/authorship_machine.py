@@ -206,9 +206,11 @@ class WorkspaceModel(RuleBasedStateMachine):
         if concurrent:
             prefix += gate.shell() + "; "
         written: dict[str, str] = {}
+        started: list[bool] = []
 
         def user() -> None:
-            if gate.wait_started() and self._disk(path) is not None:
+            started.append(gate.wait_started())
+            if started[0] and self._disk(path) is not None:
                 line = f"user-{n}"
                 with (self.root / path).open("a") as f:
                     f.write(line + "\n")
@@ -224,6 +226,8 @@ class WorkspaceModel(RuleBasedStateMachine):
             gate.go.touch()
             if thread is not None:
                 thread.join(30)
+        # A command that never reached its gate would leave the step without its user edit.
+        assert started == ([True] if concurrent else []), "the command never reached its gate"
         for p, line in written.items():
             self.user_touched.add(p)
             if self.sandbox:
@@ -372,7 +376,9 @@ class WorkspaceModel(RuleBasedStateMachine):
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        self.h = Harness(self.root, type(self.h.app)(self.h.app.config))
+        # The same places stay writable for commands (the ran log, the gates): without them a
+        # command's writes there go to its private /tmp and a gate never opens.
+        self.h = Harness(self.root, type(self.h.app)(self.h.app.config), writable=self.h.writable)
         self._moved(self._branching().checkout(self.sid, node))
 
     @precondition(lambda self: self.sid is not None)
@@ -402,6 +408,8 @@ class WorkspaceModel(RuleBasedStateMachine):
             collect(again, None)
         finally:
             asyncio.run(again.close())
+        # It ran (once: the invariant says not twice), so the ran log does see the commands.
+        assert str(n) in self.ran_log.read_text().split(), f"command {n} did not run"
 
     # ------------------------------------------------------------------ invariants
 
