@@ -128,22 +128,25 @@ def collect(
     return asyncio.run(go())
 
 
+DEMO_FILES = {
+    "README.md": "# Demo\n",
+    "src/calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+    "AGENTS.md": "Run the tests with pytest.\n",
+    "secrets/key.txt": "hunter2\n",
+}
+
+
+def demo_repo(path: Path) -> Path:
+    """The demo repository of ``make_harness`` at ``path``: ``DEMO_FILES``, committed."""
+    return git_repo(path, DEMO_FILES)
+
+
 def make_harness(
     tmp_path: Path, backend: str = "sqlite", *, config: StoreConfig | None = None
 ) -> Harness:
     """A demo repository under ``tmp_path`` and an app on ``config`` (default: ``backend`` in
     ``tmp_path/store``)."""
-    root = git_repo(
-        tmp_path / "repo",
-        {
-            "README.md": "# Demo\n",
-            "src/calc.py": (
-                "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-            ),
-            "AGENTS.md": "Run the tests with pytest.\n",
-            "secrets/key.txt": "hunter2\n",
-        },
-    )
+    root = demo_repo(tmp_path / "repo")
     config = config or StoreConfig(backend=backend, path=tmp_path / "store")
     # Tests signal commands through files beside the workspace (a command touches a flag, then
     # waits for one): the sandbox lets them write there.

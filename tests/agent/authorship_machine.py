@@ -20,6 +20,7 @@ rule kills a ``coder-es checkout`` process (kill -9) during its restoration.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import shutil
 import signal
@@ -32,13 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import Harness, collect, make_harness, text, tool, turn
+from agent_helpers import Harness, collect, demo_repo, text, tool, turn
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from coder_es.application import CoderApp
 from coder_es.audit.verify import verify_session
 from coder_es.branching import Branching
 from coder_es.errors import UsageError
+from coder_es.store.config import StoreConfig
 from coder_es.views.files import proposed_at
 from coder_es.workspace.workspace import Workspace
 from projections.files import MISSING, open_files
@@ -46,6 +49,25 @@ from projections.files import MISSING, open_files
 PATHS = ["a.txt", "b.txt", "sub/c.txt"]
 PAD = "pad\n" * 3  # keeps the agent's lines apart from the user's appended ones
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# Where each example's store lives: a tmpfs when there is one. On a disk, SQLite's sync at every
+# commit (about 50 an example) was an eighth of an example's wall time; on a tmpfs every commit
+# is as real (the same store code, and a process killed with -9 loses nothing either way).
+STORE_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+_template: list[Path] = []
+
+
+def _demo_repo_copy(dest: Path) -> Path:
+    """The demo repository at ``dest``: committed once per process, then copied (three git
+    processes less per example; git re-reads the copied files' stat data, same content)."""
+    if not _template:
+        where = Path(tempfile.mkdtemp(prefix="coder-es-authorship-template-"))
+        atexit.register(shutil.rmtree, where, True)
+        _template.append(demo_repo(where / "repo"))
+    shutil.copytree(_template[0], dest, symlinks=True)
+    return dest
 
 
 def _lines(data: bytes | None) -> list[str]:
@@ -82,7 +104,10 @@ class WorkspaceModel(RuleBasedStateMachine):
             os.environ["CODER_ES_SANDBOX"] = "off"
         else:
             os.environ.pop("CODER_ES_SANDBOX", None)
-        self.h: Harness = make_harness(self.dir, "sqlite")
+        self.store = Path(tempfile.mkdtemp(prefix="coder-es-authorship-", dir=STORE_PARENT))
+        app = CoderApp(StoreConfig(backend="sqlite", path=self.store / "store"))
+        # Commands signal through files beside the workspace (the gates, the ran log): writable.
+        self.h: Harness = Harness(_demo_repo_copy(self.dir / "repo"), app, writable=(self.dir,))
         self.root = self.h.root
         self.sid: str | None = None
         self.n = 0
@@ -104,6 +129,7 @@ class WorkspaceModel(RuleBasedStateMachine):
         else:
             os.environ["CODER_ES_SANDBOX"] = self._env
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.store, ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
 
@@ -206,9 +232,11 @@ class WorkspaceModel(RuleBasedStateMachine):
         if concurrent:
             prefix += gate.shell() + "; "
         written: dict[str, str] = {}
+        started: list[bool] = []
 
         def user() -> None:
-            if gate.wait_started() and self._disk(path) is not None:
+            started.append(gate.wait_started())
+            if started[0] and self._disk(path) is not None:
                 line = f"user-{n}"
                 with (self.root / path).open("a") as f:
                     f.write(line + "\n")
@@ -224,6 +252,8 @@ class WorkspaceModel(RuleBasedStateMachine):
             gate.go.touch()
             if thread is not None:
                 thread.join(30)
+        # A command that never reached its gate would leave the step without its user edit.
+        assert started == ([True] if concurrent else []), "the command never reached its gate"
         for p, line in written.items():
             self.user_touched.add(p)
             if self.sandbox:
@@ -372,7 +402,9 @@ class WorkspaceModel(RuleBasedStateMachine):
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        self.h = Harness(self.root, type(self.h.app)(self.h.app.config))
+        # The same places stay writable for commands (the ran log, the gates): without them a
+        # command's writes there go to its private /tmp and a gate never opens.
+        self.h = Harness(self.root, type(self.h.app)(self.h.app.config), writable=self.h.writable)
         self._moved(self._branching().checkout(self.sid, node))
 
     @precondition(lambda self: self.sid is not None)
@@ -402,6 +434,8 @@ class WorkspaceModel(RuleBasedStateMachine):
             collect(again, None)
         finally:
             asyncio.run(again.close())
+        # It ran (once: the invariant says not twice), so the ran log does see the commands.
+        assert str(n) in self.ran_log.read_text().split(), f"command {n} did not run"
 
     # ------------------------------------------------------------------ invariants
 

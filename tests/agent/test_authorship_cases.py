@@ -79,6 +79,20 @@ def test_a_write_after_a_conflicted_checkout_then_the_same_checkout(model: Works
     )
 
 
+def test_a_command_after_a_killed_checkout_still_reaches_its_gate(model: WorkspaceModel) -> None:
+    """Shrunk from a 2,000-example run where one example took 120 s: after ``checkout_killed``
+    reopened the store, commands lost the writable place beside the workspace (the ran log, the
+    gates), so a concurrent command waited for a gate it could not see until its timeout, and
+    the ran-twice invariant saw no command at all."""
+    _steps(
+        model,
+        lambda: model.agent_bash(concurrent=True, op="sed", path="b.txt"),
+        lambda: model.checkout_killed(delay=0.0, index=110),
+        lambda: model.resume_after_cancel(path="sub/c.txt"),
+        lambda: model.agent_bash(concurrent=True, op="sed", path="sub/c.txt"),
+    )
+
+
 @pytest.fixture
 def no_sandbox() -> Iterator[WorkspaceModel]:
     machine = WorkspaceModelNoSandbox()
