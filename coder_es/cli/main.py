@@ -49,6 +49,9 @@ def run() -> None:
     # The command line's own process: generated dataclass code is compiled once per user.
     args = [a for a in argv[:1] if not a.startswith("-")]
     install(args[0] if args else "top")
+    from coder_es.cli.esdomain import install as install_esdomain
+
+    install_esdomain()  # the store readers' eventsourcing.domain, without tokenize (esdomain)
     sys.exit(main())
 
 
