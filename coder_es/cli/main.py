@@ -57,9 +57,11 @@ def run() -> None:
     sys.exit(main())
 
 
-READ_COMMANDS = frozenset(("tree", "show", "diff", "sessions", "context", "search", "pending"))
+READ_COMMANDS = frozenset(
+    ("tree", "show", "diff", "sessions", "context", "search", "pending", "export", "verify")
+)
 """Short commands that print what the store holds (their writes are committed transactions of
-derived indexes, never left to a finalizer)."""
+derived indexes, or an export written and closed at once, never left to a finalizer)."""
 
 
 def _without_cycle_collection() -> int:
