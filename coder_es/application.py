@@ -8,14 +8,20 @@ writer on the same session version gets ``eventsourcing.persistence.IntegrityErr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import get_topic
+from eventsourcing.persistence import (
+    Mapper,
+    MapperDeserialisationError,
+    StoredEvent,
+    Transcoder,
+    find_id_convertor,
+)
+from eventsourcing.utils import get_topic, resolve_topic
 
 from coder_es.domain.chain import event_hash
 from coder_es.domain.session import Session
@@ -52,12 +58,35 @@ class ChainMapper(Mapper[UUID]):
     """
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        domain_event: Any = super().to_domain_event(stored_event)
-        current_version = getattr(type(domain_event), "class_version", 1)
-        if current_version > 1:
-            state = self.transcoder.decode(self._plain_state(stored_event))
-            if state.get("class_version", 1) < current_version:
-                domain_event.__dict__["_recorded_hash"] = recorded_chain_hash(stored_event, state)
+        # eventsourcing's Mapper.to_domain_event, with the recorded form's hash taken between
+        # decoding and upcasting: the state is decoded once.
+        cls = resolve_topic(stored_event.topic)
+        try:
+            state: dict[str, Any] = self.transcoder.decode(self._plain_state(stored_event))
+        except Exception as e:
+            msg = (
+                f"Failed to deserialise state of stored event with "
+                f"topic '{stored_event.topic}', "
+                f"originator_id '{stored_event.originator_id}' and "
+                f"originator_version {stored_event.originator_version}: {e}"
+            )
+            raise MapperDeserialisationError(msg) from e
+        class_version = getattr(cls, "class_version", 1)
+        from_version = state.get("class_version", 1)
+        recorded = None
+        if from_version < class_version:
+            recorded = recorded_chain_hash(stored_event, state)
+        id_convertor = find_id_convertor(cls, cast(Hashable, type(stored_event.originator_id)))
+        state["originator_id"] = id_convertor(stored_event.originator_id)
+        state["originator_version"] = stored_event.originator_version
+        state.pop("class_version", None)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+            from_version += 1
+        if recorded is not None:
+            state["_recorded_hash"] = recorded
+        domain_event = object.__new__(cls)
+        object.__setattr__(domain_event, "__dict__", state)
         return domain_event
 
     def decode_state(self, stored_event: StoredEvent) -> dict[str, Any]:
