@@ -1,5 +1,5 @@
-"""A read command runs without the cyclic collector and leaves it on for what follows
-(coder_es.cli.main._without_cycle_collection)."""
+"""A read command runs with the cyclic collector seldom run and puts its thresholds back for what
+follows (coder_es.cli.main._without_cycle_collection)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ sys.argv = ["coder-es", *sys.argv[1:]]
 from coder_es.cli import main
 seen = []
 real = main.main
-main.main = lambda: seen.append(gc.isenabled()) or real()
+main.main = lambda: seen.append(gc.get_threshold()[0]) or real()
 try:
     main.run()
 except SystemExit as e:
-    print(e.code, seen, gc.isenabled(), gc.get_freeze_count() > 0)
+    print(e.code, seen, gc.get_threshold()[0], gc.get_freeze_count() > 0)
 """
 
 
@@ -34,10 +34,11 @@ def _run(tmp_path: Path, *args: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_a_read_command_runs_without_the_collector_and_puts_it_back(tmp_path: Path) -> None:
-    # The collector was off while `sessions` ran; on again, and the survivors frozen, after.
-    assert _run(tmp_path, "sessions").split(" ", 1)[1] == "[False] True True"
+def test_a_read_command_runs_with_the_collector_seldom_and_puts_it_back(tmp_path: Path) -> None:
+    # Young collections every 50,000 allocations while `sessions` ran; the default (700) again,
+    # and the survivors frozen, after.
+    assert _run(tmp_path, "sessions").split(" ", 1)[1] == "[50000] 700 True"
 
 
 def test_other_commands_keep_the_collector(tmp_path: Path) -> None:
-    assert _run(tmp_path, "--version") == "0 [True] True False"
+    assert _run(tmp_path, "--version") == "0 [700] 700 False"
