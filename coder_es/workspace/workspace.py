@@ -176,6 +176,16 @@ class Workspace:
                 for change in event.effect.get("files_changed") or ():
                     if change.get("outcome") != "conflict":
                         views[str(change["path"])] = change.get("after")
+            elif isinstance(event, Session.WorkspaceRestored):
+                # A rewind or checkout brought these files to a node's content: the session's
+                # version there is the base of the agent's next edit, not what a branch left
+                # behind wrote (that base made the checkout's own change look like a user's
+                # edit, and the edit's recorded content kept the abandoned branch's lines). A
+                # conflict's file holds the user's version: the session's stays the base, so
+                # the user's lines remain theirs; a file that could not be restored keeps its view.
+                for entry in event.entries:
+                    if entry.get("outcome") != "error":
+                        views[str(entry["path"])] = entry.get("target")
         return views
 
     def note_changes(self, changes: Iterable[Any]) -> None:

@@ -124,3 +124,22 @@ def test_the_stat_index_takes_a_concurrent_line_for_the_commands(
     outcome = {f.path: f.outcome for f in result.files}
     assert outcome.get("a.txt") == "restored", outcome
     assert line not in model._user_lines("a.txt")
+
+
+@pytest.mark.parametrize("with_sandbox", [True, False], ids=["sandbox", "stat-index"])
+def test_an_edit_after_a_checkout_to_before_a_command_keeps_the_checkouts_content(
+    with_sandbox: bool, request: pytest.FixtureRequest
+) -> None:
+    """Shrunk from the 2,000-example run without the sandbox (and failing with it too): the
+    agent's view of a file came from the whole log, so after a checkout to before the command
+    that appended to it, the next edit (without a read) merged against the abandoned branch's
+    content, took the checkout's own change for a user's edit, and recorded the appended line
+    as the session's content although the disk (rightly) lacked it."""
+    model = request.getfixturevalue("model" if with_sandbox else "no_sandbox")
+    _steps(
+        model,
+        lambda: model.agent_write(path="b.txt", read_first=False),
+        lambda: model.agent_bash(concurrent=False, op="append", path="b.txt"),
+        lambda: model.checkout(index=2),
+        lambda: model.agent_edit(k=0, path="b.txt", read_first=False),
+    )
