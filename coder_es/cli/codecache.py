@@ -31,6 +31,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from coder_es.cli.helpcache import read_private_file
 from coder_es.userdirs import user_cache_dir
 
 MAX_ENTRIES = 4096
@@ -80,24 +81,13 @@ class CodeCache:
 
 
 def _load(path: Path) -> dict[str, CodeType]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+    data = read_private_file(path)
+    if data is None:
         return {}
     try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.getuid()
-            or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        ):
-            return {}
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            loaded = marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
+        loaded = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
         return {}
-    finally:
-        os.close(fd)
     if not isinstance(loaded, dict):
         return {}
     return {k: v for k, v in loaded.items() if isinstance(k, str) and isinstance(v, CodeType)}

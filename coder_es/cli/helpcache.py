@@ -76,10 +76,11 @@ def help_file(environ: Mapping[str, str] = os.environ) -> str:
     return os.path.join(base, "coder-es", "help", "top.txt")
 
 
-def cached_help(environ: Mapping[str, str] = os.environ) -> str | None:
-    """The kept help text when it was made for this very key, else None."""
+def read_private_file(path: str | os.PathLike[str]) -> bytes | None:
+    """The bytes of a per-user cache file, or None unless it is a regular file (not a link) of
+    this user's that nobody else can write: a cache another user could plant is never used."""
     try:
-        fd = os.open(help_file(environ), os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
@@ -91,11 +92,18 @@ def cached_help(environ: Mapping[str, str] = os.environ) -> str | None:
         ):
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read()
+            return f.read()
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def cached_help(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The kept help text when it was made for this very key, else None."""
+    data = read_private_file(help_file(environ))
+    if data is None:
+        return None
     try:
         key, _, text = data.decode("utf-8").partition("\n")
     except UnicodeDecodeError:
