@@ -25,6 +25,7 @@ from fleet_helpers import create_sessions, enqueue, run, workspace
 
 from coder_es.application import CoderApp
 from coder_es.fleet.answers import Queued, queue_answered, requeue_answered, sweep_answered
+from coder_es.fleet.jobs import SessionJob
 from coder_es.fleet.queue import FleetQueue, QueueCounts
 from coder_es.fleet.worker import FleetWorker, WorkerOptions
 from coder_es.service.waiting import answer, pending
@@ -138,12 +139,11 @@ def test_a_parked_session_answered_elsewhere_is_finished_by_another_worker(
     assert names[-1] == "ModelResponded"
 
 
-def test_an_answer_whose_requeue_was_lost_is_queued_by_the_next_worker(
+def _deferred_job(
     tmp_path: Path, pg_schema: str
-) -> None:
-    """``approve`` records the answer, then queues the session: killed between the two, the
-    session would stay answered and unqueued. The recording alone (the crash) is followed by a
-    worker starting: its sweep queues the session, and it finishes the same turn."""
+) -> tuple[StoreConfig, Path, SessionJob, WorkerOptions]:
+    """One queued session whose bash call waits for an answer (a defer rule), and the options of
+    a worker that runs until the queue is empty."""
     config = make_config("postgres", tmp_path, pg_schema)
     turns = [
         {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
@@ -156,6 +156,16 @@ def test_an_answer_whose_requeue_was_lost_is_queued_by_the_next_worker(
     job = replace(job, yes=False, rules=(("defer", "bash"),))
     run(enqueue(config, [job]))
     options = WorkerOptions(install_signal_handlers=False, until_empty=True)
+    return config, ws, job, options
+
+
+def test_an_answer_whose_requeue_was_lost_is_queued_by_the_next_worker(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    """``approve`` records the answer, then queues the session: killed between the two, the
+    session would stay answered and unqueued. The recording alone (the crash) is followed by a
+    worker starting: its sweep queues the session, and it finishes the same turn."""
+    config, ws, job, options = _deferred_job(tmp_path, pg_schema)
     worker = FleetWorker(config, options)
     try:
         run(worker.run())
@@ -187,18 +197,7 @@ def test_an_answer_is_queued_once_however_many_queue_it_at_once(
     between the two writes finds the answer unqueued and queues it too. Both, and any number of
     them at once, end with one job for the answer; once a worker takes that job up, nobody
     queues another."""
-    config = make_config("postgres", tmp_path, pg_schema)
-    turns = [
-        {"blocks": [{"type": "tool_use", "name": "bash", "input": {"command": "echo x >> t"}}]},
-        {"blocks": [{"type": "text", "text": "done"}]},
-    ]
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"turns": turns}))
-    ws = workspace(tmp_path, "w")
-    (job,) = run(create_sessions(config, [ws], script))
-    job = replace(job, yes=False, rules=(("defer", "bash"),))
-    run(enqueue(config, [job]))
-    options = WorkerOptions(install_signal_handlers=False, until_empty=True)
+    config, ws, job, options = _deferred_job(tmp_path, pg_schema)
     worker = FleetWorker(config, options)
     try:
         run(worker.run())
