@@ -412,20 +412,23 @@ def install_at(
     return _install_at(dir_fd, name, tmp_dir, tmp_name, expected, locked=False)
 
 
+def _link_new(src_dir: int, src_name: str, dir_fd: int, name: str) -> bool:
+    """Give the file ``src_name`` the new name ``name``; False if that name exists. link()
+    fails where the name exists: creating a file can never overwrite another one."""
+    try:
+        os.link(src_name, name, src_dir_fd=src_dir, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    return True
+
+
 def _install_at(
     dir_fd: int, name: str, tmp_dir: int, tmp_name: str, expected: bytes | None, *, locked: bool
 ) -> bool:
     placed = False
     try:
         if expected is None:
-            try:
-                # link() fails if the name exists: creating a file cannot overwrite another one.
-                os.link(
-                    tmp_name, name, src_dir_fd=tmp_dir, dst_dir_fd=dir_fd, follow_symlinks=False
-                )
-            except FileExistsError:
-                return False
-            return True
+            return _link_new(tmp_dir, tmp_name, dir_fd, name)
         with _locked_if_holds_at(dir_fd, name, expected, locked) as holds:
             if not holds:
                 return False
@@ -554,11 +557,7 @@ def move_into_place_at(
     (``sync_dirs``)."""
     try:
         if expected is None:
-            try:
-                os.link(
-                    src_name, name, src_dir_fd=src_dir, dst_dir_fd=dir_fd, follow_symlinks=False
-                )
-            except FileExistsError:
+            if not _link_new(src_dir, src_name, dir_fd, name):
                 return False
             os.unlink(src_name, dir_fd=src_dir)
             return True
