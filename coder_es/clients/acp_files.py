@@ -32,8 +32,8 @@ from coder_es.tools.schema import parse_input
 from coder_es.workspace.atomic import read_current
 from coder_es.workspace.contents import merge_contents
 from coder_es.workspace.matching import MatchError, replace
-from coder_es.workspace.text import adopt_style, decode_text
-from coder_es.workspace.workspace import ReadResult, unified_diff
+from coder_es.workspace.text import adopt_style, decode_text, unified_diff
+from coder_es.workspace.workspace import ReadResult
 
 THEIRS_LABEL = "editor"
 

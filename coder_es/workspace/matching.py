@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass
 
 from coder_es.workspace.errors import WorkspaceError
-from coder_es.workspace.merge import split_lines
+from coder_es.workspace.text import split_lines
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import merge3
 from patiencediff import PatienceSequenceMatcher
 
-from coder_es.workspace.text import split_lines as split_lines
+from coder_es.workspace.text import split_lines
 
 MarkerStyle = Literal["merge", "diff3"]
 

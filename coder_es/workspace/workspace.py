@@ -33,8 +33,7 @@ from coder_es.workspace.merge_write import ConflictPolicy, DiskMerge, merge_at, 
 from coder_es.workspace.protected import check_writable
 from coder_es.workspace.sandbox import ResolvedPath, Sandbox
 from coder_es.workspace.stat_index import StatIndex
-from coder_es.workspace.text import adopt_style, decode_text
-from coder_es.workspace.text import unified_diff as unified_diff
+from coder_es.workspace.text import adopt_style, decode_text, unified_diff
 
 Outcome = Literal["direct", "merged", "conflict", "conflict_markers", "error"]
 Operation = Literal["write", "edit", "restore"]

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ws_helpers import git_merge_file
 
-from coder_es.workspace.merge import split_lines, three_way_merge
+from coder_es.workspace.merge import three_way_merge
+from coder_es.workspace.text import split_lines
 
 CORPUS = (
     Path(__file__).resolve().parents[2].parent
