@@ -586,7 +586,7 @@ def _recover_one(
             return f"{name}: dropped"
         try:
             steps = sealed.unseal(data, tx=name, workspace=workspace)
-        except sealed.JournalRefused as e:
+        except sealed.RecordRefused as e:
             return _refused(workspace, name, str(e))
         apply_steps(steps, workspace, blobs, tx_root(workspace) / name / "upper")
         _remove_tree(pinned)

@@ -31,6 +31,11 @@ three times the kernel time of the same in the files' own directories (the kerne
 cross-directory renames for the whole file system, and one directory growing by thousands of
 names is slow to add to). Their names are noted first in one record per batch in the scratch
 directory (``note_batch``), which ``clean_scratch`` reads when the batch's process is gone.
+
+Clean-up deletes what these records name, so it obeys only records this user's coder-es sealed
+for this workspace (``coder_es.workspace.authentic``, as the transaction journals are), reaches
+the scratch directory and every file it removes without following a link, and removes nothing
+but temporary files; any other record is left alone and said once in a warning.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import contextlib
 import ctypes
 import errno
 import itertools
+import logging
 import os
 import secrets
 import stat
@@ -91,6 +97,14 @@ SCRATCH_PARTS = (".coder-es", "tmp")
 JOURNAL = "elsewhere"
 """In the scratch directory: temporary files written beside their target (another file system)."""
 _TMP_SUFFIX = ".coder-es-tmp"
+_BATCH_SUFFIX = ".coder-es-batch"
+_RECORD_VERSION = 1
+"""Of the sealed records of temporary files (``coder_es.workspace.authentic``)."""
+_MAX_RECORD_BYTES = 64 << 20
+_SCRATCH_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 
 def scratch_dir(workspace: Path) -> Path:
@@ -98,60 +112,99 @@ def scratch_dir(workspace: Path) -> Path:
     return workspace.joinpath(*SCRATCH_PARTS)
 
 
+def _open_scratch(scratch: Path, *, create: bool) -> int | None:
+    """A descriptor of the scratch directory (the caller closes it), reached from its workspace
+    without following a link at ``.coder-es`` or ``tmp``: a planted link would carry clean-up's
+    deletions and the records' writes somewhere else. None when it is absent (and not
+    ``create``d) or not a directory of ours."""
+    try:
+        fd = os.open(scratch.parent.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        for part in SCRATCH_PARTS:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+            sub = os.open(part, _SCRATCH_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def clean_scratch(workspace: Path) -> int:
     """Remove the temporary files that killed writers left (their process is gone). Cheap when
-    there are none: one directory listing. Returns how many were removed."""
-    scratch = scratch_dir(workspace)
+    there are none: one directory listing. Returns how many were removed.
+
+    Only records this user's coder-es sealed are obeyed (``coder_es.workspace.authentic``), and
+    only for this workspace: one found in a cloned repository or written by a sandboxed command
+    is left alone, said once in a warning."""
+    scratch = _open_scratch(scratch_dir(workspace), create=False)
+    if scratch is None:
+        return 0
     try:
         names = os.listdir(scratch)
-    except OSError:
-        return 0
-    removed = 0
-    for name in names:
-        if name.endswith(_TMP_SUFFIX) and _writer_gone(name):
-            with contextlib.suppress(OSError):
-                os.unlink(scratch / name)
-                removed += 1
-    if JOURNAL in names:
-        removed += _clean_journal(scratch / JOURNAL)
-    for name in names:
-        if name.endswith(_BATCH_SUFFIX) and _writer_gone(name, _BATCH_SUFFIX):
-            removed += _clean_batch(workspace, scratch / name)
-    return removed
-
-
-_BATCH_SUFFIX = ".coder-es-batch"
+        removed = 0
+        for name in names:
+            if name.endswith(_TMP_SUFFIX) and _writer_gone(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=scratch)
+                    removed += 1
+        if JOURNAL in names:
+            removed += _clean_journal(workspace, scratch)
+        for name in names:
+            if name.endswith(_BATCH_SUFFIX) and _writer_gone(name, _BATCH_SUFFIX):
+                removed += _clean_batch(workspace, scratch, name)
+        return removed
+    finally:
+        os.close(scratch)
 
 
 def note_batch(scratch: Path, names: Iterable[str]) -> Path | None:
     """Record, before any of them exists, the temporary files a batch of writes (a restoration)
     stages beside their targets: ``names`` relative to the workspace (absolute for a file
     recorded outside it). One new file in the scratch directory, named after the writing
-    process, so that a kill at any point leaves them findable by ``clean_scratch``; the writer
-    removes it with ``forget_batch`` once they are gone. None when there is no usable scratch
-    directory (the files are then beside their targets unrecorded, as a last resort).
+    process and sealed (``coder_es.workspace.authentic``: clean-up obeys no other), so that a
+    kill at any point leaves them findable by ``clean_scratch``; the writer removes it with
+    ``forget_batch`` once they are gone. None when there is no usable scratch directory or key
+    (the files are then beside their targets unrecorded, as a last resort).
 
     Not flushed: a kill leaves the page cache, and so this file, intact; a power cut before the
     batch's ``syncfs`` (which flushes it with the staged files) can leave stray temporary files,
     never a changed user file."""
-    journal = scratch / f"{os.getpid()}.{secrets.token_hex(6)}{_BATCH_SUFFIX}"
-    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
+    from coder_es.workspace import authentic
+
+    name = f"{os.getpid()}.{secrets.token_hex(6)}{_BATCH_SUFFIX}"
+    workspace = os.path.realpath(scratch.parent.parent)
+    content = {"kind": "batch", "workspace": workspace, "record": name, "files": list(names)}
     try:
-        scratch.mkdir(parents=True, exist_ok=True)
-        fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        data = authentic.seal(content, version=_RECORD_VERSION)
     except OSError:
+        return None
+    fd_dir = _open_scratch(scratch, create=True)
+    if fd_dir is None:
+        return None
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o600, dir_fd=fd_dir)
+    except OSError:
+        os.close(fd_dir)
         return None
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
     except OSError:
-        os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(journal)
+            os.unlink(name, dir_fd=fd_dir)
         return None
-    os.close(fd)
-    return journal
+    finally:
+        os.close(fd)
+        os.close(fd_dir)
+    return scratch / name
 
 
 def forget_batch(journal: Path | None) -> None:
@@ -161,22 +214,63 @@ def forget_batch(journal: Path | None) -> None:
             os.unlink(journal)
 
 
-def _clean_batch(workspace: Path, journal: Path) -> int:
+def _warn_once(line: str) -> None:
+    """One line per refused record and process (a workspace is opened more than once)."""
+    if line not in _warned:
+        _warned.add(line)
+        log.warning("%s", line)
+
+
+def _read_record(scratch: int, name: str) -> bytes:
+    """A regular file of the scratch directory (a link is not followed)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=scratch)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.read(fd, _MAX_RECORD_BYTES)
+    finally:
+        os.close(fd)
+
+
+def _own(content: dict[str, Any], kind: str, workspace: str, **fields: str) -> None:
+    """Refuse an authentic record that belongs elsewhere (another workspace, another name)."""
+    from coder_es.workspace.authentic import RecordRefused
+
+    if content.get("kind") != kind or content.get("workspace") != workspace:
+        raise RecordRefused("written for another workspace")
+    if any(content.get(k) != v for k, v in fields.items()):
+        raise RecordRefused("written under another name")
+
+
+def _clean_batch(workspace: Path, scratch: int, name: str) -> int:
     """Remove the temporary files a killed batch noted (``note_batch``), then its record. Each
     is reached as a restoration reaches files (``confined``: from the workspace's descriptor,
-    no link followed, never into ``.coder-es/``), and only a name of a temporary file is ever
-    removed, so a planted record can delete nothing else."""
+    no link followed, never into ``.coder-es/``), and only a temporary file of the batch's own
+    process is ever removed."""
+    from coder_es.workspace.authentic import RecordRefused, unseal
     from coder_es.workspace.confined import ConfinedDir
 
-    removed = 0
+    real = os.path.realpath(workspace)
     try:
-        lines = journal.read_bytes().decode("utf-8", "surrogateescape").splitlines()
-    except OSError:
+        content = unseal(_read_record(scratch, name), version=_RECORD_VERSION)
+        _own(content, "batch", real, record=name)
+        files = content.get("files")
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise RecordRefused("damaged")
+    except (OSError, RecordRefused) as e:
+        why = e.strerror or str(e) if isinstance(e, OSError) else str(e)
+        _warn_once(
+            f"{scratch_dir(workspace) / name}: a record of temporary files coder-es did not "
+            f"write ({why}); left alone, nothing it names was removed"
+        )
         return 0
+    ours = "." + name.split(".", 1)[0] + "."  # ``temporary_names`` of the batch's process
+    removed = 0
     roots: dict[bool, ConfinedDir] = {}
     try:
-        for line in lines:
-            if not (os.path.basename(line).endswith(_TMP_SUFFIX)):
+        for line in files:
+            base = os.path.basename(line)
+            if not (base.startswith(ours) and base.endswith(_TMP_SUFFIX)):
                 continue
             outside = line.startswith("/")
             try:
@@ -186,42 +280,90 @@ def _clean_batch(workspace: Path, journal: Path) -> int:
                         ConfinedDir("/", guard=False)
                         if outside
                         # The restoration named them from the workspace's real path.
-                        else ConfinedDir(os.path.realpath(workspace))
+                        else ConfinedDir(real)
                     )
-                dir_fd, name = root.parent(line.lstrip("/"))
-                os.unlink(name, dir_fd=dir_fd)
+                dir_fd, last = root.parent(line.lstrip("/"))
+                os.unlink(last, dir_fd=dir_fd)
                 removed += 1
             except (OSError, CoderESError):
                 pass  # never staged (killed first), or already installed: nothing to remove
         with contextlib.suppress(OSError):
-            os.unlink(journal)
+            os.unlink(name, dir_fd=scratch)
     finally:
         for root in roots.values():
             root.close()
     return removed
 
 
-def _clean_journal(journal: Path) -> int:
-    removed = 0
+def _note_elsewhere(scratch: int, workspace: Path, path: str) -> None:
+    """Add the temporary file ``path`` (beside its target on another file system) to the
+    scratch journal, sealed like a batch's record; OSError when it cannot be."""
+    from coder_es.workspace import authentic
+
+    content = {"kind": JOURNAL, "workspace": os.path.realpath(workspace), "path": path}
+    line = authentic.seal(content, version=_RECORD_VERSION) + b"\n"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(JOURNAL, flags, 0o600, dir_fd=scratch)
     try:
-        with open(journal, "r+", encoding="utf-8", errors="surrogateescape") as f:
+        os.write(fd, line)  # one write: appends of several writers never interleave
+    finally:
+        os.close(fd)
+
+
+def _clean_journal(workspace: Path, scratch: int) -> int:
+    """Remove the temporary files the scratch journal notes whose writer is gone (reached from
+    ``/`` without following a link); its lines for live writers, and those refused (left
+    alone, said once), stay."""
+    from coder_es.workspace.authentic import RecordRefused, unseal
+    from coder_es.workspace.confined import ConfinedDir
+
+    real = os.path.realpath(workspace)
+    removed = 0
+    refused: list[str] = []
+    try:
+        fd = os.open(
+            JOURNAL, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=scratch
+        )
+    except OSError as e:
+        refused.append(e.strerror or str(e))
+        fd = -1
+    if fd >= 0:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
             if fcntl is not None:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX)
             keep = []
-            for line in f.read().splitlines():
-                if not line.endswith(_TMP_SUFFIX):
-                    continue
-                if not _writer_gone(os.path.basename(line)):
-                    keep.append(line)
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(line)
-                    removed += 1
-            f.seek(0)
-            f.truncate()
-            f.write("".join(k + "\n" for k in keep))
-    except OSError:
-        pass
+            with ConfinedDir("/", guard=False) as root:
+                for line in _read_fd_from(fd, 0).splitlines():
+                    try:
+                        content = unseal(line, version=_RECORD_VERSION)
+                        _own(content, JOURNAL, real)
+                        path = content.get("path")
+                        if not isinstance(path, str) or not path.endswith(_TMP_SUFFIX):
+                            raise RecordRefused("damaged")
+                    except RecordRefused as e:
+                        refused.append(str(e))
+                        keep.append(line)
+                        continue
+                    if not _writer_gone(os.path.basename(path)):
+                        keep.append(line)
+                        continue
+                    with contextlib.suppress(OSError, CoderESError):
+                        dir_fd, last = root.parent(path.lstrip("/"))
+                        os.unlink(last, dir_fd=dir_fd)
+                        removed += 1
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, b"".join(k + b"\n" for k in keep), 0)
+        except OSError as e:
+            refused.append(e.strerror or str(e))
+        finally:
+            os.close(fd)
+    if refused:
+        _warn_once(
+            f"{scratch_dir(workspace) / JOURNAL}: a record of temporary files coder-es did not "
+            f"write ({refused[0]}); left alone, nothing it names was removed"
+        )
     return removed
 
 
@@ -501,21 +643,21 @@ def _temporary_at(dir_fd: int, name: str, scratch: Path | None) -> tuple[int, st
     tmp_name = f"{os.getpid()}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
     if scratch is None:
         return dir_fd, f".{name}.{tmp_name}"
-    try:
-        # Empty between writes, it never shows in `git status` (git lists no empty dirs).
-        scratch.mkdir(parents=True, exist_ok=True)
-        scratch_fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    # Empty between writes, it never shows in `git status` (git lists no empty dirs).
+    scratch_fd = _open_scratch(scratch, create=True)
+    if scratch_fd is None:
         return dir_fd, f".{name}.{tmp_name}"  # no usable scratch directory: beside the file
     if os.fstat(scratch_fd).st_dev == os.fstat(dir_fd).st_dev:
         return scratch_fd, tmp_name
-    os.close(scratch_fd)
     beside = f".{name}.{tmp_name}"
-    with contextlib.suppress(OSError):
+    try:
         # Noted before it exists, so that a kill at any point leaves it findable.
         where = os.readlink(f"/proc/self/fd/{dir_fd}")
-        with open(scratch / JOURNAL, "a", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(os.path.join(where, beside) + "\n")
+        _note_elsewhere(scratch_fd, scratch.parent.parent, os.path.join(where, beside))
+    except OSError:
+        pass  # unrecorded, as a last resort (as with no scratch directory)
+    finally:
+        os.close(scratch_fd)
     return dir_fd, beside
 
 

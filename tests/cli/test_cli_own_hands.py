@@ -100,6 +100,42 @@ def test_a_cloned_repositorys_planted_journal_is_never_obeyed(
     assert str(victim / ".coder-es/tx/x/journal.json") in lines[0]
 
 
+def test_a_cloned_repositorys_planted_record_of_temporary_files_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same delivery for clean-up: ``.coder-es/tmp/`` commits a restoration's record
+    (``*.coder-es-batch``, of a process long gone) naming a file elsewhere with a temporary
+    file's name, and a scratch journal naming another. Opening the workspace deletes neither."""
+    for var in ("CODER_ES_STORE", "CODER_ES_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    other_mount = tmp_path / "mnt"
+    other_mount.mkdir()
+    victims = [
+        other_mount / ".db.1.abc.coder-es-tmp",
+        other_mount / ".x.999999998.def.coder-es-tmp",
+    ]
+    for v in victims:
+        v.write_text("not coder-es's\n")
+    origin = git_repo(tmp_path / "origin", {"README.md": "hello\n"})
+    scratch = origin / ".coder-es" / "tmp"
+    scratch.mkdir(parents=True)
+    (scratch / "999999999.abcdef012345.coder-es-batch").write_text(f"{victims[0]}\n")
+    (scratch / "elsewhere").write_text(f"{victims[1]}\n")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "planted")
+    victim = tmp_path / "victim"
+    subprocess.run(["git", "clone", "-q", str(origin), str(victim)], check=True)
+
+    s = script(tmp_path / "s.json", turn(text("a summary")))
+    r = run_process(["run", "summarise", "--agent", "explore", "--script", s], cwd=victim)
+    assert r.code == 0, r.err
+    assert all(v.read_text() == "not coder-es's\n" for v in victims)
+    assert "Traceback" not in r.err
+    lines = [line for line in r.err.splitlines() if "did not write" in line]
+    assert len(lines) == 2, r.err  # one per refused record, however often it is opened
+    assert all("nothing it names was removed" in line for line in lines)
+
+
 def test_journals_coder_es_wrote_are_still_obeyed_and_only_inside(tmp_path: Path) -> None:
     """The variants: a sealed journal copied to another transaction or workspace, a sealed one
     whose steps climb out or whose source is elsewhere, a link for the tx directory."""
@@ -376,14 +412,15 @@ def test_depth_limits_of_journals_and_exports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from coder_es import jsonlimit
-    from coder_es.sandbox.journal import JournalRefused, unseal
+    from coder_es.sandbox.journal import unseal
+    from coder_es.workspace.authentic import RecordRefused
 
     assert jsonlimit.loads("[" * 200 + "]" * 200) is not None
     with pytest.raises(jsonlimit.JsonDepthError):
         jsonlimit.loads("[" * 201 + "]" * 201)
     with pytest.raises(jsonlimit.JsonDepthError):
         jsonlimit.loads(b'{"a":' * 300 + b"1" + b"}" * 300)
-    with pytest.raises(JournalRefused):
+    with pytest.raises(RecordRefused):
         unseal(("[" * 50_000 + "]" * 50_000).encode(), tx="x", workspace=tmp_path)
     # A deep record after a good header: one line, exit 2.
     export = tmp_path / "e.jsonl"

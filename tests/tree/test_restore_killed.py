@@ -89,28 +89,3 @@ def test_a_killed_restoration_leaves_whole_files_and_the_next_start_cleans_up(
         if kills >= 6 and left_beside:
             break
     assert left_beside, "no kill landed while files were staged: the test proves nothing"
-
-
-def test_a_planted_batch_record_removes_only_temporary_files_inside_the_workspace(
-    tmp_path: Path,
-) -> None:
-    ws, outside = tmp_path / "ws", tmp_path / "outside"
-    (ws / "d").mkdir(parents=True)
-    outside.mkdir()
-    (ws / "keep.txt").write_text("the user's\n")
-    (outside / "x.coder-es-tmp").write_text("not the workspace's\n")
-    (ws / "link").symlink_to(outside)
-    (ws / "d" / ".1.a1.coder-es-tmp").write_text("left by a killed restoration\n")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    scratch = scratch_dir(ws)
-    scratch.mkdir(parents=True)
-    record = scratch / f"{dead.pid}.abcdef012345.coder-es-batch"
-    record.write_text(
-        "keep.txt\n../outside/x.coder-es-tmp\nlink/x.coder-es-tmp\nd/.1.a1.coder-es-tmp\n"
-    )
-    assert clean_scratch(ws) == 1
-    assert (ws / "keep.txt").read_text() == "the user's\n"
-    assert (outside / "x.coder-es-tmp").exists()
-    assert not (ws / "d" / ".1.a1.coder-es-tmp").exists()
-    assert not record.exists()
