@@ -356,4 +356,41 @@ def abandon(state: LoopState) -> CloseCalls | None:
     pending = state.open_calls()
     if not pending:
         return None
-    return CloseCalls(tuple(ClosedCall(_call(c), ABANDONED) for c in pending))
+    return CloseCalls(tuple(ClosedCall(_call(c), _abandoned(c)) for c in pending))
+
+
+def _abandoned(c: CallState) -> str:
+    if c.deferred and c.decision == "deny":
+        # A parked call the user denied: the model reads the denial (the user's message), as
+        # the turn taken up would have shown it.
+        return f"Permission denied: {c.decision_reason or 'the permission was refused'}"
+    return ABANDONED
+
+
+def parked_in_the_way(state: LoopState, session: str) -> str | None:
+    """Why a new user message may not be added now (None: it may): the turn is parked and a
+    question of it waits for an answer, or an allowed call of it has not run yet. A new message
+    would close those calls unrun (``abandon``) and the answer, or the wait for one, would be
+    lost. A call the user denied is no obstacle: denying is how a parked call is dropped."""
+    if state.parked is None:
+        return None
+    waiting = state.waiting_calls()
+    if waiting:
+        return (
+            f"session {session} waits for answers to its parked turn ({_named(waiting)}); the "
+            f"new prompt was not sent: answer with `coder-es approve {session}` or "
+            f"`coder-es deny {session}` (a denied call is dropped; `coder-es pending` lists the "
+            "questions), then send it again"
+        )
+    allowed = [c for c in state.open_calls() if c.deferred and c.decision == "allow"]
+    if allowed:
+        return (
+            f"session {session}'s parked turn has allowed calls that have not run yet "
+            f"({_named(allowed)}); the new prompt was not sent: continue the turn first with "
+            f"`coder-es run --session {session}`, then send it again"
+        )
+    return None
+
+
+def _named(calls: list[CallState]) -> str:
+    return ", ".join(f"{c.name} call {c.id}" for c in calls)

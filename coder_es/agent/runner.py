@@ -45,7 +45,7 @@ from coder_es.agent.request import RequestRecorder, RequestSettings
 from coder_es.agent.state import LoopState
 from coder_es.application import CoderApp
 from coder_es.domain.session import Session
-from coder_es.errors import CoderESError
+from coder_es.errors import CoderESError, UsageError
 from coder_es.hooks.answer import Ran
 from coder_es.hooks.command import run_hook
 from coder_es.hooks.pipeline import EventInput, Outcome, model_note, notes_of, run_event
@@ -377,6 +377,9 @@ class AgentLoop:
         return await self._guarded(self._resume())
 
     async def _send(self, text: str, images: list[dict[str, Any]]) -> TurnOutcome:
+        refused = d.parked_in_the_way(self.state, self.session_id)
+        if refused is not None:
+            raise UsageError(refused)  # before anything is recorded
         leftover = d.abandon(self.state)
         if leftover is not None:
             self._close(leftover)

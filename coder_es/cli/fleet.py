@@ -107,6 +107,10 @@ async def _enqueue(
     created = False
     if args.session:
         session_id = str(app.resolve_session(args.session))
+        if args.prompt:
+            from coder_es.service.waiting import refuse_prompt_while_parked
+
+            refuse_prompt_while_parked(app, session_id)
     else:
         if provider is None:
             raise UsageError("a new session needs --provider (or --script for the scripted one)")

@@ -54,6 +54,7 @@ from coder_es.service.api import (
     auto_answerer,
     configured_provider_factory,
 )
+from coder_es.service.waiting import refuse_prompt_while_parked
 
 DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
@@ -172,6 +173,8 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         provider_factory=configured_provider_factory(ctx.settings),
     )
     if resuming:
+        if args.prompt:
+            refuse_prompt_while_parked(ctx.app, args.session)
         return await service.open_session(args.session, options)
     return await service.create_session(options)
 

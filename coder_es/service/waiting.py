@@ -103,6 +103,20 @@ def is_ready(state: LoopState) -> bool:
     )
 
 
+def refuse_prompt_while_parked(app: CoderApp, session: str) -> None:
+    """``UsageError`` (one line: what the turn waits for, how to answer) when the session's
+    turn is parked, so that a new prompt is refused before anything is opened or recorded
+    (``run --session S PROMPT``, ``enqueue``, a worker's job). The loop refuses it again under
+    the session lease (``decider.parked_in_the_way``), for every other way a message comes."""
+    from coder_es.agent.decider import parked_in_the_way
+    from coder_es.agent.state import LoopState
+
+    sid = app.resolve_session(session)
+    refused = parked_in_the_way(LoopState.from_events(app.session_events(sid)), str(sid))
+    if refused is not None:
+        raise UsageError(refused)
+
+
 def _questions(state: LoopState, events: Sequence[Any]) -> list[Question]:
     from coder_es.domain.session import Session
 

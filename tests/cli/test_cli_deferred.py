@@ -27,6 +27,13 @@ def _script(repo: Path, calls: list[dict[str, Any]], name: str = "turns.json") -
     return str(repo / name)
 
 
+def _answer_script(repo: Path) -> str:
+    """A model that answers a new prompt with text."""
+    turns = [{"blocks": [{"type": "text", "text": "on it"}]}]
+    (repo / "answer.json").write_text(json.dumps({"turns": turns}))
+    return str(repo / "answer.json")
+
+
 def _app(repo: Path) -> CoderApp:
     import os
 
@@ -235,3 +242,58 @@ def test_an_answer_while_another_process_holds_the_session_records_nothing(
     assert again.code == 2 and "no question waiting" in again.err
     kinds = _kinds(cli, sid)
     assert kinds.count("DeferredAnswered") == 1 and kinds.count("PermissionDecided") == 1
+
+
+def test_a_new_prompt_on_a_parked_session_is_refused_until_the_turn_is_answered(
+    repo: Path, cli: Cli
+) -> None:
+    """Rule 6: a new prompt would close the parked call unrun and drop the question (or an
+    approval). It is refused in one line saying how to answer; nothing is recorded."""
+    outside = repo.parent / "later.txt"
+    script = _script(
+        repo, [{"id": "w1", "name": "write", "input": {"path": str(outside), "content": "hi\n"}}]
+    )
+    assert cli("run", "write it", "--script", script, "--defer").code == EXIT_WAITING
+    sid = cli("sessions", "--json").json_lines()[0]["id"]
+    before = _kinds(cli, sid)
+    chat = _answer_script(repo)
+
+    r = cli("run", "something else", "--session", sid[:8], "--script", chat)
+    assert r.code == 2, r.err
+    lines = [line for line in r.err.splitlines() if "waits for answers" in line]
+    assert len(lines) == 1, r.err
+    assert "coder-es approve" in lines[0] and "coder-es deny" in lines[0] and "w1" in lines[0]
+    assert "Traceback" not in r.err
+    assert _kinds(cli, sid) == before
+    assert [q["call"] for q in cli("pending", "--json").json_lines()] == ["w1"]
+
+    # Approved but not run yet: the approval would be lost just the same.
+    assert run_process(["approve", sid[:8]], repo).code == 0
+    r = cli("run", "something else", "--session", sid[:8], "--script", chat)
+    assert r.code == 2, r.err
+    assert "continue the turn first" in r.err and f"coder-es run --session {sid}" in r.err
+    assert not outside.exists()
+    # Continued: the approved write runs; then the new prompt is a turn of its own.
+    assert cli("run", "--session", sid[:8], "--script", script).code == 0
+    assert outside.read_text() == "hi\n"
+    r = cli("run", "something else", "--session", sid[:8], "--script", chat)
+    assert r.code == 0, r.err
+
+
+def test_denying_the_parked_call_is_how_a_new_prompt_drops_it(repo: Path, cli: Cli) -> None:
+    """The explicit way to drop a parked turn: deny its calls (with a message); the new prompt
+    then goes ahead, and the model reads the denial as the call's result, not "not run"."""
+    outside = repo.parent / "dropped.txt"
+    script = _script(
+        repo, [{"id": "w1", "name": "write", "input": {"path": str(outside), "content": "x"}}]
+    )
+    assert cli("run", "go", "--script", script, "--defer").code == EXIT_WAITING
+    sid = cli("sessions", "--json").json_lines()[0]["id"]
+    assert cli("deny", sid, "--message", "do something else instead").code == 0
+    chat = _answer_script(repo)
+    r = cli("run", "something else", "--session", sid, "--script", chat)
+    assert r.code == 0, r.err
+    assert not outside.exists()
+    results = _last_request_results(repo, sid)
+    assert results["w1"]["is_error"] is True
+    assert "do something else instead" in _text(results["w1"])

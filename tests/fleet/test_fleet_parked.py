@@ -249,3 +249,48 @@ async def counts_of(config: StoreConfig) -> QueueCounts:
 async def sweep(worker: FleetWorker) -> dict[str, int]:
     async with FleetQueue(worker.config) as queue:
         return await sweep_answered(worker.app, queue)
+
+
+def test_a_prompt_queued_for_a_parked_session_is_refused_and_the_parked_turn_kept(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    """Rule 6: a job with a new prompt would close the parked call unrun and drop the question.
+    ``enqueue`` refuses it in one line; a job already queued (before the turn parked) fails in
+    the queue with that line (its prompt kept there), and the question still waits."""
+    config, ws, job, options = _deferred_job(tmp_path, pg_schema)
+    worker = FleetWorker(config, options)
+    try:
+        run(worker.run())
+        assert [r.outcome for r in worker.reports] == ["waiting"]
+        before = len(worker.app.session_events(UUID(job.session_id)))
+    finally:
+        worker.close()
+
+    enqueue_prompt = ["enqueue", "--session", job.session_id, "something else"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "coder_es.cli.main", *enqueue_prompt],
+        env=_env(pg_schema),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "waits for answers" in refused.stderr and "coder-es approve" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+    # Queued before the turn parked (or by another way in): the worker refuses it.
+    run(enqueue(config, [replace(job, prompt="something else")]))
+    again = FleetWorker(config, options)
+    try:
+        run(again.run())
+        assert again.reports == []
+        (failure,) = again.failures
+        assert "waits for answers" in failure
+        events = again.app.session_events(UUID(job.session_id))
+        assert len(events) == before  # nothing recorded
+        (question,) = pending(again.app)
+        assert question.session == job.session_id and question.tool == "bash"
+    finally:
+        again.close()
+    assert not (ws / "t").exists()
