@@ -155,7 +155,7 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
     if args.agent:
         kw["agent"] = args.agent
     if args.session:
-        return HarnessSession.open(ctx.app, ctx.workspace, args.session, spec, **kw)
+        return HarnessSession.open(ctx.app, ctx.workspace, args.session, spec, configured, **kw)
     assert spec is not None
     kw["title"] = args.title or (getattr(args, "prompt", None) or "")[:80]
     return HarnessSession.create(ctx.app, ctx.workspace, spec, **kw)

@@ -128,7 +128,9 @@ def open_handle(
         "store_path": runtime.app.config.path.resolve(),
     }
     if session_id is not None:
-        return HarnessHandle(HarnessSession.open(runtime.app, cwd, session_id, None, **kw))
+        return HarnessHandle(
+            HarnessSession.open(runtime.app, cwd, session_id, None, config.harnesses, **kw)
+        )
     if agent:
         kw["agent"] = agent
     return HarnessHandle(HarnessSession.create(runtime.app, cwd, spec, **kw))

@@ -17,6 +17,7 @@ plus the configuration (the sandbox's network and writable places).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from coder_es.domain.settings import RecordedSettings, recorded_settings
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
 from coder_es.harness.proxy import Upstream
-from coder_es.harness.spec import HarnessSpec, package_version, resolve_command
+from coder_es.harness.spec import HarnessSpec, continuing, package_version, resolve_command
 from coder_es.harness.turn import HarnessFailed, HarnessTurn, TurnResult, hidden_paths
 from coder_es.permissions.presets import get_preset
 from coder_es.sandbox import SandboxSettings
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from coder_es.harness.harness_hooks import HarnessHooks
     from coder_es.harness.resume import ResumePlan
     from coder_es.permissions.policy import PermissionAnswer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -99,8 +102,16 @@ class HarnessSession:
 
     @classmethod
     def open(
-        cls, app: CoderApp, workspace: Path, ref: str, spec: HarnessSpec | None, **kw: Any
+        cls,
+        app: CoderApp,
+        workspace: Path,
+        ref: str,
+        spec: HarnessSpec | None,
+        configured: Mapping[str, Mapping[str, Any]] | None = None,
+        **kw: Any,
     ) -> HarnessSession:
+        """Continue the harness session ``ref``; ``spec``: a ``--harness`` given again,
+        ``configured``: the configuration's ``[harnesses]`` (``spec.continuing``)."""
         session = app.get_session(ref)
         recorded = RecordedHarness.of((session.settings or {}).get("harness"))
         if recorded is None:
@@ -118,8 +129,9 @@ class HarnessSession:
                 f"session {session.id} belongs to the workspace {session.workspace}; run from there"
             )
             raise UsageError(msg)
-        if spec is None:
-            spec = HarnessSpec(recorded.name, recorded.kind, recorded.command)
+        spec, changed = continuing(str(session.id), recorded, spec, configured)
+        if changed is not None:
+            log.warning("%s", changed)
         kw.setdefault("agent", session.agent)
         get_preset(kw["agent"])  # an unknown agent is refused before anything is recorded
         return cls(app, workspace.resolve(), spec, session.id, exists=True, **kw)

@@ -15,9 +15,12 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coder_es.errors import UsageError
+
+if TYPE_CHECKING:
+    from coder_es.agent.settings import RecordedHarness
 
 KINDS = ("claude-code", "codex", "gemini", "acp")
 BUILTIN = {
@@ -74,6 +77,44 @@ def parse_harness(
     known = sorted({*BUILTIN, *configured})
     msg = f"unknown harness {value!r}: use one of {', '.join(known)} or acp:'COMMAND ARGS'"
     raise UsageError(msg)
+
+
+def continuing(
+    session: str,
+    recorded: RecordedHarness,
+    given: HarnessSpec | None,
+    configured: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[HarnessSpec, str | None]:
+    """The harness a session started with ``recorded`` goes on with, and a line to say when it
+    is not the recorded one. Without ``--harness`` it is what ``--harness NAME`` gives now (a
+    ``[harnesses.NAME]``'s ``env`` included: only its names are recorded). The configuration may
+    have changed since: the current entry of that name is used if it is of the recorded kind
+    (the harness's own resume needs the same CLI), else, or when the entry is gone, refused."""
+    if given is None:
+        try:
+            given = parse_harness(recorded.name, configured)
+        except UsageError:
+            msg = (
+                f"session {session} was started with the {recorded.name} harness, which the "
+                f"configuration no longer has: add [harnesses.{recorded.name}] back (kind = "
+                f'"{recorded.kind}") to continue it'
+            )
+            raise UsageError(msg) from None
+    if given.kind != recorded.kind:
+        msg = (
+            f"session {session} was started with the {recorded.name} harness of kind "
+            f"{recorded.kind}; [harnesses.{recorded.name}] is now of kind {given.kind}, which "
+            f'cannot continue it: set kind = "{recorded.kind}" again to continue the session'
+        )
+        raise UsageError(msg)
+    now = (given.command, tuple(sorted(given.env)))
+    if now == (recorded.command, tuple(sorted(recorded.env))):
+        return given, None
+    return given, (
+        f"the {recorded.name} harness's configuration changed since session {session} started "
+        f"(command {shlex.join(given.command)}, env {', '.join(sorted(given.env)) or 'none'}); "
+        "continuing with the current one"
+    )
 
 
 def resolve_command(spec: HarnessSpec, environ: Mapping[str, str] = os.environ) -> list[str]:

@@ -110,6 +110,69 @@ def test_a_configured_harness_runs_and_no_other_continues_its_session(henv: Harn
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+def _max_tokens_asked(h: HarnessEnv, since: int) -> set[int]:
+    """The ``max_tokens`` of the model requests since the ``since``-th."""
+    return {
+        int(r["body"].get("max_tokens") or 0)
+        for r in h.model.requests[since:]
+        if r.get("method") == "POST" and r["path"].split("?")[0].endswith("/messages")
+    }
+
+
+def test_continuing_a_configured_harness_uses_its_configuration_env_included(
+    henv: HarnessEnv,
+) -> None:
+    """``run --session S`` without ``--harness`` runs what ``--harness mine`` runs: with the
+    ``env`` of ``[harnesses.mine]`` (only its names are recorded). Here it sets Claude Code's
+    output limit, which every request it sends carries (a resume does not keep it). Then the
+    configuration changes under the session."""
+    h = henv
+    config = h.home / ".config" / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True)
+
+    def configure(kind: str, command: str, limit: int) -> None:
+        config.write_text(
+            f'[harnesses.mine]\nkind = "{kind}"\ncommand = {command}\n'
+            f'env = {{ CLAUDE_CODE_MAX_OUTPUT_TOKENS = "{limit}" }}\n'
+        )
+
+    configure("claude-code", '["claude"]', 1234)
+    done = h.cli("run", "--harness", "mine", "--yes", "--json", "hello")
+    assert done.returncode == 0, done.stderr
+    sid = _session_id(h.json_lines(done.stdout))
+    assert _max_tokens_asked(h, 0) == {1234}
+
+    before = len(h.model.requests)
+    again = h.cli("run", "--session", sid, "--yes", "--json", "and now?")
+    assert again.returncode == 0, again.stderr
+    assert _max_tokens_asked(h, before) == {1234}
+    assert "configuration changed" not in again.stderr
+
+    # The same kind under another command: the current entry, said in one line.
+    import shutil
+
+    claude = shutil.which("claude", path=h.env["PATH"])
+    configure("claude-code", json.dumps([claude]), 2345)
+    before = len(h.model.requests)
+    changed = h.cli("run", "--session", sid, "--yes", "--json", "and then?")
+    assert changed.returncode == 0, changed.stderr
+    assert _max_tokens_asked(h, before) == {2345}
+    lines = [line for line in changed.stderr.splitlines() if "configuration changed" in line]
+    assert len(lines) == 1 and "mine" in lines[0] and sid in lines[0], changed.stderr
+
+    # Another kind, or no entry at all: refused in one line naming the harness.
+    configure("codex", '["codex"]', 1)
+    refused = h.cli("run", "--session", sid, "more")
+    assert refused.returncode == 2
+    assert "mine harness of kind claude-code" in refused.stderr and "codex" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    config.write_text("")
+    gone = h.cli("run", "--session", sid, "more")
+    assert gone.returncode == 2
+    assert "[harnesses.mine]" in gone.stderr and "no longer has" in gone.stderr
+    assert len(gone.stderr.strip().splitlines()) == 1, gone.stderr
+
+
 def test_a_missing_harness_program_is_one_clear_line(henv: HarnessEnv) -> None:
     h = henv
     h.env["PATH"] = "/usr/bin:/bin"
