@@ -123,10 +123,14 @@ def _open_scratch(scratch: Path, *, create: bool) -> int | None:
         return None
     try:
         for part in SCRATCH_PARTS:
-            if create:
+            try:
+                sub = os.open(part, _SCRATCH_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=fd)
-            sub = os.open(part, _SCRATCH_FLAGS, dir_fd=fd)
+                sub = os.open(part, _SCRATCH_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = sub
     except OSError:
@@ -258,7 +262,7 @@ def _clean_batch(workspace: Path, scratch: int, name: str) -> int:
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise RecordRefused("damaged")
     except (OSError, RecordRefused) as e:
-        why = e.strerror or str(e) if isinstance(e, OSError) else str(e)
+        why = (e.strerror or str(e)) if isinstance(e, OSError) else str(e)
         _warn_once(
             f"{scratch_dir(workspace) / name}: a record of temporary files coder-es did not "
             f"write ({why}); left alone, nothing it names was removed"
