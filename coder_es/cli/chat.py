@@ -193,11 +193,11 @@ class Chat:
                 return 0
             stripped = text.strip()
             if stripped.startswith("//"):
-                await self.turn(text.replace("//", "/", 1))  # a message that starts with "/"
+                await self.message(text.replace("//", "/", 1))  # a message that starts with "/"
             elif stripped.startswith("/"):
                 await self.command(stripped)
             elif stripped:
-                await self.turn(text)
+                await self.message(text)
 
     def say_how_to_resume(self) -> None:
         self.err.print(
@@ -372,6 +372,14 @@ class Chat:
         self.err.print(f"[dim]image attached ({count}); it goes with your next message[/dim]")
 
     # ------------------------------------------------------------------ turns
+
+    async def message(self, text: str) -> None:
+        """A message's turn; one refused before it starts (its session's turn is parked,
+        waiting for an answer) is one line, and the chat goes on."""
+        try:
+            await self.turn(text)
+        except UsageError as e:
+            self.err.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
 
     async def turn(self, text: str) -> None:
         before = _version(self.ctx, self.handle)

@@ -173,7 +173,7 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         provider_factory=configured_provider_factory(ctx.settings),
     )
     if resuming:
-        if args.prompt:
+        if getattr(args, "prompt", None):  # ``chat``'s messages come later: the loop refuses
             refuse_prompt_while_parked(ctx.app, args.session)
         return await service.open_session(args.session, options)
     return await service.create_session(options)

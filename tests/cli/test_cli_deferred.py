@@ -297,3 +297,36 @@ def test_denying_the_parked_call_is_how_a_new_prompt_drops_it(repo: Path, cli: C
     results = _last_request_results(repo, sid)
     assert results["w1"]["is_error"] is True
     assert "do something else instead" in _text(results["w1"])
+
+
+def test_chat_on_a_parked_session_says_it_waits_and_goes_on(repo: Path, cli: Cli) -> None:
+    """The same refusal in a chat: one line per message, the chat goes on (its commands still
+    work), nothing recorded."""
+    import subprocess
+    import sys
+
+    from cli_helpers import subprocess_env
+
+    outside = repo.parent / "chat.txt"
+    script = _script(
+        repo, [{"id": "w1", "name": "write", "input": {"path": str(outside), "content": "x"}}]
+    )
+    assert cli("run", "go", "--script", script, "--defer").code == EXIT_WAITING
+    sid = cli("sessions", "--json").json_lines()[0]["id"]
+    before = _kinds(cli, sid)
+    chat = ["chat", "--session", sid, "--script", _answer_script(repo)]
+    done = subprocess.run(
+        [sys.executable, "-m", "coder_es.cli.main", *chat],
+        cwd=repo,
+        env=subprocess_env(),
+        input="something else\n/help\nand this?\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("waits for answers to its parked turn") == 2, done.stderr
+    assert "/exit" in done.stderr and "Traceback" not in done.stderr  # /help answered between
+    after = _kinds(cli, sid)
+    # Only what opening the chat records (its model, another script): no message, no result.
+    assert after[: len(before)] == before and set(after[len(before) :]) <= {"SettingsChanged"}

@@ -30,6 +30,10 @@ from coder_es.hooks.spec import HookSpec
 from coder_es.permissions.rules import Rule
 
 SPEC = HarnessSpec("mine", "acp", ("my-agent", "--acp"), {"MY_KEY": "secret-value"})
+# ``[harnesses.mine]``: what a continued session runs with (its env values are not recorded).
+CONFIGURED = {
+    "mine": {"kind": "acp", "command": ["my-agent", "--acp"], "env": {"MY_KEY": "secret-value"}}
+}
 ALLOW_GIT = Rule("bash", "git *", "allow", "--allow")
 DENY_RM = Rule("bash", "rm *", "deny", "--deny")
 STOP = HookSpec.from_record({"event": "Stop", "command": "true"})
@@ -117,9 +121,17 @@ def test_a_continued_session_records_what_the_run_changes_then_runs_with_its_log
     ref = _recorded(h, first)
     # `run --session S --agent plan --deny 'rm *'` with no hooks configured any more.
     again = HarnessSession.open(
-        h.app, h.root, ref, None, agent="plan", rules=(DENY_RM,), hooks=(), default_permission="ask"
+        h.app,
+        h.root,
+        ref,
+        None,
+        CONFIGURED,
+        agent="plan",
+        rules=(DENY_RM,),
+        hooks=(),
+        default_permission="ask",
     )
-    assert again.spec.name == "mine" and again.spec.command == SPEC.command
+    assert again.spec == SPEC  # the configured env included
     settings = again.settings_in_force()
     kinds = [type(e).__name__ for e in _events(h, ref)]
     assert kinds[-3:] == ["SettingsChanged", "PermissionsChanged", "HooksChanged"]
@@ -134,12 +146,12 @@ def test_a_continued_session_records_what_the_run_changes_then_runs_with_its_log
     # The same run again changes nothing: nothing more is recorded.
     count = len(kinds)
     HarnessSession.open(
-        h.app, h.root, ref, None, rules=(DENY_RM,), hooks=(), default_permission="ask"
+        h.app, h.root, ref, None, CONFIGURED, rules=(DENY_RM,), hooks=(), default_permission="ask"
     ).settings_in_force()
     assert len(_events(h, ref)) == count
     # A client that gives no rules nor hooks (the ACP bridge) runs with those in force: the
     # rule given at the start still decides, as the log says.
-    bare = HarnessSession.open(h.app, h.root, ref, None).settings_in_force()
+    bare = HarnessSession.open(h.app, h.root, ref, None, CONFIGURED).settings_in_force()
     assert len(_events(h, ref)) == count
     assert bare.rules == settings.rules and bare.agent == "plan"
     assert bare.policy.evaluate("bash", _command("git status", h.root)).action == "allow"
@@ -149,7 +161,7 @@ def test_a_fork_carries_the_harness_and_the_settings_in_force(h: Harness) -> Non
     first = HarnessSession.create(h.app, h.root, SPEC, rules=(ALLOW_GIT,), hooks=(STOP,))
     ref = _recorded(h, first)
     again = HarnessSession.open(
-        h.app, h.root, ref, None, rules=(DENY_RM,), default_permission="deny"
+        h.app, h.root, ref, None, CONFIGURED, rules=(DENY_RM,), default_permission="deny"
     )
     parent = again.settings_in_force()
     forked = Branching(h.app, h.root).fork(ref, None, new_session=True)
@@ -163,7 +175,7 @@ def test_a_fork_carries_the_harness_and_the_settings_in_force(h: Harness) -> Non
     assert (got.rules, got.default_permission) == (parent.rules, "deny")
     assert got.hooks == parent.hooks and [hook.event for hook in got.hooks] == ["Stop"]
     # And the fork is continued as a harness session of its own, with those settings.
-    fork = HarnessSession.open(h.app, h.root, str(child.id), None)
+    fork = HarnessSession.open(h.app, h.root, str(child.id), None, CONFIGURED)
     assert fork.spec.name == "mine"
     assert fork.settings_in_force().rules == parent.rules
     assert "PermissionsChanged" not in [type(e).__name__ for e in _events(h, str(child.id))]
