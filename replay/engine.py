@@ -40,7 +40,7 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -122,6 +122,10 @@ class ReplayOptions:
     network: bool | None = None
     """Live mode of a harness session: whether the harness's commands get the network
     (``[sandbox] network``; default: they do, as in a run)."""
+    harnesses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Live mode of a harness session: the configuration's ``[harnesses]``; the recorded
+    harness runs as ``run --session`` would continue it (``coder_es.harness.spec.continuing``:
+    its ``[harnesses.NAME]`` now, ``env`` included)."""
 
 
 # Events of the user's side: a child session's recording may go on with them after its task.
@@ -1298,6 +1302,7 @@ async def areplay_cassette(
             workspace=options.workspace,
             keep_workspace=options.keep_workspace,
             network=options.network,
+            harnesses=options.harnesses,
         )
     app = ReplayApp(store)
     try:

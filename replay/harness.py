@@ -25,10 +25,10 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from uuid import uuid4
 
 from coder_es.domain.session import Session
@@ -39,6 +39,9 @@ from coder_es.workspace.confined import ConfinedDir
 from replay.cassette import Cassette, RecordedEvent
 from replay.normalize import Normalizer
 from replay.report import Divergence, ReplayReport, contrast, diff_values, first_difference, lookup
+
+if TYPE_CHECKING:
+    from coder_es.agent.settings import RecordedHarness
 
 
 class CannotReplay(CoderESError):
@@ -94,11 +97,14 @@ def _turn(index: int, events: list[RecordedEvent], ran: RecordedEvent | None) ->
     return RecordedTurn(index, prompt, tuple(events), ran)
 
 
-def spec_of(cassette: Cassette) -> Any:
-    from coder_es.harness.spec import HarnessSpec
+def recorded_harness(cassette: Cassette) -> RecordedHarness:
+    """The harness the session was recorded with (``RecordedHarness``)."""
+    from coder_es.agent.settings import RecordedHarness
 
-    h = cassette.started.fields["settings"]["harness"]
-    return HarnessSpec(str(h["name"]), str(h["kind"]), tuple(h["command"]))
+    recorded = RecordedHarness.of(cassette.started.fields["settings"]["harness"])
+    if recorded is None:
+        raise CannotReplay("the cassette's harness record names no harness")
+    return recorded
 
 
 # ---------------------------------------------------------------------- comparable form
@@ -222,9 +228,12 @@ def _recorded_items(events: Iterable[RecordedEvent]) -> list[tuple[int, str, dic
 
 async def verify(cassette: Cassette, started_at: float) -> ReplayReport:
     from coder_es.harness.adapters import ADAPTERS
+    from coder_es.harness.spec import HarnessSpec
     from coder_es.harness.turn import HarnessTurn
 
-    spec = spec_of(cassette)
+    # No harness runs: the recorded streams are decoded by the recorded kind's adapter.
+    recorded = recorded_harness(cassette)
+    spec = HarnessSpec(recorded.name, recorded.kind, recorded.command)
     norm = Normalizer.for_workspace(cassette.workspace)
     notes: list[str] = []
     compared = calls = 0
@@ -368,12 +377,14 @@ async def live(
     workspace: Path | None = None,
     keep_workspace: bool = False,
     network: bool | None = None,
+    harnesses: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ReplayReport:
     from coder_es.agent.settings import rules_from_records
     from coder_es.domain.settings import RecordedSettings
     from coder_es.errors import UsageError
     from coder_es.harness.runner import HarnessSession
     from coder_es.harness.serve import ServingUpstream
+    from coder_es.harness.spec import continuing
     from coder_es.harness.turn import HarnessFailed
     from replay.app import ReplayApp
 
@@ -384,7 +395,14 @@ async def live(
             f"head or was forked (step {moves[0].version if moves else 1}): use --mode verify"
         )
         raise CannotReplay(msg)
-    spec = spec_of(cassette)
+    # The harness runs as ``run --session`` would continue the session: its configured entry
+    # now, ``env`` included. The recording has the env's names only (values may be
+    # credentials): a value changed since shows in the replayed requests, as any change of
+    # the set-up does (docs/harness.md).
+    try:
+        spec, changed = continuing(cassette.session, recorded_harness(cassette), None, harnesses)
+    except UsageError as e:
+        raise CannotReplay(str(e)) from None
     # The scratch workspace has the recorded one's name: CLIs show it (Gemini CLI names its
     # project's temporary directory after it).
     name = Path(cassette.workspace).name or "workspace"
@@ -398,7 +416,7 @@ async def live(
     app = ReplayApp(None)
     recorded_root = cassette.workspace.rstrip("/").encode()
     moved = (recorded_root, str(root).encode()) if recorded_root != str(root).encode() else None
-    notes: list[str] = []
+    notes: list[str] = [changed] if changed else []
     compared = served_total = calls = 0
     divergence: Divergence | None = None
     match_ms: list[float] = []
@@ -502,10 +520,18 @@ async def areplay_harness(
     workspace: Path | None = None,
     keep_workspace: bool = False,
     network: bool | None = None,
+    harnesses: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ReplayReport:
+    """``harnesses``: the configuration's ``[harnesses]`` (live mode runs the recorded one as
+    configured now)."""
     started_at = time.perf_counter()
     if mode == "verify":
         return await verify(cassette, started_at)
     return await live(
-        cassette, started_at, workspace=workspace, keep_workspace=keep_workspace, network=network
+        cassette,
+        started_at,
+        workspace=workspace,
+        keep_workspace=keep_workspace,
+        network=network,
+        harnesses=harnesses,
     )

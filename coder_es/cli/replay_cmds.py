@@ -113,6 +113,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                 # Live mode calls the configured MCP servers; verify mode needs none.
                 mcp_servers=tuple(ctx.settings.mcp_servers.values()),
                 network=ctx.settings.sandbox.network,
+                # A harness session's live replay runs its configured harness.
+                harnesses=ctx.settings.harnesses,
             )
             try:
                 report = replay_cassette(cassette, options)

@@ -117,13 +117,6 @@ class HarnessSession:
         if recorded is None:
             msg = f"session {session.id} is not a harness session; continue it without --harness"
             raise UsageError(msg)
-        if spec is not None and spec.name != recorded.name:
-            msg = (
-                f"session {session.id} is run by the {recorded.name} harness, not "
-                f"{spec.name}; continue it with --harness {recorded.name} "
-                "(or without --harness)"
-            )
-            raise UsageError(msg)
         if Path(session.workspace).resolve() != workspace.resolve():
             msg = (
                 f"session {session.id} belongs to the workspace {session.workspace}; run from there"

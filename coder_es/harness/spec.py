@@ -85,11 +85,20 @@ def continuing(
     given: HarnessSpec | None,
     configured: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[HarnessSpec, str | None]:
-    """The harness a session started with ``recorded`` goes on with, and a line to say when it
-    is not the recorded one. Without ``--harness`` it is what ``--harness NAME`` gives now (a
-    ``[harnesses.NAME]``'s ``env`` included: only its names are recorded). The configuration may
-    have changed since: the current entry of that name is used if it is of the recorded kind
-    (the harness's own resume needs the same CLI), else, or when the entry is gone, refused."""
+    """The harness that runs the recorded session ``session`` again (``run --session``, a
+    fork, ACP ``session/load``, live replay: the one rule), and a line to say when it is not
+    the recorded one. ``given``: a ``--harness`` given again, which must name the recorded one.
+    Without it, it is what ``--harness NAME`` gives now (a ``[harnesses.NAME]``'s ``env``
+    included: only its names are recorded, the values may be credentials). The configuration
+    may have changed since: the current entry of that name is used if it is of the recorded
+    kind (the harness's own resume needs the same CLI), else, or when the entry is gone,
+    refused."""
+    if given is not None and given.name != recorded.name:
+        msg = (
+            f"session {session} is run by the {recorded.name} harness, not {given.name}; "
+            f"continue it with --harness {recorded.name} (or without --harness)"
+        )
+        raise UsageError(msg)
     if given is None:
         try:
             given = parse_harness(recorded.name, configured)
@@ -97,14 +106,14 @@ def continuing(
             msg = (
                 f"session {session} was started with the {recorded.name} harness, which the "
                 f"configuration no longer has: add [harnesses.{recorded.name}] back (kind = "
-                f'"{recorded.kind}") to continue it'
+                f'"{recorded.kind}") to run it'
             )
             raise UsageError(msg) from None
     if given.kind != recorded.kind:
         msg = (
             f"session {session} was started with the {recorded.name} harness of kind "
             f"{recorded.kind}; [harnesses.{recorded.name}] is now of kind {given.kind}, which "
-            f'cannot continue it: set kind = "{recorded.kind}" again to continue the session'
+            f'cannot run it: set kind = "{recorded.kind}" again to run the session'
         )
         raise UsageError(msg)
     now = (given.command, tuple(sorted(given.env)))
@@ -113,7 +122,7 @@ def continuing(
     return given, (
         f"the {recorded.name} harness's configuration changed since session {session} started "
         f"(command {shlex.join(given.command)}, env {', '.join(sorted(given.env)) or 'none'}); "
-        "continuing with the current one"
+        "running the current one"
     )
 
 

@@ -84,3 +84,32 @@ def test_a_conversation_rewound_inside_a_turn_continues_from_that_node(henv: Har
     assert "FIRST-PROMPT-K1" in request and "notes.md" in request
     assert "echo made" not in request  # the shell call came after the node
     assert "SECOND-PROMPT-K2" not in request and "FAKE-ANSWER-7Q" not in request
+
+
+def test_a_fork_of_a_configured_harness_runs_it_with_its_configured_env(
+    henv: HarnessEnv,
+) -> None:
+    """A fork goes on with the harness as ``run --session`` continues one: the configured
+    ``[harnesses.NAME]``, its ``env`` included (here Claude Code's output limit, which every
+    request carries; the session records only the variable's name)."""
+    h = henv
+    config = h.home / ".config" / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        '[harnesses.mine]\nkind = "claude-code"\nenv = { CLAUDE_CODE_MAX_OUTPUT_TOKENS = "1234" }\n'
+    )
+    sid, nodes = two_turns(h, "mine")
+    first_answer = [n for n in nodes if n["kind"] == "assistant"][2]
+    forked = h.cli("fork", sid, first_answer["id"], "--new-session", "--json")
+    assert forked.returncode == 0, forked.stderr
+    child = json.loads(forked.stdout)["session"]
+    before = len(h.model.requests)
+    done = h.cli("run", "--session", child, "--yes", "--json", "THIRD-PROMPT-K3")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "FIRST-PROMPT-K1" in first_request_after(h, before)
+    asked = {
+        r["body"].get("max_tokens")
+        for r in h.model.requests[before:]
+        if r.get("method") == "POST" and r["path"].split("?")[0].endswith("/messages")
+    }
+    assert asked == {1234}, asked

@@ -140,3 +140,48 @@ def test_a_replay_that_cannot_run_says_why(henv: HarnessEnv) -> None:
     assert done.returncode == 2, done.stderr
     line = h.json_lines(done.stdout)[0]
     assert line["status"] == "could not run" and "not on PATH" in line["error"], line
+
+
+def configure(h: HarnessEnv, kind: str, limit: int, more: str = "") -> Path:
+    """``[harnesses.mine]`` with an ``env`` that reaches every model request Claude Code sends
+    (its output limit: ``max_tokens``)."""
+    config = h.home / ".config" / "coder-es" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[harnesses.mine]\nkind = "{kind}"\n'
+        f'env = {{ CLAUDE_CODE_MAX_OUTPUT_TOKENS = "{limit}"{more} }}\n'
+    )
+    return config
+
+
+def test_live_replay_runs_the_configured_harness_env_included(henv: HarnessEnv) -> None:
+    """A session of a ``[harnesses.NAME]`` is replayed as ``run --session`` would continue it:
+    the entry as configured now, its ``env`` included (the session records only the names:
+    values may be credentials). Unchanged, the requests are the recorded ones; a changed value
+    is the first divergence; another kind cannot run it."""
+    h = henv
+    configure(h, "claude-code", 1234)
+    _sid, cassette = record(h, "mine")
+    recorded_requests = len(h.model.requests)
+
+    code, report = replay(h, cassette, "live")
+    assert (code, report["status"]) == (0, "identical"), _shown(report)
+    assert len(h.model.requests) == recorded_requests
+
+    # A changed value is the first divergence; a variable added since is a note too.
+    configure(h, "claude-code", 2345, ', ADDED_SINCE = "1"')
+    code, report = replay(h, cassette, "live")
+    assert (code, report["status"]) == (1, "diverged"), report
+    d = report["divergence"]
+    assert d["what"] == "request" and "max_tokens" in d["summary"], d
+    assert "1234" in d["summary"] and "2345" in d["summary"], d
+    assert any("configuration changed" in n and "ADDED_SINCE" in n for n in report["notes"])
+
+    config = configure(h, "codex", 1234)
+    code, report = replay(h, cassette, "live")
+    assert (code, report["status"]) == (2, "could not run"), report
+    assert "mine harness of kind claude-code" in report["error"], report
+    # Verify mode runs no harness: it needs no configuration.
+    config.write_text("")
+    code, report = replay(h, cassette, "verify")
+    assert (code, report["status"]) == (0, "identical"), report
