@@ -54,3 +54,44 @@ def test_ids_past_255_interleaved_sessions_and_str_ids_read_back(tmp_path: Path)
             assert list(recorder.select_events(oid, gt=2, lte=9)) == expected[2:9]  # type: ignore[attr-defined]
     finally:
         factory.close()  # type: ignore[attr-defined]
+
+
+def test_sessions_across_id_byte_boundaries_and_out_of_order_versions_read_back(
+    tmp_path: Path,
+) -> None:
+    factory, recorder = _recorder(tmp_path / "s")
+    try:
+        # 250 events of other sessions: a's notification ids run 251..570, across the carries
+        # into the second byte at 256 and 512.
+        recorder.insert_events(_events(uuid.uuid4(), 1, ["m:T"] * 250))  # type: ignore[attr-defined]
+        a = uuid.uuid4()
+        written = {a: _events(a, 1, ["m:T", "m:U"] * 160)}
+        recorder.insert_events(written[a])  # type: ignore[attr-defined]
+        # b's versions are recorded out of order in one batch: its ids span exactly as many
+        # values as it has events, but not in version order.
+        b = uuid.uuid4()
+        batch = [_events(b, v, ["m:T"])[0] for v in (1, 3, 2, 4)]
+        recorder.insert_events(batch)  # type: ignore[attr-defined]
+        written[b] = sorted(batch, key=lambda e: e.originator_version)
+        # c's versions have gaps (1, 2, 5, 9) and consecutive ids.
+        c = "c"
+        written[c] = [_events(c, v, ["m:U"])[0] for v in (1, 2, 5, 9)]
+        recorder.insert_events(written[c])  # type: ignore[attr-defined]
+        for oid, expected in written.items():
+            assert list(recorder.select_events(oid)) == expected  # type: ignore[attr-defined]
+        assert list(recorder.select_events(a, gt=5, lte=300)) == written[a][5:300]  # type: ignore[attr-defined]
+        assert list(recorder.select_events(c, gt=2)) == written[c][2:]  # type: ignore[attr-defined]
+    finally:
+        factory.close()  # type: ignore[attr-defined]
+
+
+def test_expected_id_columns_match_the_ids_at_every_carry() -> None:
+    from coder_es.store.lmdb import _nid_column
+
+    for first in (1, 255, 256, 65_530, 2**24 - 3, 2**32 - 5, 2**56 - 2, 2**63, 2**64 - 300):
+        for n in (2, 3, 300, 70_000):
+            if first + n > 2**64:
+                continue
+            packed = b"".join(i.to_bytes(8, "big") for i in range(first, first + n))
+            for byte in range(8):
+                assert _nid_column(first, n, byte) == packed[byte::8], (first, n, byte)
