@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from eventsourcing.persistence import InfrastructureFactory, StoredEvent
+import lmdb
+import pytest
+from eventsourcing.persistence import DataError, InfrastructureFactory, Notification, StoredEvent
 from eventsourcing.utils import Environment
 
 
@@ -95,3 +97,79 @@ def test_expected_id_columns_match_the_ids_at_every_carry() -> None:
             packed = b"".join(i.to_bytes(8, "big") for i in range(first, first + n))
             for byte in range(8):
                 assert _nid_column(first, n, byte) == packed[byte::8], (first, n, byte)
+
+
+def _log(recorder: object, limit: int) -> list[Notification]:
+    """The whole log, read in pages of ``limit``."""
+    out: list[Notification] = []
+    while page := recorder.select_notifications(  # type: ignore[attr-defined]
+        out[-1].id if out else None, limit, inclusive_of_start=not out
+    ):
+        out += page
+    return out
+
+
+def test_log_pages_of_one_originator_and_of_several_decode_like_the_constructors(
+    tmp_path: Path,
+) -> None:
+    # Pages whose rows all have one originator key read it (and the topic ids) as byte columns;
+    # every page where that does not hold must read as before.
+    factory, recorder = _recorder(tmp_path / "s")
+    try:
+        a = uuid.uuid4()
+        # b differs from a in the last byte of its key only; c and d are str ids of one length.
+        b = uuid.UUID(int=a.int ^ 1)
+        batches = [
+            _events(a, 1, [f"m:T{i}" for i in range(300)]),  # topic ids past 255
+            _events(b, 1, ["m:T1", "m:T2"]),
+            _events(a, 301, ["m:T3"] * 3),
+            _events("sess-c", 1, ["m:T1"] * 5),
+            _events("sess-d", 1, ["m:T2"] * 2),
+            [StoredEvent(a, v, "m:T1", b"far") for v in (2**40, 2**40 + 1)],
+            [StoredEvent("sess-c", v, "m:T2", b"neg") for v in (-5, -4)],
+        ]
+        expected: list[Notification] = []
+        for batch in batches:
+            ids = recorder.insert_events(batch)  # type: ignore[attr-defined]
+            expected += [
+                Notification(e.originator_id, e.originator_version, e.topic, e.state, i)
+                for e, i in zip(batch, ids, strict=True)
+            ]
+        for limit in (1, 2, 3, 7, 500):
+            assert _log(recorder, limit) == expected, limit
+        # A fresh recorder (empty caches) reads the same, also past a gap in a page's ids.
+        factory.close()  # type: ignore[attr-defined]
+        # (a's event 302, where ids and versions differ: pages of 2 hold a's 301 and 303 alone.)
+        _delete_log_row(tmp_path / "s", expected[303].id)
+        factory, recorder = _recorder(tmp_path / "s")
+        del expected[303]
+        for limit in (2, 3, 500):
+            assert _log(recorder, limit) == expected, limit
+    finally:
+        factory.close()  # type: ignore[attr-defined]
+
+
+def test_a_topic_id_missing_from_its_table_is_one_data_error(tmp_path: Path) -> None:
+    factory, recorder = _recorder(tmp_path / "s")
+    recorder.insert_events(_events(uuid.uuid4(), 1, ["m:T1", "m:T2"] * 3))  # type: ignore[attr-defined]
+    factory.close()  # type: ignore[attr-defined]
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=256)
+    with env.begin(write=True) as txn:
+        topics = env.open_db(b"coder_es.topics", txn=txn, create=False)
+        assert txn.delete(b"#" + (2).to_bytes(4, "big"), db=topics)
+    env.close()
+    factory, recorder = _recorder(tmp_path / "s")
+    try:
+        with pytest.raises(DataError, match="topic id 00000002 is not in its table"):
+            recorder.select_notifications(None, 10)  # type: ignore[attr-defined]
+    finally:
+        factory.close()  # type: ignore[attr-defined]
+
+
+def _delete_log_row(store: Path, nid: int) -> None:
+    """Damage the store behind the recorder's back: remove notification ``nid`` from the log."""
+    env = lmdb.open(str(store), max_dbs=256)
+    with env.begin(write=True) as txn:
+        cursor = txn.cursor(db=env.open_db(b"t:n:events", txn=txn, create=False))
+        assert cursor.set_range(nid.to_bytes(8, "big")) and cursor.delete()
+    env.close()
