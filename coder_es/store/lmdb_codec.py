@@ -63,6 +63,7 @@ _unsign = (-_SIGN).__add__
 # The high four bytes of a stored version below 2**32, one byte each: 0x80 0 0 0.
 _HIGH = (b"\x80", b"\0", b"\0", b"\0")
 _BYTES = [bytes([b]) for b in range(256)]
+_CYCLE = bytes(range(256))
 _first = itemgetter(0)
 _second = itemgetter(1)
 _join = b"".join
@@ -98,6 +99,24 @@ def version_bytes(version: int) -> bytes:
 
 def nid_bytes(notification_id: int) -> bytes:
     return notification_id.to_bytes(8, "big")
+
+
+def nid_column(first: int, n: int, byte: int) -> bytes:
+    """Byte ``byte`` (0: the most significant) of each of the 8-byte big-endian ids first ..
+    first + n - 1. The lowest byte cycles through 0..255; each higher one is a run of equal
+    bytes per value of the bytes above it, so a column is built from runs without an int per
+    id (packing the ids into an array took ~70% of the check: ~400 instructions an id)."""
+    if byte == 7:
+        at = first & 0xFF
+        return (_CYCLE * ((at + n) // 256 + 1))[at : at + n]
+    shift = 8 * (7 - byte)
+    end = first + n
+    runs = []
+    for high in range(first >> shift, ((end - 1) >> shift) + 1):
+        start = max(first, high << shift)
+        stop = min(end, (high + 1) << shift)
+        runs.append(_BYTES[high & 0xFF] * (stop - start))
+    return b"".join(runs)
 
 
 def nid_of(key: bytes) -> int:

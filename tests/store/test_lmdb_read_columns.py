@@ -11,6 +11,8 @@ import pytest
 from eventsourcing.persistence import DataError, InfrastructureFactory, Notification, StoredEvent
 from eventsourcing.utils import Environment
 
+from coder_es.store.lmdb_codec import nid_column
+
 
 def _recorder(path: Path) -> tuple[object, object]:
     env = Environment("t", {"PERSISTENCE_MODULE": "coder_es.store.lmdb", "LMDB_PATH": str(path)})
@@ -88,15 +90,13 @@ def test_sessions_across_id_byte_boundaries_and_out_of_order_versions_read_back(
 
 
 def test_expected_id_columns_match_the_ids_at_every_carry() -> None:
-    from coder_es.store.lmdb import _nid_column
-
     for first in (1, 255, 256, 65_530, 2**24 - 3, 2**32 - 5, 2**56 - 2, 2**63, 2**64 - 300):
         for n in (2, 3, 300, 70_000):
             if first + n > 2**64:
                 continue
             packed = b"".join(i.to_bytes(8, "big") for i in range(first, first + n))
             for byte in range(8):
-                assert _nid_column(first, n, byte) == packed[byte::8], (first, n, byte)
+                assert nid_column(first, n, byte) == packed[byte::8], (first, n, byte)
 
 
 def _log(recorder: object, limit: int) -> list[Notification]:
