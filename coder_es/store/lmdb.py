@@ -32,9 +32,7 @@ below therefore checks everything that can fail before its first write.
 
 from __future__ import annotations
 
-import sys
 import threading
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import islice, repeat
@@ -67,6 +65,7 @@ from coder_es.store.lmdb_codec import (
     check_topic,
     gc_paused,
     nid_bytes,
+    nid_column,
     nid_of,
     notification_keys,
     originator_key,
@@ -684,8 +683,8 @@ def _states_in_run(cursor: Any, okey: bytes, index_keys: list[bytes]) -> list[by
 def _consecutive_nids(index_keys: list[bytes]) -> bool:
     """Whether the notification ids at the end of the index keys are first, first + 1, ...
     in that order. For fixed-width keys (one originator's) this compares 8 columns of bytes,
-    each taken every key-width bytes, with those of the expected ids packed in C: no slice or
-    int per key (measured ~60 ns a key cheaper than slicing each nid and comparing pairs)."""
+    each taken every key-width bytes, with those of the expected ids (``nid_column``): no slice
+    or int per key (measured ~60 ns a key cheaper than slicing each nid and comparing pairs)."""
     n = len(index_keys)
     first = nid_of(index_keys[0][-8:])
     if nid_of(index_keys[-1][-8:]) - first != n - 1:
@@ -695,12 +694,8 @@ def _consecutive_nids(index_keys: list[bytes]) -> bool:
     if len(joined) != n * width:
         nids = list(map(itemgetter(slice(-8, None)), index_keys))
         return all(map(_lt, nids, islice(nids, 1, None)))
-    expected = array("Q", range(first, first + n))
-    if sys.byteorder == "little":
-        expected.byteswap()
-    packed = expected.tobytes()
     at = width - 8
-    return all(joined[at + j :: width] == packed[j::8] for j in range(8))
+    return all(joined[at + j :: width] == nid_column(first, n, j) for j in range(8))
 
 
 _ID_CLASSES = (UUID, str)

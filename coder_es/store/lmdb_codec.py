@@ -62,6 +62,8 @@ _UNKNOWN = SafeUUID.unknown
 _unsign = (-_SIGN).__add__
 # The high four bytes of a stored version below 2**32, one byte each: 0x80 0 0 0.
 _HIGH = (b"\x80", b"\0", b"\0", b"\0")
+_BYTES = [bytes([b]) for b in range(256)]
+_CYCLE = bytes(range(256))
 _first = itemgetter(0)
 _second = itemgetter(1)
 _join = b"".join
@@ -97,6 +99,24 @@ def version_bytes(version: int) -> bytes:
 
 def nid_bytes(notification_id: int) -> bytes:
     return notification_id.to_bytes(8, "big")
+
+
+def nid_column(first: int, n: int, byte: int) -> bytes:
+    """Byte ``byte`` (0: the most significant) of each of the 8-byte big-endian ids first ..
+    first + n - 1. The lowest byte cycles through 0..255; each higher one is a run of equal
+    bytes per value of the bytes above it, so a column is built from runs without an int per
+    id (packing the ids into an array took ~70% of the check: ~400 instructions an id)."""
+    if byte == 7:
+        at = first & 0xFF
+        return (_CYCLE * ((at + n) // 256 + 1))[at : at + n]
+    shift = 8 * (7 - byte)
+    end = first + n
+    runs = []
+    for high in range(first >> shift, ((end - 1) >> shift) + 1):
+        start = max(first, high << shift)
+        stop = min(end, (high + 1) << shift)
+        runs.append(_BYTES[high & 0xFF] * (stop - start))
+    return b"".join(runs)
 
 
 def nid_of(key: bytes) -> int:
@@ -222,7 +242,7 @@ class RecordDecoder:
         self._load_names = load_names
         # topic id + originator key -> (originator id, topic); both are immutable once written.
         self._contexts: dict[bytes, tuple[UUID | str, str]] = {}
-        self._layouts: dict[tuple[int, int, bool, bool], struct.Struct] = {}
+        self._layouts: dict[tuple[int, int, bool, bool, bool], struct.Struct] = {}
         self._small: dict[int, str] | None = None
         self._small_from = -1
 
@@ -257,13 +277,17 @@ class RecordDecoder:
         except KeyError:
             return list(map(self._topic_names(set(tids)).__getitem__, tids))
 
-    def _topic_column(self, keys: Sequence[bytes], at: int) -> list[str] | None:
+    def _topic_column(
+        self, keys: Sequence[bytes], at: int, joined: bytes | None = None
+    ) -> list[str] | None:
         """The topics of fixed-width keys whose 4-byte topic id sits at ``at``, when every id
         is below 256 (the usual store): read as one column of bytes taken every key-width
-        bytes, mapped through a 256-entry table, all in C (no slice per key). None otherwise."""
+        bytes, mapped through a 256-entry table, all in C (no slice per key). None otherwise.
+        ``joined`` is ``b"".join(keys)`` if the caller has it."""
         n = len(keys)
         width = len(keys[0])
-        joined = _join(keys)
+        if joined is None:
+            joined = _join(keys)
         if len(joined) != n * width or joined[at : at + 3] != b"\0\0\0":
             return None
         zero = bytes(n)
@@ -299,35 +323,37 @@ class RecordDecoder:
             cache[tail] = (self.originator_id(tail[4:]), names[tail[:4]])
         return list(map(cache.__getitem__, tails))
 
-    def _split(self, keys: list[bytes]) -> tuple[Iterable[int], Iterable[int], Sequence[bytes]]:
-        """(nids, versions, tails) of notification keys, by one struct call when every key has
-        the same length (and without decoding nids that are consecutive, nor the four high
-        bytes of versions below 2**32: the usual store's, read as small ints at once)."""
+    def _split(
+        self, keys: list[bytes], joined: bytes, *, tails: bool = True
+    ) -> tuple[Iterable[int], Iterable[int], Sequence[bytes]]:
+        """(nids, versions, tails) of notification keys (``joined`` is ``b"".join(keys)``), by
+        one struct call when every key has the same length (and without decoding nids that are
+        consecutive, nor the four high bytes of versions below 2**32: the usual store's, read
+        as small ints at once). With ``tails=False`` the tails are skipped, not copied: ()."""
         n = len(keys)
         width = len(keys[0])
         first = _from_bytes(keys[0][:8], "big")
         last = _from_bytes(keys[-1][:8], "big")
         # n distinct ascending ids spanning n values are exactly first..last.
         consecutive = last - first == n - 1
-        joined = _join(keys)
         if len(joined) == n * width:
             small = all(joined[8 + i :: width] == _HIGH[i] * n for i in range(4))
-            shape = (n, width, consecutive, small)
+            shape = (n, width, consecutive, small, tails)
             layout = self._layouts.get(shape)
             if layout is None:
                 if len(self._layouts) > 64:
                     self._layouts.clear()
                 nid = "8x" if consecutive else "Q"
                 version = "4xI" if small else "Q"
-                layout = struct.Struct(f">{f'{nid}{version}{width - 16}s' * n}")
+                tail = "s" if tails else "x"
+                layout = struct.Struct(f">{f'{nid}{version}{width - 16}{tail}' * n}")
                 self._layouts[shape] = layout
             fields = layout.unpack(joined)
-            if consecutive:
-                nids: Iterable[int] = range(first, last + 1)
-                versions, tails = fields[0::2], fields[1::2]
-            else:
-                nids, versions, tails = fields[0::3], fields[1::3], fields[2::3]
-            return nids, versions if small else map(_unsign, versions), tails
+            step = (1 if consecutive else 2) + tails
+            nids: Iterable[int] = range(first, last + 1) if consecutive else fields[0::step]
+            versions = fields[step - 1 - tails :: step]
+            rest = fields[step - 1 :: step] if tails else ()
+            return nids, versions if small else map(_unsign, versions), rest
         return (
             range(first, last + 1)
             if consecutive
@@ -335,6 +361,26 @@ class RecordDecoder:
             map(_unsign, map(_from_bytes, map(itemgetter(slice(8, 16)), keys), repeat("big"))),
             list(map(itemgetter(slice(16, None)), keys)),
         )
+
+    def _one_originator(
+        self, keys: list[bytes], joined: bytes
+    ) -> tuple[UUID | str, list[str]] | None:
+        """The originator id and each key's topic when every notification key of a page has
+        the same length and the same originator key (a session's run of events, the usual
+        page): the originator key is compared as byte columns of the joined keys and the topic
+        ids read as one (``_topic_column``), ~500 instructions a row fewer than looking up each
+        key's ``topic id + originator key``. None for a page of several originators."""
+        n = len(keys)
+        width = len(keys[0])
+        if n < 2 or width <= 20 or len(joined) != n * width:
+            return None
+        okey = keys[0][20:]
+        if any(joined[20 + j :: width] != _BYTES[b] * n for j, b in enumerate(okey)):
+            return None
+        topics = self._topic_column(keys, 16, joined)
+        if topics is None:
+            topics = self._topics_of(list(map(itemgetter(slice(16, 20)), keys)))
+        return self.originator_id(okey), topics
 
     @gc_paused
     def stored_events(
@@ -373,13 +419,25 @@ class RecordDecoder:
         n = len(rows)
         if not n:
             return []
-        nids, versions, tails = self._split(list(map(_first, rows)))
-        contexts = self._contexts_of(tails)
+        keys = list(map(_first, rows))
+        joined = _join(keys)
+        one = self._one_originator(keys, joined)
+        nids, versions, tails = self._split(keys, joined, tails=one is None)
         objs: list[Notification] = list(map(_new, repeat(Notification, n)))
-        dicts = [
-            {"originator_id": o, "originator_version": v, "topic": t, "state": s, "id": i}
-            for (o, t), v, s, i in zip(contexts, versions, map(_second, rows), nids, strict=True)
-        ]
+        if one is not None:
+            oid, topics = one
+            dicts = [
+                {"originator_id": oid, "originator_version": v, "topic": t, "state": s, "id": i}
+                for v, t, s, i in zip(versions, topics, map(_second, rows), nids, strict=True)
+            ]
+        else:
+            contexts = self._contexts_of(tails)
+            dicts = [
+                {"originator_id": o, "originator_version": v, "topic": t, "state": s, "id": i}
+                for (o, t), v, s, i in zip(
+                    contexts, versions, map(_second, rows), nids, strict=True
+                )
+            ]
         _consume(map(_set_dict, objs, dicts))
         return objs
 
