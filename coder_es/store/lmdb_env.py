@@ -47,7 +47,7 @@ committed events at risk, which is the one thing this store must not do.
 An earlier try at such a wait reached ~3.9 jobs per commit but only ~10% more throughput. What
 makes the difference is that the writer completing the group wakes the leader at once
 (``_gathered.notify``): a leader that sleeps out a timeout loses what sharing saved (measured
-here: 4 jobs per commit and 0.85x the throughput of not waiting at all). Leadership is no longer
+here: 4 jobs per commit, and slower than not waiting at all). Leadership is no longer
 handed on before the flush so that the next commit overlaps it: the next group's writers are the
 ones waiting for that flush. Not kept: ``writemap=True`` (same single-append rate, batches 9%
 slower) and a long-lived reader that makes LMDB allocate pages at the end of the file (single
@@ -315,23 +315,22 @@ class LMDBStore:
             self._queue.append(job)
             lead = not self._leading
             if lead:
-                self._leading = True
+                self._leading = job.leads = True
             elif len(self._queue) >= self._expected:
                 self._gathered.notify()
-        if not lead:
-            try:
+        try:
+            if not lead:
                 job.wake.acquire()
-            except BaseException:
-                self._abandon(job)
-                raise
-            if job.done:
-                return job.outcome()
-        batch: list[_Job] = []
-        started: float | None = None
+            batch = [] if job.done else self._gather()
+        except BaseException:
+            # Interrupted while waiting (a signal in the main thread), before a group took it.
+            self._abandon(job)
+            raise
+        if job.done:
+            return job.outcome()
+        started = time.monotonic()
         committed = False
         try:
-            batch = self._gather()
-            started = time.monotonic()
             self._commit_jobs(batch)
             committed = True
             if any(j.durable for j in batch) and any(j.error is None for j in batch):
@@ -358,21 +357,18 @@ class LMDBStore:
         cheaper than committing twice; a writer that does not come back costs at most the
         time the last group's commit took."""
         with self._queue_lock:
-            try:
-                deadline = self._gather_until
-                while len(self._queue) < self._expected and (now := time.monotonic()) < deadline:
-                    self._gathered.wait(deadline - now)
-            finally:
-                batch, self._queue = self._queue, []
+            deadline = self._gather_until
+            while len(self._queue) < self._expected and (now := time.monotonic()) < deadline:
+                self._gathered.wait(deadline - now)
+            batch, self._queue = self._queue, []
         return batch
 
-    def _finish(self, batch: list[_Job], started: float | None) -> None:
+    def _finish(self, batch: list[_Job], started: float) -> None:
         """Release the group's writers and hand leadership to the first job queued meanwhile."""
         ended = time.monotonic()
         with self._queue_lock:
-            self._expected = max(len(batch), 1)
-            took = 0.0 if started is None else min(ended - started, _MAX_GATHER)
-            self._gather_until = ended + took
+            self._expected = len(batch)
+            self._gather_until = ended + min(ended - started, _MAX_GATHER)
             following = self._pass_lead()
         for j in batch:
             j.done = True
@@ -389,9 +385,9 @@ class LMDBStore:
         return following
 
     def _abandon(self, job: _Job) -> None:
-        """A writer interrupted while queued (a signal in the main thread): its job leaves the
-        queue unless a leader took it already, and leadership passed to it moves on, so the
-        other writers are not left waiting for a leader that never comes."""
+        """A writer interrupted while it waits: its job leaves the queue unless a leader took
+        it already, and the lead, if it had it, passes on, so the other writers are not left
+        waiting for a leader that never comes."""
         following = None
         with self._queue_lock:
             if job in self._queue:

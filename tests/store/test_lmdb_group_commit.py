@@ -427,8 +427,8 @@ def test_a_writer_interrupted_while_queued_leaves_no_batch_and_no_stuck_writers(
     tmp_path: Path,
 ) -> None:
     """A signal (Ctrl-C) in the main thread while its batch waits for another thread's commit:
-    the batch is not written behind the caller's back, and later writers are not left waiting
-    for a leader that is gone."""
+    the batch is not written behind the caller's back, and the writers queued behind it are not
+    left waiting for a leader that is gone."""
     factory, recorder = recorder_at(tmp_path / "s")
     store = recorder.store
     held, release = threading.Event(), threading.Event()
@@ -442,6 +442,17 @@ def test_a_writer_interrupted_while_queued_leaves_no_batch_and_no_stuck_writers(
     )
     leader.start()
     held.wait(30)
+    behind, later = uuid.uuid4(), uuid.uuid4()
+    done: list[Any] = []
+
+    def write_behind() -> None:
+        # Queued after the main thread's batch: first in line once that one is gone.
+        _until(lambda: len(store._queue) == 1, "the main thread's batch is queued")
+        done.append(recorder.insert_events([StoredEvent(behind, 1, "t", b"behind")]))
+
+    # Daemons: stuck for good if the test fails.
+    queued_behind = threading.Thread(target=write_behind, daemon=True)
+    queued_behind.start()
 
     def interrupt(signum: int, frame: Any) -> None:
         raise _Interrupted
@@ -449,22 +460,22 @@ def test_a_writer_interrupted_while_queued_leaves_no_batch_and_no_stuck_writers(
     previous = signal.signal(signal.SIGALRM, interrupt)
     interrupted = uuid.uuid4()
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
         with pytest.raises(_Interrupted):
             recorder.insert_events([StoredEvent(interrupted, 1, "t", b"abandoned")])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    assert len(store._queue) == 1  # the batch behind it
     release.set()
     leader.join(timeout=30)
-    later = uuid.uuid4()
-    done: list[Any] = []
+    queued_behind.join(timeout=30)
     writer = threading.Thread(
         target=lambda: done.append(recorder.insert_events([StoredEvent(later, 1, "t", b"ok")])),
-        daemon=True,  # stuck for good if the test fails
+        daemon=True,
     )
     writer.start()
     writer.join(timeout=30)
-    assert done == [[1]]
+    assert done == [[1], [2]]
     assert recorder.select_events(interrupted) == []
     factory.close()
