@@ -21,11 +21,12 @@ job is re-run in a transaction of its own. Across processes LMDB's writer lock s
 
 A leader first waits briefly for the writers of the group before (they were released moments ago
 and usually queue their next batch within ~100 us): never longer than that group's commit and
-flush took, and not at all once that time has passed, so a lone writer never waits. Without it,
-writers fall into two cohorts that commit alternately (about 1.95 jobs per commit with 4 threads);
-with it, 4 writer threads x 50-event batches commit ~4 jobs per commit, and the throughput went
-from ~1.8x to ~2.4x SQLite (raw py-lmdb with the 4 batches in one commit: ~3.1x). A writer waits
-on a lock of its own job, released once, so a group's release is no broadcast to every waiter.
+flush took (2 ms at most), and not at all once that has passed, so a lone writer never waits.
+Without it, writers fall into two cohorts that commit alternately (about 1.95 jobs per commit
+with 4 threads); with it, 4 writer threads x 50-event batches commit ~4 jobs per commit, and the
+throughput went from ~1.8x to ~2.4x SQLite (raw py-lmdb with the 4 batches in one commit:
+~3.2x). A writer waits on a lock of its own job, released once, so a group's release is no
+broadcast to every waiter.
 
 What durability costs on this machine's disk (bench/store.py reads the block device's own
 counters). A durable LMDB commit is two ordered flushes: the data pages, then the meta page that
