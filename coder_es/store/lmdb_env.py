@@ -25,7 +25,9 @@ flush took (2 ms at most), and not at all once that has passed, so a lone writer
 Without it, writers fall into two cohorts that commit alternately (about 1.95 jobs per commit
 with 4 threads); with it, 4 writer threads x 50-event batches commit ~4 jobs per commit, and the
 throughput went from ~1.8x to ~2.4x SQLite (raw py-lmdb with the 4 batches in one commit:
-~3.2x). A writer waits on a lock of its own job, released once, so a group's release is no
+~3.2x). The writer that completes the group leads it from there (the waiting leader's writer
+then waits like the others): no wake-up of the leader on the way to the commit, +5-10% in
+interleaved runs. Each writer waits on a lock of its own job, so a group's release is no
 broadcast to every waiter.
 
 What durability costs on this machine's disk (bench/store.py reads the block device's own
@@ -46,9 +48,9 @@ in every writing process. Writing another engine's internal pages to win a bench
 committed events at risk, which is the one thing this store must not do.
 
 An earlier try at such a wait reached ~3.9 jobs per commit but only ~10% more throughput. What
-makes the difference is that the writer completing the group wakes the leader at once
-(``_gathered.notify``): a leader that sleeps out a timeout loses what sharing saved (measured
-here: 4 jobs per commit, and slower than not waiting at all). Leadership is no longer handed on
+makes the difference is that the group starts as soon as it is complete: a leader that sleeps
+out a timeout loses what sharing saved (measured here: 4 jobs per commit, and slower than not
+waiting at all). Leadership is no longer handed on
 before the flush so that the next commit overlaps it: the next group's writers are the ones
 waiting for that flush. The price: while other jobs loaded this machine (load 3-4 on 2 cores),
 the old alternating cohorts (a flush overlapping the next commit) did 1.4-2x better in about a
@@ -191,8 +193,8 @@ class LMDBStore:
         # Group commit: writers queue their jobs; one leader commits all queued jobs at once.
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
-        self._gathered = threading.Condition(self._queue_lock)  # a leader waiting for writers
         self._leading = False
+        self._gatherer: _Job | None = None  # the leader's job while it waits for its group
         self._expected = 1  # jobs in the last group: the writers likely to come back
         self._gather_until = 0.0  # how long the next leader may wait for them (monotonic)
         self._topics: TopicTable | None = None
@@ -317,22 +319,40 @@ class LMDBStore:
 
     def _group_write(self, fn: Callable[[Any], T], durable: bool) -> T:
         job = _Job(fn, durable)
+        batch: list[_Job] | None = None
         with self._queue_lock:
             self._queue.append(job)
-            lead = not self._leading
-            if lead:
+            if not self._leading:
                 self._leading = job.leads = True
-            elif len(self._queue) >= self._expected:
-                self._gathered.notify()
+                batch = self._group_or_gather(job)
+            elif self._gatherer is not None and len(self._queue) >= self._expected:
+                # This job completes the group a leader waits for: lead it from here rather
+                # than wake that leader (its writer then waits for the group like the others).
+                self._gatherer.leads = False
+                self._gatherer = None
+                job.leads = True
+                batch, self._queue = self._queue, []
         try:
-            if not lead:
-                job.wake.acquire()
-            batch = [] if job.done else self._gather()
+            while batch is None:
+                with self._queue_lock:
+                    gathering = self._gatherer is job
+                    timeout = self._gather_until - time.monotonic()
+                if gathering:
+                    woken = timeout > 0 and job.wake.acquire(True, timeout)
+                else:
+                    woken = job.wake.acquire()
+                with self._queue_lock:
+                    if woken and job.done:
+                        break
+                    if woken and not gathering:  # handed the lead
+                        batch = self._group_or_gather(job)
+                    elif self._gatherer is job:  # waited long enough
+                        self._gatherer = None
+                        batch, self._queue = self._queue, []
         except BaseException:
-            # Interrupted while waiting (a signal in the main thread), before a group took it.
             self._abandon(job)
             raise
-        if job.done:
+        if batch is None:
             return job.outcome()
         started = time.monotonic()
         committed = False
@@ -356,18 +376,18 @@ class LMDBStore:
             self._finish(batch, started)
         return job.outcome()
 
-    def _gather(self) -> list[_Job]:
-        """The leader's group: every job queued so far, after waiting briefly for the writers
-        of the last group. Each of them usually queues its next batch within a few dozen
-        microseconds of being released, and sharing one commit (and its two flushes) is far
-        cheaper than committing twice; a writer that does not come back costs at most the
-        time the last group's commit took."""
-        with self._queue_lock:
-            deadline = self._gather_until
-            while len(self._queue) < self._expected and (now := time.monotonic()) < deadline:
-                self._gathered.wait(deadline - now)
+    def _group_or_gather(self, job: _Job) -> list[_Job] | None:
+        """A new leader's group: every job queued, at once if the writers of the group before
+        are all back or waiting for them is over; else None, and ``job`` waits as the gatherer
+        (call with the queue lock held). Those writers usually queue their next batch within a
+        few dozen microseconds of being released, and sharing one commit (and its two flushes)
+        is far cheaper than committing twice; a writer that does not come back costs at most
+        the time the last group's commit took."""
+        if len(self._queue) >= self._expected or time.monotonic() >= self._gather_until:
             batch, self._queue = self._queue, []
-        return batch
+            return batch
+        self._gatherer = job
+        return None
 
     def _finish(self, batch: list[_Job], started: float) -> None:
         """Release the group's writers and hand leadership to the first job queued meanwhile."""
@@ -398,6 +418,8 @@ class LMDBStore:
         with self._queue_lock:
             if job in self._queue:
                 self._queue.remove(job)
+            if self._gatherer is job:
+                self._gatherer = None
             if job.leads:
                 following = self._pass_lead()
         if following is not None:
