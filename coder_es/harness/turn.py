@@ -57,7 +57,6 @@ from coder_es.sandbox.transaction import Applied
 from coder_es.secret_env import command_environ, scrubbed
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
-from coder_es.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from coder_es.permissions.policy import PermissionAnswer
@@ -114,6 +113,9 @@ class HarnessTurn:
     new_session: dict[str, Any] | None = None  # Started fields for the first turn
     user_prompt: str | None = None  # sent to the harness instead of the prompt (hooks' context)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the harness's process is started (``HarnessSession.send`` also sets it when the
+    turn ends before that): what is done from then on overlaps the harness's own start-up."""
     serve: Upstream | None = None
     """Where the proxy sends every request instead of the real endpoint (replay and fork serve
     recorded answers: ``replay.harness``)."""
@@ -355,6 +357,8 @@ class HarnessTurn:
             os.close(write_end)
             if acp_stdin is not None:
                 os.close(acp_stdin[0])
+        self.started.set()
+        self._prepare()
         err_tail = bytearray()
 
         async def pump_err() -> None:
@@ -445,6 +449,14 @@ class HarnessTurn:
                 f"({why}; see coder-es doctor)"
             )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
+
+    def _prepare(self) -> None:
+        """What the turn would otherwise do for the first time while the harness works, done
+        while it starts up (hundreds of milliseconds in which it asks nothing of us): compiling
+        the redaction rules that screen every stored blob and event (RE2 holds the GIL for
+        ~25 ms; at the first tool call's file walk that held up the proxy, and with it the
+        harness's next model request). Nothing is recorded or changed."""
+        self.app.sealing.redactor.prepare()
 
     # ------------------------------------------------------------------ stream -> ops
 
@@ -680,11 +692,12 @@ class HarnessTurn:
     # ------------------------------------------------------------------ apply + record
 
     def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
-        views = (
-            Workspace.views_from_events(self.app.unsealed_events(self.session_id))
-            if not self.new_session
-            else {}
-        )
+        views = {}
+        if not self.new_session:
+            # Imported here: a first turn, whose harness starts sooner without it, has no views.
+            from coder_es.workspace.workspace import Workspace
+
+            views = Workspace.views_from_events(self.app.unsealed_events(self.session_id))
         plan = tx.plan(self.workspace, views, blobs, protected=self.hidden)
         outcome = tx.commit(plan, self.workspace, blobs)
         self._notes.extend(outcome.notes)
