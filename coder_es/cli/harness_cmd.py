@@ -197,6 +197,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
 
 
 async def _turn(
+    ctx: Context,
     session: HarnessSession,
     prompt: str,
     as_json: bool,
@@ -208,7 +209,7 @@ async def _turn(
     with sigint_cancels(session.cancel, also=(signal.SIGTERM, signal.SIGHUP)):
         async for update in session.send(prompt, ask=ask):
             if isinstance(update, up.SessionOpened):
-                warm_end_of_turn()
+                prepare_end_of_turn(ctx)
             if as_json:
                 print_json(update.to_dict())
                 sys.stdout.flush()
@@ -220,17 +221,20 @@ async def _turn(
     return 1 if outcome.reason == "error" else 0
 
 
-_END_OF_TURN_MODULES = ("coder_es.records", "projections.search.follow")
-"""What the end of a turn imports (recording it, the search index fed by its save)."""
+_END_OF_TURN_MODULES = ("coder_es.records",)
+"""What the end of a turn imports to record it (the search index its save feeds is opened by
+``Context.prepare_search_index``)."""
 _warming: list[threading.Thread] = []
 
 
-def warm_end_of_turn() -> None:
-    """Import what the end of the turn needs while the harness starts up (it has started once
-    the session is shown opened, ``HarnessSession.send``, and asks nothing of us for hundreds of
-    milliseconds): its start is not delayed by them, nor its model requests (an import holds
-    the interpreter's lock, which the proxy needs), nor its end by importing them then. Only
-    imports: the recording is the same."""
+def prepare_end_of_turn(ctx: Context) -> None:
+    """Import what the end of the turn needs, and open the search index its save feeds, while
+    the harness starts up (it has started once the session is shown opened,
+    ``HarnessSession.send``, and asks nothing of us for hundreds of milliseconds): its start is
+    not delayed by them, nor its model requests (an import holds the interpreter's lock, which
+    the proxy needs), nor its end by doing them then. Only preparation: the recording is the
+    same."""
+    ctx.prepare_search_index()
     if _warming:
         return
 
@@ -275,7 +279,7 @@ def harness_run(args: argparse.Namespace, ctx: Context) -> int:
     if args.image:
         raise UsageError("--image is not supported with a harness")
     session = _open(args, ctx)
-    code = asyncio.run(_turn(session, args.prompt, args.json, Renderer()))
+    code = asyncio.run(_turn(ctx, session, args.prompt, args.json, Renderer()))
     # The turn is recorded and this process ends with the command (the store is closed after
     # this returns; nothing of it is left to a collector): the objects made so far are
     # frozen, so the cyclic collector's full passes at exit, over every module, class and
@@ -301,4 +305,4 @@ def harness_chat(args: argparse.Namespace, ctx: Context) -> int:
         if not text:
             continue
         ask = None if args.yes else _asker(renderer)
-        code = asyncio.run(_turn(session, text, args.json, renderer, ask))
+        code = asyncio.run(_turn(ctx, session, text, args.json, renderer, ask))
