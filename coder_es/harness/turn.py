@@ -201,6 +201,8 @@ class HarnessTurn:
         message: str | None = None
         applied: list[Applied] = []
         route_dir: Path | None = None
+        storing: asyncio.Future[None] | None = None
+        stored: BaseException | None = None
         try:
             route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
@@ -269,6 +271,11 @@ class HarnessTurn:
                     with contextlib.suppress(Exception):
                         self._commit(tx, blobs)
                 raise
+            # The harness has exited: once the proxy is closed it holds every exchange. Their
+            # bodies are stored while the changes are applied and the transaction removed (each
+            # mostly waits for its own disk writes), and before the events that name them.
+            await proxy.aclose()
+            storing = asyncio.ensure_future(asyncio.to_thread(self._store_exchanges))
             if not self.read_only and not self.discard:
                 applied = await asyncio.to_thread(self._commit, tx, blobs)
         finally:
@@ -276,6 +283,11 @@ class HarnessTurn:
             await asyncio.to_thread(tx.close)
             if route_dir is not None:
                 shutil.rmtree(route_dir, ignore_errors=True)
+            if storing is not None:
+                await asyncio.wait({storing})
+                stored = storing.exception()  # retrieved here, raised below (not over another)
+        if stored is not None:
+            raise stored
         if outcome == "ok" and self._finished is not None and not self._finished.ok:
             outcome, message = "error", self._finished.error
         if outcome == "ok" and self._finished is None:
@@ -718,7 +730,7 @@ class HarnessTurn:
             self.app.blobs.for_session(self.session_id).put_many(items)
 
     def _record(self, harness_session: str | None, version: str | None, model: str) -> str | None:
-        self._store_exchanges()
+        """Save the turn's events (the exchanges' bodies are stored: ``_store_exchanges``)."""
         if self.new_session is not None:
             fields = dict(self.new_session)
             settings = dict(fields.pop("settings", {}))
