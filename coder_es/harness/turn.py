@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -467,8 +468,11 @@ class HarnessTurn:
         while it starts up (hundreds of milliseconds in which it asks nothing of us): compiling
         the redaction rules that screen every stored blob and event (RE2 holds the GIL for
         ~25 ms; at the first tool call's file walk that held up the proxy, and with it the
-        harness's next model request). Nothing is recorded or changed."""
+        harness's next model request), and, when the turn may ask for permissions, loading the
+        shell grammar its rules match command lines with. Nothing is recorded or changed."""
         self.app.sealing.redactor.prepare()
+        if not self.yes:
+            importlib.import_module("coder_es.permissions.shell_parse")
 
     # ------------------------------------------------------------------ stream -> ops
 
