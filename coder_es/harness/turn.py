@@ -371,7 +371,8 @@ class HarnessTurn:
             if acp_stdin is not None:
                 os.close(acp_stdin[0])
         self.started.set()
-        self._prepare()
+        with contextlib.suppress(Exception):  # what fails here fails again where it is needed
+            self._prepare()
         err_tail = bytearray()
 
         async def pump_err() -> None:
