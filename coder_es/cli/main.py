@@ -86,7 +86,8 @@ def _without_cycle_collection() -> int:
     allocations instead of 700 (so a long export still frees its cycles as it goes), the old one
     practically never, and the objects tracked at the end are frozen (``gc.freeze``), so the
     collection at exit skips them. Only for ``READ_COMMANDS``: a long command (``run``,
-    ``chat``, ``serve``) keeps the collector as it is."""
+    ``chat``, ``serve``) keeps the collector's thresholds (what its start-up made is frozen
+    all the same: ``_collecting_from_now``)."""
     before = gc.get_threshold()
     gc.set_threshold(50_000, 50, 1_000)
     try:
