@@ -399,6 +399,12 @@ class Redactor:
     def active(self) -> bool:
         return bool(self.rules)
 
+    def prepare(self) -> None:
+        """Compile now what the first redaction of text or bytes would compile (the rules and
+        their RE2 screens): for a caller with time to spare before its first redaction."""
+        if self.rules:
+            _ = self._keyword_screen, self._all_keyworded, self._shapes
+
     @functools.cached_property
     def _all_keyworded(self) -> bool:
         return all(rule.keywords for rule in self._compiled)

@@ -175,6 +175,12 @@ class Context:
             return None
         return self._reader
 
+    def prepare_search_index(self) -> None:
+        """Open the search index this process's first save feeds now (``SearchIndexFeed``): for
+        a command with time to spare before that save."""
+        if self._search_feed is not None:
+            self._search_feed.prepare()
+
     def end_turn(self, session_id: str) -> None:
         """A turn of an interactive command (``chat``, ``acp``, ``serve``) is over: live
         telemetry sends its span now rather than at the session's next message or at exit."""

@@ -19,7 +19,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from coder_es._version import __version__
@@ -220,7 +220,9 @@ def _show_undecodable(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(SHOWN_ERRORS, _show_undecodable)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, started: Callable[[], object] | None = None) -> int:
+    """``started``: called once the command's handler, its modules and its configuration are
+    ready, just before the handler runs (``coder_es.cli.main.run``)."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=SHOWN_ERRORS)
@@ -246,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             needs_store=command.needs_store,
             tolerate_config_errors=command.reports_bad_config or command.reads_only,
         )
+        if started is not None:
+            started()
         if ctx.config_error is not None and not command.reports_bad_config:
             problems = ctx.config_error.problems
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import gc
 import importlib
 import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.markup import escape
 
 from coder_es.agent import updates as up
 from coder_es.cli.context import Context, print_json
@@ -30,6 +29,8 @@ from coder_es.harness.spec import parse_harness
 from coder_es.sandbox import SandboxSettings
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from coder_es.permissions.policy import PermissionAnswer
 
 
@@ -53,12 +54,26 @@ def cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
 
 class Renderer:
     """The harness's text on stdout, its tool calls and the turn's end on stderr (the lines of
-    a native run's renderer, ``coder_es.cli.run.Renderer``)."""
+    a native run's renderer, ``coder_es.cli.run.Renderer``).
 
-    def __init__(self, out: Console, err: Console) -> None:
-        self.out = out
-        self.err = err
+    The consoles are made (and rich imported) when the first line is shown, which is after the
+    harness's process has started (``HarnessSession.send``): not before it, nor with ``--json``.
+    """
+
+    def __init__(self) -> None:
         self.in_text = False
+
+    @functools.cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
+        return Console()
+
+    @functools.cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True)
 
     def line(self, markup: str) -> None:
         if self.in_text:
@@ -68,6 +83,8 @@ class Renderer:
         self.err.print(markup, highlight=False, soft_wrap=True)
 
     def show(self, u: up.Update) -> None:
+        from rich.markup import escape
+
         if isinstance(u, up.TextDelta):
             self.out.file.write(u.text)
             self.out.file.flush()
@@ -180,6 +197,7 @@ def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:
 
 
 async def _turn(
+    ctx: Context,
     session: HarnessSession,
     prompt: str,
     as_json: bool,
@@ -190,8 +208,8 @@ async def _turn(
     # did is applied and the turn recorded as cancelled, not lost with the process.
     with sigint_cancels(session.cancel, also=(signal.SIGTERM, signal.SIGHUP)):
         async for update in session.send(prompt, ask=ask):
-            if isinstance(update, up.ToolStarted | up.TextDelta):
-                warm_end_of_turn()
+            if isinstance(update, up.SessionOpened):
+                prepare_end_of_turn(ctx)
             if as_json:
                 print_json(update.to_dict())
                 sys.stdout.flush()
@@ -203,15 +221,20 @@ async def _turn(
     return 1 if outcome.reason == "error" else 0
 
 
-_END_OF_TURN_MODULES = ("coder_es.records", "projections.search.follow")
-"""What the end of a turn imports (recording it, the search index fed by its save)."""
+_END_OF_TURN_MODULES = ("coder_es.records",)
+"""What the end of a turn imports to record it (the search index its save feeds is opened by
+``Context.prepare_search_index``)."""
 _warming: list[threading.Thread] = []
 
 
-def warm_end_of_turn() -> None:
-    """Import what the end of the turn needs while the harness works (it is running once it
-    shows a call or text): its start is not delayed by them, nor its end by importing them
-    then. Only imports: the recording is the same."""
+def prepare_end_of_turn(ctx: Context) -> None:
+    """Import what the end of the turn needs, and open the search index its save feeds, while
+    the harness starts up (it has started once the session is shown opened,
+    ``HarnessSession.send``, and asks nothing of us for hundreds of milliseconds): its start is
+    not delayed by them, nor its model requests (an import holds the interpreter's lock, which
+    the proxy needs), nor its end by doing them then. Only preparation: the recording is the
+    same."""
+    ctx.prepare_search_index()
     if _warming:
         return
 
@@ -256,14 +279,20 @@ def harness_run(args: argparse.Namespace, ctx: Context) -> int:
     if args.image:
         raise UsageError("--image is not supported with a harness")
     session = _open(args, ctx)
-    renderer = Renderer(Console(), Console(stderr=True))
-    return asyncio.run(_turn(session, args.prompt, args.json, renderer))
+    code = asyncio.run(_turn(ctx, session, args.prompt, args.json, Renderer()))
+    # The turn is recorded and this process ends with the command (the store is closed after
+    # this returns; nothing of it is left to a collector): the objects made so far are
+    # frozen, so the cyclic collector's full passes at exit, over every module, class and
+    # event of the run, are skipped (as for the read commands, ``coder_es.cli.main``). That
+    # was ~50 ms of a harness turn's wall time (bench/harness.py).
+    gc.freeze()
+    return code
 
 
 def harness_chat(args: argparse.Namespace, ctx: Context) -> int:
     """One turn per line read from the terminal (or stdin), until end of input or ``/exit``."""
     session = _open(args, ctx)
-    renderer = Renderer(Console(), Console(stderr=True))
+    renderer = Renderer()
     code = 0
     while True:
         try:
@@ -276,4 +305,4 @@ def harness_chat(args: argparse.Namespace, ctx: Context) -> int:
         if not text:
             continue
         ask = None if args.yes else _asker(renderer)
-        code = asyncio.run(_turn(session, text, args.json, renderer, ask))
+        code = asyncio.run(_turn(ctx, session, text, args.json, renderer, ask))

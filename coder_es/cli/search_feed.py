@@ -31,8 +31,20 @@ class SearchIndexFeed:
         return feed
 
     def saved(self, recordings: list[Any]) -> None:
+        feed = self._feed()
+        if feed is not None:
+            feed.saved(recordings)
+
+    def prepare(self) -> None:
+        """Start the feed before the first save: the index is opened (or created) meanwhile,
+        not between that save and ``close`` (``run --harness`` while its harness starts up)."""
+        feed = self._feed()
+        if feed is not None:
+            feed.start()
+
+    def _feed(self) -> SearchFeed | None:
         if self._off:
-            return
+            return None
         if self.feed is None:
             try:
                 from projections.search.follow import feed_search_index
@@ -42,8 +54,7 @@ class SearchIndexFeed:
                 print(f"coder-es: the search index is not kept: {e}", file=sys.stderr)
             if self.feed is None:
                 self._off = True
-                return
-        self.feed.saved(recordings)
+        return self.feed
 
     def close(self) -> None:
         """Index what was saved, then stop following (before the application closes)."""

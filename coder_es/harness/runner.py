@@ -352,10 +352,15 @@ class HarnessSession:
                 try:
                     return await turn.run(prompt, resume)
                 finally:
+                    turn.started.set()
                     queue.put_nowait(None)
 
             task = asyncio.ensure_future(run())
             try:
+                # Nothing is shown before the harness's process is started (or the turn ended
+                # without it): what the caller does with the first update (a renderer's
+                # imports) overlaps the harness's own start-up, not precedes it.
+                await turn.started.wait()
                 yield self._opened(version)
                 if hooked is not None:
                     for shown in hooked.updates:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -57,7 +58,6 @@ from coder_es.sandbox.transaction import Applied
 from coder_es.secret_env import command_environ, scrubbed
 from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
-from coder_es.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from coder_es.permissions.policy import PermissionAnswer
@@ -114,6 +114,9 @@ class HarnessTurn:
     new_session: dict[str, Any] | None = None  # Started fields for the first turn
     user_prompt: str | None = None  # sent to the harness instead of the prompt (hooks' context)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the harness's process is started (``HarnessSession.send`` also sets it when the
+    turn ends before that): what is done from then on overlaps the harness's own start-up."""
     serve: Upstream | None = None
     """Where the proxy sends every request instead of the real endpoint (replay and fork serve
     recorded answers: ``replay.harness``)."""
@@ -199,6 +202,8 @@ class HarnessTurn:
         message: str | None = None
         applied: list[Applied] = []
         route_dir: Path | None = None
+        storing: asyncio.Future[None] | None = None
+        stored: BaseException | None = None
         try:
             route_dir = await asyncio.to_thread(self._model_route)
             prompt_tool = self.spec.kind == "claude-code" and not self.yes and not self.read_only
@@ -267,6 +272,11 @@ class HarnessTurn:
                     with contextlib.suppress(Exception):
                         self._commit(tx, blobs)
                 raise
+            # The harness has exited: once the proxy is closed it holds every exchange. Their
+            # bodies are stored while the changes are applied and the transaction removed (each
+            # mostly waits for its own disk writes), and before the events that name them.
+            await proxy.aclose()
+            storing = asyncio.ensure_future(asyncio.to_thread(self._store_exchanges))
             if not self.read_only and not self.discard:
                 applied = await asyncio.to_thread(self._commit, tx, blobs)
         finally:
@@ -274,6 +284,11 @@ class HarnessTurn:
             await asyncio.to_thread(tx.close)
             if route_dir is not None:
                 shutil.rmtree(route_dir, ignore_errors=True)
+            if storing is not None:
+                await asyncio.wait({storing})
+                stored = storing.exception()  # retrieved here, raised below (not over another)
+        if stored is not None:
+            raise stored
         if outcome == "ok" and self._finished is not None and not self._finished.ok:
             outcome, message = "error", self._finished.error
         if outcome == "ok" and self._finished is None:
@@ -355,6 +370,9 @@ class HarnessTurn:
             os.close(write_end)
             if acp_stdin is not None:
                 os.close(acp_stdin[0])
+        self.started.set()
+        with contextlib.suppress(Exception):  # what fails here fails again where it is needed
+            self._prepare()
         err_tail = bytearray()
 
         async def pump_err() -> None:
@@ -445,6 +463,17 @@ class HarnessTurn:
                 f"({why}; see coder-es doctor)"
             )
         return proc.returncode, err_tail.decode("utf-8", "replace"), outcome, message
+
+    def _prepare(self) -> None:
+        """What the turn would otherwise do for the first time while the harness works, done
+        while it starts up (hundreds of milliseconds in which it asks nothing of us): compiling
+        the redaction rules that screen every stored blob and event (RE2 holds the GIL for
+        ~25 ms; at the first tool call's file walk that held up the proxy, and with it the
+        harness's next model request), and, when the turn may ask for permissions, loading the
+        shell grammar its rules match command lines with. Nothing is recorded or changed."""
+        self.app.sealing.redactor.prepare()
+        if not self.yes:
+            importlib.import_module("coder_es.permissions.shell_parse")
 
     # ------------------------------------------------------------------ stream -> ops
 
@@ -680,11 +709,12 @@ class HarnessTurn:
     # ------------------------------------------------------------------ apply + record
 
     def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
-        views = (
-            Workspace.views_from_events(self.app.unsealed_events(self.session_id))
-            if not self.new_session
-            else {}
-        )
+        views = {}
+        if not self.new_session:
+            # Imported here: a first turn, whose harness starts sooner without it, has no views.
+            from coder_es.workspace.workspace import Workspace
+
+            views = Workspace.views_from_events(self.app.unsealed_events(self.session_id))
         plan = tx.plan(self.workspace, views, blobs, protected=self.hidden)
         outcome = tx.commit(plan, self.workspace, blobs)
         self._notes.extend(outcome.notes)
@@ -705,7 +735,7 @@ class HarnessTurn:
             self.app.blobs.for_session(self.session_id).put_many(items)
 
     def _record(self, harness_session: str | None, version: str | None, model: str) -> str | None:
-        self._store_exchanges()
+        """Save the turn's events (the exchanges' bodies are stored: ``_store_exchanges``)."""
         if self.new_session is not None:
             fields = dict(self.new_session)
             settings = dict(fields.pop("settings", {}))

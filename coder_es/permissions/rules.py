@@ -34,7 +34,6 @@ from coder_es.permissions.schedule import (
     action_window,
     split_scheduled,
 )
-from coder_es.permissions.shell_parse import parse_shell
 
 ACTIONS = ("allow", "schedule", "ask", "defer", "deny")
 TOOL_NAMES = ("bash", "read", "write", "edit", "grep", "find", "task")
@@ -190,6 +189,10 @@ class CommandPart:
 def split_command(command: str) -> list[CommandPart]:
     """The simple commands a shell command line runs (``shell_parse``), for matching each
     against the rules."""
+    # Imported at the first command matched (the shell grammar and its patterns): a run whose
+    # rules are only read and recorded (``run --harness --yes``) starts without them.
+    from coder_es.permissions.shell_parse import parse_shell
+
     line = parse_shell(command)
     writes = any(use.mode == "write" for use in line.paths)
     environment = ", ".join(line.environment) if line.environment else None

@@ -64,7 +64,6 @@ from coder_es.store.blobs import BlobStore
 from coder_es.workspace.atomic import move_into_place_at, sync_dirs
 from coder_es.workspace.confined import ConfinedDir, RefusedPathError
 from coder_es.workspace.ignore import IgnoreMatcher
-from coder_es.workspace.merge_write import merge_at
 
 TX_DIRNAME = "tx"
 STALE_UNLOCKED_S = 60
@@ -465,6 +464,10 @@ def _apply_file(
             out.moved_into.append(path.parent)
             return
     proposed = _read(source) if source is not None else None
+    # Imported at the first merge (the three-way merge's modules): a command's sandbox, and a
+    # harness, start without them, and a file nobody else touched is renamed into place above.
+    from coder_es.workspace.merge_write import merge_at
+
     try:
         merged = merge_at(
             dir_fd,

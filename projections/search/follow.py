@@ -83,6 +83,13 @@ class SearchFeed:
             return
         with self._lock:
             self._saved += [r.notification for r in recordings]
+        self.start()
+        self._stale.set()
+
+    def start(self) -> SearchFeed:
+        """Start the feed's thread, which opens (or creates) the index, if it has not started:
+        at the first save, or before it for a caller with time to spare (then opening the index
+        is not between that save and ``close``)."""
         if self._thread is None:
             with self._lock:
                 if self._thread is None and not self._closing.is_set():
@@ -90,7 +97,7 @@ class SearchFeed:
                         target=self._run, name="coder-es search index", daemon=True
                     )
                     self._thread.start()
-        self._stale.set()
+        return self
 
     def close(self) -> None:
         """Index what was saved so far, then stop (call it before closing the application)."""

@@ -255,3 +255,40 @@ def test_diff_reads_without_the_branching_machinery(tmp_path: Path) -> None:
     assert "projections.node_diff" in modules
     moving = ("coder_es.branching", "coder_es.workspace.restore", "coder_es.cli.progress")
     assert absent(modules, (*moving, "concurrent.futures")) == []
+
+
+GC_PROBE = """
+import gc, json, sys
+from coder_es.cli import commands
+from coder_es.cli.main import run
+
+def handler(args, ctx):
+    print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+    return 0
+
+commands.Command.handler = lambda self: handler
+sys.argv = ["coder-es", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["run", "hello"]])
+def test_the_command_runs_with_the_collector_on_after_a_start_up_without_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Start-up runs with the cyclic collector off; what it made is frozen and the collector
+    is on again before the command's own work (a long ``run`` or ``serve`` frees its cycles
+    as ever)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(tmp_path / "no-config")}
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, *command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["enabled"] is True
+    assert seen["frozen"] > 10_000  # the modules' objects, out of the collector's sight

@@ -34,8 +34,9 @@ except SystemExit as e:
 print(json.dumps({"code": code, **seen}), file=sys.stderr)
 """
 
-# Used only by a turn with hooks, by a continued session (its resume plan, the tree) or by a
-# replay; a first turn without hooks reaches its harness without them.
+# Used only by a turn with hooks, by a continued session (its resume plan, the tree, the file
+# views of its log) or by a replay; a first turn without hooks reaches its harness without
+# them. The renderer (rich) shows the turn's first line after the harness has started.
 NOT_BEFORE_THE_HARNESS = (
     "coder_es.harness.harness_hooks",
     "coder_es.harness.outside_hooks",
@@ -43,7 +44,9 @@ NOT_BEFORE_THE_HARNESS = (
     "coder_es.tools",
     "coder_es.harness.resume",
     "coder_es.harness.serve",
+    "coder_es.workspace.workspace",
     "projections.tree",
+    "rich",
 )
 
 

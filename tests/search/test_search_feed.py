@@ -4,6 +4,7 @@ holds the session's events, without a search having run; a failing index never f
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,38 @@ def test_feed_indexes_each_event_once_beside_other_indexers(tmp_path: Path) -> N
         assert other.position < app.recorder.max_notification_id()
     finally:
         other.close()
+        app.close()
+
+
+def test_a_feed_started_before_the_first_save_opens_the_index_then_indexes_the_save(
+    tmp_path: Path,
+) -> None:
+    """``start`` (``run --harness`` while its harness starts up) creates the index before any
+    save, so the save's indexing is all that is left for ``close``; what is saved is indexed as
+    when the feed starts at the save, and a feed started but never fed stops at close."""
+    app = CoderApp(StoreConfig("lmdb", tmp_path / "store"))
+    index_file = tmp_path / "store" / "search.sqlite"
+    try:
+        idle = SearchFeed(app, delay=0).attach().start()
+        for _ in range(200):  # its thread creates the index
+            if index_file.exists():
+                break
+            time.sleep(0.01)
+        assert index_file.exists()
+        idle.close()
+        assert idle.indexed == 0 and idle.saved not in app.save_observers
+        feed = SearchFeed(app, delay=0).attach().start()
+        sid = new_session(app)
+        record_turn(app, sid, user="where is the okapi?", answer="behind the baobab")
+        feed.close()
+        index = open_index(app)
+        try:
+            assert index.position == app.recorder.max_notification_id()
+            found = index.search(Query.parse("okapi"), Filters())
+            assert [(h.session, h.kind) for h in found] == [(str(sid), "user")]
+        finally:
+            index.close()
+    finally:
         app.close()
 
 
