@@ -54,8 +54,9 @@ waiting at all). Leadership is no longer handed on before the flush so that the 
 overlaps it: the next group's writers are the ones waiting for that flush. The price: while
 other jobs loaded this machine (load 3-4 on 2 cores), the old alternating cohorts (a flush
 overlapping the next commit) did 1.4-2x better in about a third of the interleaved runs, when
-flushes cost as much as commits; equal under synthetic fsync, writeback and CPU hogs. Switching to overlap when a flush costs about as much as its
-commit was tried: it landed between the two and made the grouping depend on the disk's load.
+flushes cost as much as commits; equal under synthetic fsync, writeback and CPU hogs.
+Switching to overlap when a flush costs about as much as its commit was tried: it landed between
+the two and made the grouping depend on the disk's load.
 Not kept either: ``writemap=True`` (same single-append rate, batches 9% slower) and a long-lived
 reader that makes LMDB allocate pages at the end of the file (single appends ~15% slower, file
 growth).
