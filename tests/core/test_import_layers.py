@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -21,19 +21,23 @@ def _layers() -> list[str]:
     return [name for layer in contract["layers"] for name in re.split(r"[|:]", layer)]
 
 
-def test_the_import_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
-    from importlinter.cli import lint_imports
-
-    # import-linter reads the packages of this checkout (the tests run with it on sys.path)
-    # and the configuration in the current directory.
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        code = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
-    finally:
-        os.chdir(cwd)
-    out = capsys.readouterr().out
-    assert code == 0, out
+def test_the_import_contracts_hold() -> None:
+    # In a process of its own: import-linter configures logging for the whole process
+    # (``logging.config.dictConfig``, which disables every logger created before it, so a later
+    # test's captured warnings would be lost) and puts the current directory on sys.path. It
+    # reads the packages of this checkout and the configuration in the current directory.
+    lint = (
+        "import sys; from importlinter.cli import lint_imports; "
+        f"sys.exit(lint_imports(config_filename={str(PYPROJECT)!r}, no_cache=True, no_logo=True))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", lint], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_every_package_has_a_layer() -> None:
