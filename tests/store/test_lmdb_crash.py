@@ -52,33 +52,35 @@ def expected_state(v: int) -> bytes:
     return f"{v}:".encode() + bytes([v % 251]) * (50 + v % 300)
 
 
+def _kill_a_writer_at_random(
+    script: str, store: Path, round_: int, ack: re.Pattern[str], rng: random.Random
+) -> list[str]:
+    """Start a writer process, wait until it is appending (its first line), kill -9 it at a
+    random moment within 150 ms; every line it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(store), str(round_)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline().rstrip("\n")
+    assert ack.fullmatch(first), proc.stderr.read() if proc.stderr else first
+    time.sleep(rng.uniform(0.0, 0.15))
+    os.kill(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=30)
+    return [first, *out.splitlines()]
+
+
 def test_sigkill_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> None:
     store = tmp_path / "store"
     rng = random.Random(1234)
     acked = 0
-    kills = 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for round_ in range(12):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(store), str(round_)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert proc.stdout is not None
-        # Wait for the writer to be appending, then kill it at a random moment.
-        first = proc.stdout.readline().rstrip("\n")
-        assert ACK.fullmatch(first), proc.stderr.read() if proc.stderr else first
-        acked = max(acked, int(first.split()[1]))
-        time.sleep(rng.uniform(0.0, 0.15))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        kills += 1
-        for line in out.splitlines():
+        for line in _kill_a_writer_at_random(WRITER, store, round_, ACK, rng):
             if ACK.fullmatch(line):
                 acked = max(acked, int(line.split()[1]))
-    assert kills == 12
 
     factory = LMDBFactory({"LMDB_PATH": str(store)})
     recorder = factory.application_recorder()
@@ -146,22 +148,8 @@ def test_sigkill_during_group_commits_of_writer_threads_leaves_only_whole_batche
     store = tmp_path / "store"
     rng = random.Random(4321)
     acked = [0] * 4
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for round_ in range(8):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", THREADED_WRITER, str(store), str(round_)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert proc.stdout is not None
-        first = proc.stdout.readline().rstrip("\n")
-        assert THREADED_ACK.fullmatch(first), proc.stderr.read() if proc.stderr else first
-        time.sleep(rng.uniform(0.0, 0.15))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        for line in [first, *out.splitlines()]:
+        for line in _kill_a_writer_at_random(THREADED_WRITER, store, round_, THREADED_ACK, rng):
             found = THREADED_ACK.fullmatch(line)
             if found:
                 k, version = int(found[1]), int(found[2])
