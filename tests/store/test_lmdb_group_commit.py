@@ -307,15 +307,9 @@ def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.001)
 
 
-def test_a_conflicting_batch_inside_one_group_fails_alone_and_the_rest_share_one_commit(
-    tmp_path: Path,
-) -> None:
-    factory, recorder = recorder_at(tmp_path / "s")
-    store = recorder.store
-    contested = uuid.uuid4()
-    recorder.insert_events([StoredEvent(contested, 1, "t", b"original")])
-    # A leader held inside its (empty) transaction, so the next four batches queue up and are
-    # committed as one group.
+def _a_leader_held_in_its_transaction(store: Any) -> tuple[threading.Thread, threading.Event]:
+    """A writer thread held inside its (empty) group transaction until the event is set, so the
+    batches written meanwhile queue up behind it."""
     held, release = threading.Event(), threading.Event()
 
     def hold(txn: Any) -> None:
@@ -326,7 +320,20 @@ def test_a_conflicting_batch_inside_one_group_fails_alone_and_the_rest_share_one
         target=store.write, args=(hold,), kwargs={"durable": True, "group": True}
     )
     leader.start()
-    held.wait(30)
+    assert held.wait(30)
+    return leader, release
+
+
+def test_a_conflicting_batch_inside_one_group_fails_alone_and_the_rest_share_one_commit(
+    tmp_path: Path,
+) -> None:
+    factory, recorder = recorder_at(tmp_path / "s")
+    store = recorder.store
+    contested = uuid.uuid4()
+    recorder.insert_events([StoredEvent(contested, 1, "t", b"original")])
+    # A leader held inside its (empty) transaction, so the next four batches queue up and are
+    # committed as one group.
+    leader, release = _a_leader_held_in_its_transaction(store)
     txn_before = store.last_txnid()
     good = [uuid.uuid4() for _ in range(3)]
     batches: dict[Any, list[StoredEvent]] = {
@@ -431,17 +438,7 @@ def test_a_writer_interrupted_while_queued_leaves_no_batch_and_no_stuck_writers(
     left waiting for a leader that is gone."""
     factory, recorder = recorder_at(tmp_path / "s")
     store = recorder.store
-    held, release = threading.Event(), threading.Event()
-
-    def hold(txn: Any) -> None:
-        held.set()
-        release.wait(30)
-
-    leader = threading.Thread(
-        target=store.write, args=(hold,), kwargs={"durable": True, "group": True}
-    )
-    leader.start()
-    held.wait(30)
+    leader, release = _a_leader_held_in_its_transaction(store)
     behind, later = uuid.uuid4(), uuid.uuid4()
     done: list[Any] = []
 
