@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -90,18 +91,30 @@ def fresh(base: Path, name: str) -> tuple[Path, Path]:
     return ws, home
 
 
-def _to_files(base: Path) -> dict[str, Any]:
-    """Output to files, not pipes: a process is done when it exits, not when every process it
-    left behind has closed a pipe (a CLI run directly leaves some; the sandbox kills them)."""
-    out = tempfile.NamedTemporaryFile(dir=base, delete=False)  # noqa: SIM115
-    return {"stdout": out, "stderr": subprocess.STDOUT, "timeout": 300}
+def timed(argv: list[str], cwd: Path, env: dict[str, str], base: Path) -> tuple[int, float]:
+    """Run ``argv``; its exit code and wall time, from its start to its exit.
+
+    Output to files, not pipes: a process is done when it exits, not when every process it
+    left behind has closed a pipe (a CLI run directly leaves some; the sandbox kills them).
+    Its exit is waited for, not polled: ``subprocess.run(timeout=...)`` polls with sleeps that
+    grow to 50 ms, so a run's end was seen up to 50 ms late (noise of the size of the
+    differences measured); the timeout is a timer that kills it instead."""
+    with tempfile.NamedTemporaryFile(dir=base, delete=False) as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        watchdog = threading.Timer(300, proc.kill)
+        watchdog.start()
+        try:
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+        return code, time.perf_counter() - t
 
 
 def turn_direct(base: Path) -> float:
     ws, home = fresh(base, "direct")
     with FakeModel(ten_calls(ws)) as model:
-        t = time.perf_counter()
-        done = subprocess.run(
+        code, took = timed(
             [
                 str(BIN / "claude"),
                 "-p",
@@ -112,12 +125,11 @@ def turn_direct(base: Path) -> float:
                 "--",
                 "go",
             ],
-            cwd=ws,
-            env=claude_env(home, model),
-            **_to_files(base),
+            ws,
+            claude_env(home, model),
+            base,
         )
-        took = time.perf_counter() - t
-    assert done.returncode == 0 and (ws / "made4.txt").exists(), "the turn failed"
+    assert code == 0 and (ws / "made4.txt").exists(), "the turn failed"
     return took
 
 
@@ -125,8 +137,7 @@ def turn_coder_es(base: Path, repo: Path = REPO) -> float:
     """``repo``: whose coder-es runs (``--baseline``: another checkout's, in the same run)."""
     ws, home = fresh(base, "coder-es")
     with FakeModel(ten_calls(ws)) as model:
-        t = time.perf_counter()
-        done = subprocess.run(
+        code, took = timed(
             [
                 sys.executable,
                 "-m",
@@ -139,12 +150,11 @@ def turn_coder_es(base: Path, repo: Path = REPO) -> float:
                 "--yes",
                 "go",
             ],
-            cwd=ws,
-            env=claude_env(home, model, repo),
-            **_to_files(base),
+            ws,
+            claude_env(home, model, repo),
+            base,
         )
-        took = time.perf_counter() - t
-    assert done.returncode == 0 and (ws / "made4.txt").exists(), "the turn failed"
+    assert code == 0 and (ws / "made4.txt").exists(), "the turn failed"
     return took
 
 

@@ -244,7 +244,7 @@ async def verify(cassette: Cassette, started_at: float) -> ReplayReport:
             notes.append(f"turn {turn.index}: no stream recorded (an ACP agent's, or older)")
             continue
         decoder = HarnessTurn(
-            app=cast(Any, None),
+            store=cast(Any, None),
             session_id=uuid4(),
             workspace=Path(cassette.workspace),
             spec=spec,

@@ -165,7 +165,7 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
         "writable": SandboxSettings.configured(
             "auto", None, False, ctx.settings.sandbox.writable
         ).writable,
-        "store_path": ctx.app.config.path.resolve(),
+        "store_path": ctx.config.path.resolve(),
         # The hooks of the events a harness session offers run around its turns.
         "hooks": tuple(ctx.settings.hooks),
     }
@@ -175,7 +175,8 @@ def _open(args: argparse.Namespace, ctx: Context) -> HarnessSession:
         return HarnessSession.open(ctx.app, ctx.workspace, args.session, spec, configured, **kw)
     assert spec is not None
     kw["title"] = args.title or (getattr(args, "prompt", None) or "")[:80]
-    return HarnessSession.create(ctx.app, ctx.workspace, spec, **kw)
+    # The store is opened once the harness's process has started (``HarnessSession.store``).
+    return HarnessSession.create(lambda: ctx.app, ctx.workspace, spec, **kw)
 
 
 def _rules(args: argparse.Namespace, ctx: Context) -> tuple[Any, ...]:

@@ -10,8 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coder_es.domain.session import Session
-
 
 @dataclass(frozen=True)
 class RecordedSettings:
@@ -31,6 +29,10 @@ class RecordedSettings:
 
     def apply(self, event: Any) -> RecordedSettings:
         """These settings after ``event`` (the same object when it changes none)."""
+        # Here, not at the top: a new harness session's settings (``RecordedSettings`` made,
+        # not folded) are known before its harness starts, without the aggregate's modules.
+        from coder_es.domain.session import Session
+
         if isinstance(event, Session.Started):
             return RecordedSettings(
                 agent=event.agent,

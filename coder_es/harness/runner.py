@@ -17,6 +17,7 @@ plus the configuration (the sandbox's network and writable places).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,8 +35,6 @@ from coder_es.agent.settings import (
     rules_on_resume,
     same_rules,
 )
-from coder_es.application import CoderApp
-from coder_es.domain.session import Session
 from coder_es.domain.settings import RecordedSettings, recorded_settings
 from coder_es.errors import UsageError
 from coder_es.harness.adapters import ADAPTERS
@@ -47,6 +46,8 @@ from coder_es.sandbox import SandboxSettings
 from coder_es.secret_env import command_environ
 
 if TYPE_CHECKING:
+    from coder_es.application import CoderApp
+    from coder_es.domain.session import Session
     from coder_es.harness.harness_hooks import HarnessHooks
     from coder_es.harness.resume import ResumePlan
     from coder_es.permissions.policy import PermissionAnswer
@@ -56,7 +57,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class HarnessSession:
-    app: CoderApp
+    store: CoderApp | Callable[[], CoderApp]
+    """The application, or what opens it (``Context.app``): a new session's first turn opens
+    it right after its harness's process has started (``HarnessTurn.store``)."""
     workspace: Path
     spec: HarnessSpec
     session_id: UUID
@@ -92,8 +95,20 @@ class HarnessSession:
     """Drop the turns' file changes (a rebuild of the harness's own state)."""
     _cancel: asyncio.Event | None = None
 
+    @property
+    def app(self) -> CoderApp:
+        if callable(self.store):
+            self.store = self.store()
+        return self.store
+
     @classmethod
-    def create(cls, app: CoderApp, workspace: Path, spec: HarnessSpec, **kw: Any) -> HarnessSession:
+    def create(
+        cls,
+        app: CoderApp | Callable[[], CoderApp],
+        workspace: Path,
+        spec: HarnessSpec,
+        **kw: Any,
+    ) -> HarnessSession:
         if spec.kind not in ADAPTERS:
             msg = f"the {spec.kind} harness kind is not supported by run yet"
             raise UsageError(msg)
@@ -143,6 +158,7 @@ class HarnessSession:
         """A fresh harness session holding the conversation up to the head: the recorded
         prompts given again, the recorded answers served, the files dropped
         (``coder_es.harness.resume``). Its id is what the live turn resumes."""
+        from coder_es.application import CoderApp
         from coder_es.harness.serve import RequestNormalizer, ServingUpstream
 
         scratch = CoderApp(None)
@@ -249,6 +265,8 @@ class HarnessSession:
         return changes
 
     def _resume_id(self) -> str | None:
+        from coder_es.domain.session import Session
+
         last: str | None = None
         for event in self.app.session_events(self.session_id):
             if isinstance(event, Session.HarnessRan) and event.harness_session:
@@ -294,43 +312,58 @@ class HarnessSession:
                 "title": self.title,
                 "settings": dict(settings.recorded.started),
             }
-        turn = HarnessTurn(
-            app=self.app,
-            session_id=self.session_id,
-            workspace=self.workspace,
-            spec=self.spec,
-            adapter=adapter,
-            command=command,
-            emit=queue.put_nowait,
-            environ=self.environ,
-            read_only=read_only,
-            yes=self.yes,
-            agent=settings.agent,
-            rules=settings.rules,
-            default_permission=settings.default_permission,
-            network=sandbox.network_on,
-            writable=sandbox.writable,
-            hidden=hidden_paths(self.workspace, self.store_path),
-            turn_timeout_s=self.turn_timeout_s,
-            version=version,
-            new_session=new_session,
-            cancelled=self._cancel,
-            serve=self.serve,
-            discard=self.discard,
-            ask=ask,
-        )
-        resume, fork_at = None, None
-        if self.exists:
-            # Imported only to continue a session (the tree projection): a first turn's
-            # harness starts without them (``run --harness`` start-up, bench/harness.py).
-            from coder_es.harness.resume import plan
+        # A new session's first turn opens the store, and takes the session's lease, right after
+        # its harness's process has started (``HarnessTurn.store``): the harness's own start-up
+        # (hundreds of milliseconds) is not delayed by the store's modules and opening. Nothing
+        # is applied or recorded before: a store that does not open stops the harness at once.
+        # A continued session's store is open already (its log was read) and its lease is taken
+        # before its harness starts, as are those of a turn whose hooks run before it.
+        later = callable(self.store) and not self.exists and not settings.hooks
+        with contextlib.ExitStack() as held:
 
-            where = plan(self.app, self.session_id, self.spec.kind)
-            resume, fork_at = where.resume, where.fork_at
-            if where.rebuild:
-                resume = await self._rebuild(where)
-        turn.fork_at = fork_at
-        with self.app.leases.hold(self.id, "harness turn"):
+            def opened() -> CoderApp:
+                app = self.app
+                held.enter_context(app.leases.hold(self.id, "harness turn"))
+                return app
+
+            turn = HarnessTurn(
+                store=opened if later else self.app,
+                session_id=self.session_id,
+                workspace=self.workspace,
+                spec=self.spec,
+                adapter=adapter,
+                command=command,
+                emit=queue.put_nowait,
+                environ=self.environ,
+                read_only=read_only,
+                yes=self.yes,
+                agent=settings.agent,
+                rules=settings.rules,
+                default_permission=settings.default_permission,
+                network=sandbox.network_on,
+                writable=sandbox.writable,
+                hidden=hidden_paths(self.workspace, self.store_path),
+                turn_timeout_s=self.turn_timeout_s,
+                version=version,
+                new_session=new_session,
+                cancelled=self._cancel,
+                serve=self.serve,
+                discard=self.discard,
+                ask=ask,
+            )
+            resume, fork_at = None, None
+            if self.exists:
+                # Imported only to continue a session (the tree projection): a first turn's
+                # harness starts without them (``run --harness`` start-up, bench/harness.py).
+                from coder_es.harness.resume import plan
+
+                where = plan(self.app, self.session_id, self.spec.kind)
+                resume, fork_at = where.resume, where.fork_at
+                if where.rebuild:
+                    resume = await self._rebuild(where)
+            turn.fork_at = fork_at
+            if not later:
+                opened()
             hooked: HarnessHooks | None = None
             if settings.hooks:
                 # Imported only when hooks are in force: the hook runner brings the tools'
@@ -361,6 +394,8 @@ class HarnessSession:
                 # without it): what the caller does with the first update (a renderer's
                 # imports) overlaps the harness's own start-up, not precedes it.
                 await turn.started.wait()
+                if turn.unopened is not None:
+                    await task  # the store did not open: its error, and nothing shown
                 yield self._opened(version)
                 if hooked is not None:
                     for shown in hooked.updates:

@@ -40,8 +40,6 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from coder_es.agent import updates as up
-from coder_es.application import CoderApp
-from coder_es.domain.session import Session
 from coder_es.errors import CoderESError
 from coder_es.harness import stream as hs
 from coder_es.harness.acp_shim import Asker, PermissionRule, shimmed, stdin_descriptor
@@ -60,12 +58,14 @@ from coder_es.store.blobs import digest_of
 from coder_es.userdirs import protected_user_dirs
 
 if TYPE_CHECKING:
+    from coder_es.application import CoderApp
+    from coder_es.domain.session import Session
     from coder_es.permissions.policy import PermissionAnswer
 
 KILL_GRACE_S = 2.0
 STDERR_TAIL = 4000
 
-Op = Callable[[Session], None]
+Op = Callable[["Session"], None]
 
 
 class HarnessFailed(CoderESError):
@@ -92,7 +92,11 @@ class _Segment:
 class HarnessTurn:
     """Runs one turn and records it (``run``)."""
 
-    app: CoderApp
+    store: CoderApp | Callable[[], CoderApp]
+    """The application, or what opens it (and takes the session's lease): called right after
+    the harness's process has started, before anything of the turn is stored (``app``); if it
+    fails, the harness's process group is killed at once and nothing is applied or recorded
+    (``unopened``)."""
     session_id: UUID
     workspace: Path
     spec: HarnessSpec
@@ -129,6 +133,8 @@ class HarnessTurn:
     ask: Callable[[up.PermissionRequired], Awaitable[PermissionAnswer]] | None = None
     """An interactive run's user (``chat --harness``): a question no rule settles is asked
     (shown as a ``PermissionRequired`` update first) instead of rejected."""
+    unopened: BaseException | None = None
+    """Why the store given to open after the harness's start did not open (the turn's error)."""
 
     # state of the turn
     _ops: list[Op] = field(default_factory=list)
@@ -149,6 +155,12 @@ class HarnessTurn:
     _stream: list[bytes] = field(default_factory=list)
     _announced: set[str] = field(default_factory=set)
 
+    @property
+    def app(self) -> CoderApp:
+        if callable(self.store):
+            self.store = self.store()
+        return self.store
+
     def state_dirs(self) -> tuple[Path, ...]:
         """Where the harness writes its own state: the home directory (a CLI keeps files such
         as ``~/.claude.json`` directly in it, so no narrower place holds them all)."""
@@ -167,7 +179,6 @@ class HarnessTurn:
         return Path(tempfile.mkdtemp(prefix="coder-es-model-"))
 
     async def run(self, prompt: str, resume: str | None) -> TurnResult:
-        blobs = self.app.blobs.for_session(self.session_id)
         said = prompt
         self._ops.append(lambda s: void(s.add_user_message(said)))
         self.emit(up.UserMessage("", said))
@@ -191,11 +202,9 @@ class HarnessTurn:
                 route: self.serve or ForwardUpstream(user_env.get(variable) or default)
                 for route, (variable, default) in ACP_ROUTES.items()
             }
-        proxy = await RecordingProxy(
-            upstream, routes=routes, on_exchange=self._exchange(blobs)
-        ).start()
+        proxy = await RecordingProxy(upstream, routes=routes, on_exchange=self._exchange()).start()
         tx = await asyncio.to_thread(Transaction.begin, self.workspace)
-        attribution = Attribution(self.workspace, tx.upper, blobs.put)
+        attribution = Attribution(self.workspace, tx.upper, self._put)
         t0 = time.monotonic()
         exit_code: int | None = None
         outcome = "ok"
@@ -268,9 +277,10 @@ class HarnessTurn:
                 # effect. The turn's record is lost with the exception.
                 # Synchronously: a cancelled await must not leave an apply running while the
                 # transaction is closed.
-                if not self.read_only and not self.discard:
+                # (Not when the store did not open: the harness was stopped as it started.)
+                if not self.read_only and not self.discard and not callable(self.store):
                     with contextlib.suppress(Exception):
-                        self._commit(tx, blobs)
+                        self._commit(tx)
                 raise
             # The harness has exited: once the proxy is closed it holds every exchange. Their
             # bodies are stored while the changes are applied and the transaction removed (each
@@ -278,7 +288,7 @@ class HarnessTurn:
             await proxy.aclose()
             storing = asyncio.ensure_future(asyncio.to_thread(self._store_exchanges))
             if not self.read_only and not self.discard:
-                applied = await asyncio.to_thread(self._commit, tx, blobs)
+                applied = await asyncio.to_thread(self._commit, tx)
         finally:
             await proxy.aclose()
             await asyncio.to_thread(tx.close)
@@ -370,6 +380,17 @@ class HarnessTurn:
             os.close(write_end)
             if acp_stdin is not None:
                 os.close(acp_stdin[0])
+        if callable(self.store):
+            try:
+                self.app  # noqa: B018 - opens the store, takes the session's lease
+            except BaseException as e:
+                self.unopened = e
+                _kill_group(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), KILL_GRACE_S * 5)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(reading, KILL_GRACE_S)
+                raise
         self.started.set()
         with contextlib.suppress(Exception):  # what fails here fails again where it is needed
             self._prepare()
@@ -677,7 +698,7 @@ class HarnessTurn:
         )
         self.emit(up.PermissionDecision(call, tool, subject, decision, "once", by, None, reason))
 
-    def _exchange(self, blobs: Any) -> Callable[[Exchange], None]:
+    def _exchange(self) -> Callable[[Exchange], None]:
         def on_exchange(x: Exchange) -> None:
             if not self._request_model:
                 # The model the harness asked for (Codex's stream never names it).
@@ -708,7 +729,12 @@ class HarnessTurn:
 
     # ------------------------------------------------------------------ apply + record
 
-    def _commit(self, tx: Transaction, blobs: Any) -> list[Applied]:
+    def _put(self, data: bytes) -> str:
+        """Store a blob of the session (a file's content a call changed)."""
+        return self.app.blobs.for_session(self.session_id).put(data)
+
+    def _commit(self, tx: Transaction) -> list[Applied]:
+        blobs = self.app.blobs.for_session(self.session_id)
         views = {}
         if not self.new_session:
             # Imported here: a first turn, whose harness starts sooner without it, has no views.
@@ -736,6 +762,8 @@ class HarnessTurn:
 
     def _record(self, harness_session: str | None, version: str | None, model: str) -> str | None:
         """Save the turn's events (the exchanges' bodies are stored: ``_store_exchanges``)."""
+        from coder_es.domain.session import Session
+
         if self.new_session is not None:
             fields = dict(self.new_session)
             settings = dict(fields.pop("settings", {}))

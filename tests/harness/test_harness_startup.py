@@ -36,8 +36,13 @@ print(json.dumps({"code": code, **seen}), file=sys.stderr)
 
 # Used only by a turn with hooks, by a continued session (its resume plan, the tree, the file
 # views of its log) or by a replay; a first turn without hooks reaches its harness without
-# them. The renderer (rich) shows the turn's first line after the harness has started.
+# them. The renderer (rich) shows the turn's first line after the harness has started, and a
+# new session's store (the application, the aggregate, LMDB) is opened after it too.
 NOT_BEFORE_THE_HARNESS = (
+    "coder_es.application",
+    "coder_es.domain.session",
+    "eventsourcing.application",
+    "lmdb",
     "coder_es.harness.harness_hooks",
     "coder_es.harness.outside_hooks",
     "coder_es.hooks.command",
@@ -53,7 +58,7 @@ NOT_BEFORE_THE_HARNESS = (
 RUN = ("run", "--harness", "acp:true", "--yes", "hello")
 
 
-def test_run_harness_spawns_before_importing_hooks_and_resume(tmp_path: Path) -> None:
+def test_run_harness_spawns_before_importing_hooks_resume_and_the_store(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     reason = sandbox_reason(workspace)
