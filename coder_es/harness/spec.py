@@ -143,6 +143,20 @@ def resolve_command(spec: HarnessSpec, environ: Mapping[str, str] = os.environ) 
     return [found, *spec.command[1:]]
 
 
+def program_places(program: str) -> tuple[Path, ...]:
+    """The directories the harness's program is read from: for the path it was found at and for
+    the file a link there points to (npm's ``.bin/x``), the outermost ``node_modules`` above it
+    (the packages it loads), else its own directory. The sandbox carries those that lie under
+    ``/tmp`` over its private one (``SandboxSpec.readable``)."""
+    places: list[Path] = []
+    for path in (Path(os.path.abspath(program)), Path(os.path.realpath(program))):
+        modules = [p for p in path.parents if p.name == "node_modules"]
+        place = modules[-1] if modules else path.parent
+        if place not in places:
+            places.append(place)
+    return tuple(places)
+
+
 def package_version(program: str, package: str) -> str | None:
     """The version of the npm package ``program`` belongs to, read from its package.json (no
     process started): npm links ``bin/x`` to a file inside ``node_modules/<package>/``."""

@@ -49,7 +49,7 @@ from coder_es.harness.approve import ApprovalServer
 from coder_es.harness.files import Attribution
 from coder_es.harness.netns import forwarded
 from coder_es.harness.proxy import Exchange, ForwardUpstream, RecordingProxy, Upstream
-from coder_es.harness.spec import HarnessSpec
+from coder_es.harness.spec import HarnessSpec, program_places
 from coder_es.sandbox import SandboxSettings, Transaction, availability
 from coder_es.sandbox.namespaces import SandboxSpec, read_report, wrap
 from coder_es.sandbox.transaction import Applied
@@ -248,6 +248,8 @@ class HarnessTurn:
                     *self.writable,
                     *([route_dir] if route_dir else []),
                 ),
+                # A program installed under /tmp stays visible over the private /tmp.
+                readable=program_places(self.command[0]),
             )
             inner = self.adapter.argv(self.command, request)
             acp_stdin: tuple[int, int] | None = None

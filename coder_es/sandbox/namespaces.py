@@ -127,6 +127,10 @@ class SandboxSpec:
     """Places outside the workspace the command may change in place (a cache such as
     ``~/.cache/pip``): not a transaction, neither recorded nor rewound. Whatever is not here,
     the workspace (its overlay) or the private ``/tmp``, is read-only."""
+    readable: tuple[Path, ...] = ()
+    """Directories the command must be able to read although they lie under ``/tmp``, which the
+    sandbox replaces with a private one (a harness's own program, installed there): carried over
+    it read-only, like the workspace's repository. Elsewhere everything is readable anyway."""
     shared_plans: bool = False
     """``fstab`` is a directory where the mount plans are kept by their content and reused (a
     read-only command has no transaction directory: creating and removing one costs more than
@@ -288,7 +292,12 @@ def _mount_files(spec: SandboxSpec) -> tuple[list[str], list[str], list[Path]]:
     if own_mount and _contains(TMP, top) and not any(_contains(p, top) for p in writable):
         # A mount of its own to carry (made after the overlay: it takes the overlay along).
         first.append(f"{_escape(top)} {_escape(top)} none rbind 0 0\n")
-    candidates = [*writable, top]
+    readable = [
+        real
+        for real in (Path(os.path.realpath(p)) for p in spec.readable)
+        if _contains(TMP, real) and "\n" not in str(real) and real.is_dir()
+    ]
+    candidates = [*writable, top, *readable]
     first.append("scratch /dev/shm tmpfs mode=700 0 0\n")
     # What lives under /tmp is carried over the private /tmp, outermost mounts only (the mounts
     # below come along): bound aside into the scratch tmpfs after the read-only remount (a bind
