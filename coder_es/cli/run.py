@@ -54,7 +54,6 @@ from coder_es.service.api import (
     auto_answerer,
     configured_provider_factory,
 )
-from coder_es.service.waiting import refuse_prompt_while_parked
 
 DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
@@ -150,6 +149,8 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         ),
         max_steps=args.max_steps,
         title=args.title or (getattr(args, "prompt", None) or "")[:80],
+        # ``chat``'s messages come later (the loop refuses them one by one).
+        message_follows=bool(getattr(args, "prompt", None)),
     )
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
@@ -173,8 +174,6 @@ async def _open(args: argparse.Namespace, ctx: Context) -> SessionHandle:
         provider_factory=configured_provider_factory(ctx.settings),
     )
     if resuming:
-        if getattr(args, "prompt", None):  # ``chat``'s messages come later: the loop refuses
-            refuse_prompt_while_parked(ctx.app, args.session)
         return await service.open_session(args.session, options)
     return await service.create_session(options)
 

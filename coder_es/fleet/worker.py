@@ -49,7 +49,7 @@ from coder_es.fleet.queue import DEFAULT_QUEUE, TASK_NAME, FleetQueue
 from coder_es.fleet.script import ProviderFactory, fleet_provider_factory
 from coder_es.records import event_kind
 from coder_es.service.api import AgentService, SessionOptions, auto_answerer
-from coder_es.service.waiting import questions_in, refuse_prompt_while_parked
+from coder_es.service.waiting import questions_in
 from coder_es.store.config import StoreConfig
 from coder_es.store.postgres_only import require_postgres
 from coder_es.telemetry.attach import start_telemetry
@@ -296,9 +296,6 @@ class FleetWorker:
             raise FleetError(msg)
         base = await self._claim(job_id, sid, session.version)
         send = job.prompt is not None and not self._message_recorded_after(sid, base)
-        if send:
-            # The job fails with the line (its prompt kept in the queue), the parked turn intact.
-            refuse_prompt_while_parked(self.app, str(sid))
         service = AgentService(
             self.app, session.workspace, provider_factory=self.provider_factory, clock=self.clock
         )
@@ -308,6 +305,9 @@ class FleetWorker:
             model=job.model,
             rules=job.parsed_rules(),
             max_steps=job.max_steps,
+            # A parked turn in the way fails the job with its line (the prompt kept in the
+            # queue, the parked turn intact).
+            message_follows=send,
         )
         handle = await service.open_session(str(sid), options)
         answerer = auto_answerer(job.yes, defer=job.defer)

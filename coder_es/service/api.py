@@ -42,7 +42,7 @@ from typing import Any
 from uuid import uuid4
 
 from coder_es.agent import updates as up
-from coder_es.agent.decider import DecisionContext
+from coder_es.agent.decider import DecisionContext, parked_in_the_way
 from coder_es.agent.prompt import record_prompt
 from coder_es.agent.runner import (
     AgentLoop,
@@ -104,6 +104,11 @@ class SessionOptions:
     """Extra settings recorded in a new session's Started event (e.g. a client's MCP servers)."""
     mcp_servers: tuple[McpServerConfig, ...] = ()
     """MCP servers for this session only, besides the service's (an ACP client's)."""
+    message_follows: bool = False
+    """A message is sent once the session is open (``run --session S PROMPT``, a job's prompt):
+    a session whose parked turn stands in its way (``decider.parked_in_the_way``) is refused
+    as it opens, before any settings change is recorded. (The loop refuses it again under the
+    lease, for every other way a message comes.)"""
 
 
 def default_provider_factory(env: Mapping[str, str] | None = None) -> ProviderFactory:
@@ -566,6 +571,10 @@ class AgentService:
         )
         # Loading the session applied every settings event: its settings in force.
         state = handle.loop.state
+        refused = parked_in_the_way(state, str(session.id)) if options.message_follows else None
+        if refused is not None:
+            await handle.close()
+            raise UsageError(refused)
         if provider.model != state.model:
             budget = self.context_budget(provider.model)  # another model, another window
         else:

@@ -105,9 +105,10 @@ def is_ready(state: LoopState) -> bool:
 
 def refuse_prompt_while_parked(app: CoderApp, session: str) -> None:
     """``UsageError`` (one line: what the turn waits for, how to answer) when the session's
-    turn is parked, so that a new prompt is refused before anything is opened or recorded
-    (``run --session S PROMPT``, ``enqueue``, a worker's job). The loop refuses it again under
-    the session lease (``decider.parked_in_the_way``), for every other way a message comes."""
+    turn is parked, so that a prompt queued for it (``enqueue``, which opens no session) is
+    refused at once. A session opened to send one refuses it as it opens
+    (``SessionOptions.message_follows``); the loop refuses it again under the session lease
+    (``decider.parked_in_the_way``), for every other way a message comes."""
     from coder_es.agent.decider import parked_in_the_way
     from coder_es.agent.state import LoopState
 
